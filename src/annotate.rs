@@ -1,0 +1,1 @@
+//! `loop.*` attributes on the span that completes a detection (DESIGN §5).

@@ -1,0 +1,1 @@
+//! Configuration: TOML file + `LOOPWATCH_<SECTION>__<KEY>` env overrides + CLI flags.

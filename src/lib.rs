@@ -1,0 +1,18 @@
+//! loopwatch: an OpenTelemetry sidecar that detects AI-agent tool-call loops.
+//!
+//! Pipeline (DESIGN §1): receiver → extract ([`conventions`]) → [`registry`] →
+//! [`detector`] (pure, synchronous) → [`annotate`] → [`forward`], with [`signals`] on the side.
+
+pub mod annotate;
+pub mod config;
+pub mod conventions;
+pub mod detector;
+pub mod event;
+pub mod fingerprint;
+pub mod forward;
+pub mod otlp;
+pub mod pipeline;
+pub mod receiver;
+pub mod registry;
+pub mod scan;
+pub mod signals;

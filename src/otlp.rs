@@ -1,0 +1,66 @@
+//! Small helpers over the OTLP protobuf types (`opentelemetry-proto`): attribute lookup,
+//! AnyValue → JSON, and id formatting.
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+
+pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+pub use opentelemetry_proto::tonic::trace::v1::Span;
+
+/// The value of attribute `key`, if present (first occurrence wins).
+pub fn attr<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+}
+
+/// The string value of attribute `key`, if present and a `stringValue`.
+pub fn attr_str<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
+    match attr(attributes, key)?.value.as_ref()? {
+        Value::StringValue(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+/// `service.name` of a resource, if set.
+pub fn service_name(resource: Option<&Resource>) -> Option<&str> {
+    resource.and_then(|r| attr_str(&r.attributes, "service.name"))
+}
+
+/// Maps an AnyValue to JSON: kvlist → object, array → array, bytes → array of numbers
+/// is *not* used (bytes map to a string of lowercase hex), ints and doubles → numbers
+/// (non-finite doubles → null), empty → null.
+pub fn any_value_to_json(value: &AnyValue) -> serde_json::Value {
+    use serde_json::Value as J;
+    match value.value.as_ref() {
+        None | Some(Value::StringValueStrindex(_)) => J::Null,
+        Some(Value::StringValue(s)) => J::String(s.clone()),
+        Some(Value::BoolValue(b)) => J::Bool(*b),
+        Some(Value::IntValue(i)) => J::from(*i),
+        Some(Value::DoubleValue(d)) => serde_json::Number::from_f64(*d).map_or(J::Null, J::Number),
+        Some(Value::BytesValue(b)) => J::String(hex::encode(b)),
+        Some(Value::ArrayValue(a)) => J::Array(a.values.iter().map(any_value_to_json).collect()),
+        Some(Value::KvlistValue(kv)) => J::Object(
+            kv.values
+                .iter()
+                .map(|kv| {
+                    (
+                        kv.key.clone(),
+                        kv.value.as_ref().map_or(J::Null, any_value_to_json),
+                    )
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// Lowercase hex of an id (trace_id, span_id); empty string for an empty id.
+pub fn hex_id(id: &[u8]) -> String {
+    hex::encode(id)
+}
+
+/// True when `trace_id` is a valid W3C/OTLP trace id: 16 bytes, not all zero.
+pub fn is_valid_trace_id(trace_id: &[u8]) -> bool {
+    trace_id.len() == 16 && trace_id.iter().any(|b| *b != 0)
+}

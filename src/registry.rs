@@ -1,0 +1,1 @@
+//! Per-run state: events in start-time order, deduplicated by span_id, detectors per profile.

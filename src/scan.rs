@@ -1,0 +1,1 @@
+//! Offline scan of OTLP request files (`loopwatch scan`).
