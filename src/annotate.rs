@@ -1,1 +1,126 @@
 //! `loop.*` attributes on the span that completes a detection (DESIGN §5).
+//!
+//! Only attributes are added (existing `loop.*` keys are replaced); nothing else in the
+//! span changes, and no argument or result content is ever copied into attributes.
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
+
+use crate::detector::Pattern;
+use crate::fingerprint::Fingerprint;
+use crate::otlp::Span;
+use crate::registry::RunDetection;
+
+/// One sentence explaining a detection, e.g. "read_file was called 5 times with the same
+/// arguments in the last 10 tool calls".
+pub fn reason(d: &RunDetection) -> String {
+    let det = &d.detection;
+    let tools = det.tool_names.iter().map(|t| t.as_ref()).collect::<Vec<_>>();
+    let first = tools.first().copied().unwrap_or("a tool");
+    let sentence = match det.pattern {
+        Pattern::RepeatedCall => format!(
+            "{first} was called {} times with the same arguments in the last {} tool calls",
+            det.count, det.window
+        ),
+        Pattern::RepeatedResult => format!(
+            "{first} returned the same result {} times in a row for the same arguments",
+            det.count
+        ),
+        Pattern::AlternatingCalls => format!(
+            "{} and {} alternated {} times with the same arguments",
+            first,
+            tools.get(1).copied().unwrap_or("another tool"),
+            det.count
+        ),
+        Pattern::Cycle => format!(
+            "the call sequence {} repeated {} times with the same arguments",
+            tools.join(" → "),
+            det.count
+        ),
+        Pattern::RepeatedText => format!(
+            "the model gave the same text response {} times in a row",
+            det.count
+        ),
+    };
+    if det.severity == crate::detector::Severity::Info {
+        format!("{sentence}, but the results changed (progress, not a loop)")
+    } else {
+        sentence
+    }
+}
+
+/// Picks the detection that writes the attributes: the most severe, the first profile on ties.
+pub fn most_severe<'a>(detections: &[&'a RunDetection]) -> Option<&'a RunDetection> {
+    detections
+        .iter()
+        .copied()
+        .max_by(|a, b| {
+            a.detection
+                .severity
+                .cmp(&b.detection.severity)
+                .then(b.profile_index.cmp(&a.profile_index))
+        })
+}
+
+/// Writes the `loop.*` attributes of `detections` (all completed by this span) on `span`.
+/// `short_fingerprint` renders a fingerprint in its external short form (16 hex chars of
+/// the keyed HMAC). Does nothing when `detections` is empty.
+pub fn annotate_span(
+    span: &mut Span,
+    detections: &[&RunDetection],
+    short_fingerprint: &dyn Fn(&Fingerprint) -> String,
+) {
+    let Some(main) = most_severe(detections) else {
+        return;
+    };
+    let det = &main.detection;
+    span.attributes.retain(|kv| !kv.key.starts_with("loop."));
+    let mut profiles: Vec<String> = Vec::new();
+    for d in detections {
+        if !profiles.contains(&d.profile.name) {
+            profiles.push(d.profile.name.clone());
+        }
+    }
+    let first_span_id = main
+        .span_ids
+        .first()
+        .map_or_else(|| hex::encode(&main.span_id), hex::encode);
+    let attributes = [
+        ("loop.detected", Value::BoolValue(true)),
+        ("loop.pattern", string(det.pattern.as_str())),
+        ("loop.count", Value::IntValue(det.count as i64)),
+        ("loop.window", Value::IntValue(det.window as i64)),
+        (
+            "loop.tool_names",
+            strings(det.tool_names.iter().map(|t| t.to_string())),
+        ),
+        (
+            "loop.fingerprints",
+            strings(det.fingerprints.iter().map(short_fingerprint)),
+        ),
+        ("loop.first_span_id", Value::StringValue(first_span_id)),
+        ("loop.severity", string(det.severity.as_str())),
+        ("loop.profile", Value::StringValue(main.profile.name.clone())),
+        ("loop.occurrence", Value::IntValue(i64::from(main.occurrence))),
+        ("loop.reason", Value::StringValue(reason(main))),
+        ("loop.profiles", strings(profiles.into_iter())),
+    ];
+    span.attributes
+        .extend(attributes.into_iter().map(|(key, value)| KeyValue {
+            key: key.to_string(),
+            value: Some(AnyValue { value: Some(value) }),
+        }));
+}
+
+fn string(s: &str) -> Value {
+    Value::StringValue(s.to_string())
+}
+
+fn strings(items: impl Iterator<Item = String>) -> Value {
+    Value::ArrayValue(ArrayValue {
+        values: items
+            .map(|s| AnyValue {
+                value: Some(Value::StringValue(s)),
+            })
+            .collect(),
+    })
+}

@@ -1,1 +1,182 @@
-fn main() {}
+//! `loopwatch` command line: `serve`, `scan`, `replay`, `check-config`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use loopwatch::config::{Config, LogFormat};
+use loopwatch::engine::Engine;
+use loopwatch::scan::{self, ScanDetection};
+
+/// OpenTelemetry sidecar that detects AI-agent tool-call loops.
+#[derive(Parser, Debug)]
+#[command(name = "loopwatch", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the sidecar: OTLP receivers → detection → annotation → forwarding, signals, admin API.
+    Serve(ServeArgs),
+    /// Scan recorded OTLP export requests (.pb / .json files or folders of them) and print loops.
+    Scan(ScanArgs),
+    /// Send recorded OTLP export requests to a running loopwatch (or any OTLP/gRPC receiver).
+    Replay(ReplayArgs),
+    /// Validate a config file (defaults + file + LOOPWATCH_* env) and print the result.
+    CheckConfig {
+        /// The TOML config file.
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// TOML config file; without one, embedded defaults (detect-only).
+    #[arg(long, short, env = "LOOPWATCH_CONFIG")]
+    config: Option<PathBuf>,
+    /// OTLP/gRPC listen address (receiver.grpc_listen).
+    #[arg(long)]
+    grpc_listen: Option<String>,
+    /// OTLP/HTTP listen address (receiver.http_listen).
+    #[arg(long)]
+    http_listen: Option<String>,
+    /// Admin HTTP listen address (admin.listen).
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// Downstream OTLP/gRPC endpoint, e.g. http://otel-collector:4317 (exporter.endpoint).
+    #[arg(long)]
+    exporter_endpoint: Option<String>,
+    /// Log filter (log.level), e.g. info, debug.
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Log format (log.format).
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+struct ScanArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: OutputFormat,
+    /// Only report this profile's detections (default: all profiles).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Config file for profiles and fingerprinting (default: embedded defaults).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Request files (.pb protobuf, .json OTLP/JSON) or folders of them; all paths form
+    /// one stream, files in name order within a folder.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ReplayArgs {
+    /// OTLP/gRPC endpoint to send to.
+    #[arg(long, default_value = "http://127.0.0.1:4317")]
+    endpoint: String,
+    /// Pause between requests, e.g. 50ms.
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+    delay: std::time::Duration,
+    /// Request files or folders (as for scan).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Scan(args) => run_scan(args),
+        Command::Replay(args) => replay(args),
+        Command::CheckConfig { file } => check_config(file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loopwatch: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
+    let config = Config::load(args.config.as_deref(), &[])?;
+    if let Some(profile) = &args.profile {
+        let known: Vec<String> = config.profiles()?.into_iter().map(|p| p.settings.name).collect();
+        if !known.contains(profile) {
+            anyhow::bail!("unknown profile {profile:?}; known profiles: {}", known.join(", "));
+        }
+    }
+    let engine = Engine::from_config(&config)?;
+    let files = scan::request_files(&args.paths)?;
+    let detections: Vec<ScanDetection> = scan::scan(&engine, &files)?
+        .iter()
+        .filter(|d| args.profile.as_ref().is_none_or(|p| &d.profile.name == p))
+        .map(ScanDetection::from)
+        .collect();
+    match args.format {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&detections)?),
+        OutputFormat::Table => print!("{}", scan::render_table(&detections)),
+    }
+    Ok(())
+}
+
+fn check_config(file: PathBuf) -> anyhow::Result<()> {
+    let config = Config::load(Some(&file), &[])?;
+    let profiles = config.profiles()?;
+    println!("{}: ok", file.display());
+    for p in profiles {
+        let s = p.settings;
+        println!(
+            "profile {}: action={:?} window={} repeated_call={} repeated_result={} alternating_calls={} cycle={} max_cycle_period={} repeated_text={} signals={}",
+            s.name, s.action, s.window, s.repeated_call, s.repeated_result, s.alternating_calls, s.cycle, s.max_cycle_period, s.repeated_text, p.signals
+        );
+    }
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut overrides: Vec<(&str, String)> = Vec::new();
+    let pairs = [
+        ("receiver.grpc_listen", args.grpc_listen),
+        ("receiver.http_listen", args.http_listen),
+        ("admin.listen", args.admin_listen),
+        ("exporter.endpoint", args.exporter_endpoint),
+        ("log.level", args.log_level),
+        (
+            "log.format",
+            args.log_format.map(|f| match f {
+                LogFormat::Text => "text".to_string(),
+                LogFormat::Json => "json".to_string(),
+            }),
+        ),
+    ];
+    for (key, value) in pairs {
+        if let Some(v) = value {
+            overrides.push((key, v));
+        }
+    }
+    let config = Config::load(args.config.as_deref(), &overrides)?;
+    loopwatch::server::init_logging(&config.log);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(loopwatch::server::run(config, loopwatch::server::shutdown_signal()))
+}
+
+fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    let files = scan::request_files(&args.paths)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let sent = runtime.block_on(loopwatch::replay::replay(&args.endpoint, &files, args.delay))?;
+    println!("sent {sent} requests from {} files to {}", files.len(), args.endpoint);
+    Ok(())
+}

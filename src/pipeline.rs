@@ -31,3 +31,157 @@ pub trait SpanSink: Send + Sync + 'static {
     /// Takes one request. On `Err` nothing of the request was kept, so the client may retry.
     fn accept(&self, request: IncomingRequest) -> Result<(), AcceptError>;
 }
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use prost::Message;
+
+use crate::detector::Severity;
+use crate::engine::Engine;
+use crate::forward::ForwardQueue;
+use crate::otlp::hex_id;
+use crate::registry::RunDetection;
+use crate::signals::{signal_id, Signal, SignalHub};
+
+/// The sidecar's span path: reserve a forward slot, detect, annotate, forward; then log,
+/// count and signal the new detections.
+pub struct Pipeline {
+    pub engine: Arc<Engine>,
+    /// `None` = detect-only (no downstream configured).
+    pub forward: Option<ForwardQueue>,
+    pub signals: Option<Arc<SignalHub>>,
+    /// Per profile index: whether its warn/kill detections publish signals.
+    pub signal_profiles: Vec<bool>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+}
+
+impl SpanSink for Pipeline {
+    fn accept(&self, incoming: IncomingRequest) -> Result<(), AcceptError> {
+        // Reserve first: a refused request leaves no trace in the detectors, so the
+        // client's retry is processed as if it were the first delivery.
+        let permit = match &self.forward {
+            Some(queue) => Some(queue.try_reserve()?),
+            None => None,
+        };
+        let IncomingRequest {
+            mut request,
+            raw_protobuf,
+        } = incoming;
+        let processed = self.engine.process(&mut request, Instant::now());
+        if let Some(permit) = permit {
+            let bytes = match raw_protobuf {
+                Some(raw) if processed.annotated_spans == 0 => raw,
+                _ => bytes::Bytes::from(request.encode_to_vec()),
+            };
+            permit.send(bytes);
+        }
+        for detection in &processed.detections {
+            self.report(detection);
+        }
+        Ok(())
+    }
+}
+
+impl Pipeline {
+    fn report(&self, d: &RunDetection) {
+        let reason = crate::annotate::reason(d);
+        let trace_id = hex_id(&d.trace_id);
+        let span_id = hex_id(&d.span_id);
+        let tools = d
+            .detection
+            .tool_names
+            .iter()
+            .map(|t| t.as_ref())
+            .collect::<Vec<_>>()
+            .join(",");
+        macro_rules! log_detection {
+            ($level:ident) => {
+                tracing::$level!(
+                    trace_id = %trace_id,
+                    span_id = %span_id,
+                    profile = %d.profile.name,
+                    pattern = d.detection.pattern.as_str(),
+                    severity = d.detection.severity.as_str(),
+                    count = d.detection.count,
+                    occurrence = d.occurrence,
+                    tools = %tools,
+                    service = d.service_name.as_deref().unwrap_or(""),
+                    "loop detected: {reason}"
+                )
+            };
+        }
+        match d.detection.severity {
+            Severity::Info => log_detection!(info),
+            Severity::Warn | Severity::Kill => log_detection!(warn),
+        }
+        self.metrics.record_detection(d);
+        let wants_signal = self
+            .signal_profiles
+            .get(d.profile_index)
+            .copied()
+            .unwrap_or(true);
+        if let (Some(hub), true) = (&self.signals, wants_signal) {
+            if let Some(signal) = signal_of(d, &self.engine, reason) {
+                hub.publish(signal);
+            }
+        }
+    }
+}
+
+/// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which
+/// never signals.
+pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Signal> {
+    let action = match d.detection.severity {
+        Severity::Info => return None,
+        Severity::Warn => "warn",
+        Severity::Kill => "kill",
+    };
+    let tool = d
+        .detection
+        .tool_names
+        .first()
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| "the same tool".into());
+    let message = match action {
+        "kill" => format!("loopwatch stopped this run: {reason}."),
+        _ => format!(
+            "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same arguments again; \
+             try a different approach, or stop and report what is blocking you."
+        ),
+    };
+    Some(Signal {
+        schema: "loopwatch.signal.v1".into(),
+        id: signal_id(
+            &d.run_key,
+            &d.profile.name,
+            d.detection.pattern.as_str(),
+            d.occurrence,
+        ),
+        occurrence: d.occurrence,
+        severity: d.detection.severity.as_str().into(),
+        time_unix_nano: d.time_unix_nano,
+        trace_id: hex_id(&d.trace_id),
+        run_key: d.run_key.to_string(),
+        service_name: d.service_name.as_deref().map(str::to_string),
+        agent_name: d.agent_name.as_deref().map(str::to_string),
+        profile: d.profile.name.clone(),
+        action: action.into(),
+        pattern: d.detection.pattern.as_str().into(),
+        tool_names: d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+        count: d.detection.count as u32,
+        window: d.detection.window as u32,
+        fingerprints: d
+            .detection
+            .fingerprints
+            .iter()
+            .map(|f| engine.fingerprint_key.short(f))
+            .collect(),
+        span_ids: d.span_ids.iter().map(|s| hex_id(s)).collect(),
+        first_span_id: d
+            .span_ids
+            .first()
+            .map_or_else(|| hex_id(&d.span_id), |s| hex_id(s)),
+        message,
+    })
+}

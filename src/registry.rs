@@ -1,1 +1,484 @@
-//! Per-run state: events in start-time order, deduplicated by span_id, detectors per profile.
+//! Per-run state (DESIGN §2, §7): each run's events in span start-time order,
+//! deduplicated by span_id, with one [`Detector`] per profile.
+//!
+//! Exporters send spans in end order and may split a run over several requests, so a
+//! span can arrive after later-starting ones. Appending in order (the common case) feeds
+//! the detectors incrementally; a span that lands before the end of the sequence makes the
+//! run replay its whole sequence through fresh detectors, so the final set of detections
+//! never depends on batching or arrival order. Detections that the replay finds and that
+//! were not reported before are reported as new.
+//!
+//! Memory is bounded by an idle TTL and a cap on runs (least recently seen evicted first),
+//! and by a cap on events kept per run.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::detector::{Detection, Detector, Observation, ProfileSettings};
+use crate::fingerprint::Fingerprint;
+
+/// Registry limits. Config section `[registry]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    /// A run unseen for this long is dropped (default `10m`).
+    #[serde(with = "humantime_serde")]
+    pub idle_ttl: Duration,
+    /// At most this many runs are tracked; the least recently seen is evicted first
+    /// (default 100 000).
+    pub max_runs: usize,
+    /// Events kept per run for re-ordering (default 10 000). Past it, the oldest are
+    /// forgotten: a late span older than every kept event is then ignored.
+    pub max_events_per_run: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            idle_ttl: Duration::from_secs(600),
+            max_runs: 100_000,
+            max_events_per_run: 10_000,
+        }
+    }
+}
+
+/// One extracted, fingerprinted span on its way into a run.
+#[derive(Clone, Debug)]
+pub struct RunEvent {
+    /// Run key: the trace_id hex, or the configured attribute's value.
+    pub run_key: Arc<str>,
+    pub trace_id: Vec<u8>,
+    pub span_id: Vec<u8>,
+    /// Span start and end, ns since the Unix epoch.
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+    pub service_name: Option<Arc<str>>,
+    pub agent_name: Option<Arc<str>>,
+    pub observation: Observation,
+}
+
+impl RunEvent {
+    fn order_key(&self) -> (u64, u64, &[u8]) {
+        (
+            self.start_time_unix_nano,
+            self.end_time_unix_nano,
+            &self.span_id,
+        )
+    }
+}
+
+/// A detection with the span context it applies to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunDetection {
+    /// Index of the profile in the registry's profile list.
+    pub profile_index: usize,
+    pub profile: Arc<ProfileSettings>,
+    pub detection: Detection,
+    pub run_key: Arc<str>,
+    /// trace_id and span_id of the span that completed the detection.
+    pub trace_id: Vec<u8>,
+    pub span_id: Vec<u8>,
+    /// span_ids of the spans that formed it, in start order.
+    pub span_ids: Vec<Vec<u8>>,
+    /// End time of the completing span (ns since the Unix epoch).
+    pub time_unix_nano: u64,
+    /// 1-based count of detections in this run with the same profile, pattern and
+    /// fingerprints, up to and including this one.
+    pub occurrence: u32,
+    pub service_name: Option<Arc<str>>,
+    pub agent_name: Option<Arc<str>>,
+}
+
+impl RunDetection {
+    fn identity(&self) -> (usize, &[u8], crate::detector::Pattern) {
+        (self.profile_index, &self.span_id, self.detection.pattern)
+    }
+}
+
+/// A repeated call in a run: what `GET /v1/traces/{trace_id}/loops` lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepeatedCall {
+    pub fingerprint: Fingerprint,
+    pub tool_name: Arc<str>,
+    /// 1-based tool-call ordinals (start order), ascending.
+    pub step_indices: Vec<usize>,
+}
+
+/// A read-only view of one run.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    pub run_key: Arc<str>,
+    pub service_name: Option<Arc<str>>,
+    pub agent_name: Option<Arc<str>>,
+    pub tool_calls: usize,
+    pub detections: Vec<RunDetection>,
+    pub last_seen: Instant,
+}
+
+struct RunState {
+    events: Vec<RunEvent>,
+    seen: HashSet<Vec<u8>>,
+    detectors: Vec<Detector>,
+    detections: Vec<RunDetection>,
+    /// Events forgotten from the front (cap), in all.
+    forgotten: usize,
+    /// Events forgotten since the current detectors started counting observations:
+    /// detector index − `index_offset` = index into `events`.
+    index_offset: usize,
+    last_seen: Instant,
+    service_name: Option<Arc<str>>,
+    agent_name: Option<Arc<str>>,
+}
+
+/// Counters kept by the registry (read by `/metrics`).
+#[derive(Debug, Default)]
+pub struct RegistryStats {
+    pub runs_evicted_idle: AtomicU64,
+    pub runs_evicted_capacity: AtomicU64,
+    pub duplicate_spans: AtomicU64,
+    pub events_forgotten: AtomicU64,
+}
+
+/// All runs, keyed by run key. Shared by the receivers (through the pipeline), the
+/// offline scan and the admin API.
+pub struct Registry {
+    runs: DashMap<Arc<str>, RunState>,
+    profiles: Vec<Arc<ProfileSettings>>,
+    config: RegistryConfig,
+    stats: RegistryStats,
+}
+
+impl Registry {
+    /// A registry running `profiles` side by side on every run.
+    pub fn new(profiles: Vec<ProfileSettings>, config: RegistryConfig) -> Self {
+        Registry {
+            runs: DashMap::new(),
+            profiles: profiles.into_iter().map(Arc::new).collect(),
+            config,
+            stats: RegistryStats::default(),
+        }
+    }
+
+    /// The profiles in the order detections refer to them.
+    pub fn profiles(&self) -> &[Arc<ProfileSettings>] {
+        &self.profiles
+    }
+
+    pub fn stats(&self) -> &RegistryStats {
+        &self.stats
+    }
+
+    /// Number of runs tracked.
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Adds events (any runs, any order) and returns the detections not reported before,
+    /// in run order then sequence order. A span already seen in its run (same span_id) is
+    /// ignored. `now` drives the idle TTL and LRU (the detector itself reads no clock).
+    pub fn observe(&self, mut events: Vec<RunEvent>, now: Instant) -> Vec<RunDetection> {
+        events.sort_by(|a, b| {
+            a.run_key
+                .cmp(&b.run_key)
+                .then_with(|| a.order_key().cmp(&b.order_key()))
+        });
+        let mut new_detections = Vec::new();
+        let mut rest = events.as_slice();
+        while let Some(first) = rest.first() {
+            let len = rest
+                .iter()
+                .position(|e| e.run_key != first.run_key)
+                .unwrap_or(rest.len());
+            let (batch, tail) = rest.split_at(len);
+            rest = tail;
+            self.make_room_for(&first.run_key);
+            let mut run = self
+                .runs
+                .entry(first.run_key.clone())
+                .or_insert_with(|| self.new_run(now));
+            run.last_seen = now;
+            self.insert_batch(&mut run, batch, &mut new_detections);
+        }
+        new_detections
+    }
+
+    fn new_run(&self, now: Instant) -> RunState {
+        RunState {
+            events: Vec::new(),
+            seen: HashSet::new(),
+            detectors: self.fresh_detectors(),
+            detections: Vec::new(),
+            forgotten: 0,
+            index_offset: 0,
+            last_seen: now,
+            service_name: None,
+            agent_name: None,
+        }
+    }
+
+    fn fresh_detectors(&self) -> Vec<Detector> {
+        self.profiles
+            .iter()
+            .map(|p| Detector::new(p.clone()))
+            .collect()
+    }
+
+    fn insert_batch(&self, run: &mut RunState, batch: &[RunEvent], out: &mut Vec<RunDetection>) {
+        let mut needs_replay = false;
+        for event in batch {
+            if !run.seen.insert(event.span_id.clone()) {
+                self.stats.duplicate_spans.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if run.service_name.is_none() {
+                run.service_name = event.service_name.clone();
+            }
+            if run.agent_name.is_none() {
+                run.agent_name = event.agent_name.clone();
+            }
+            let in_order = run
+                .events
+                .last()
+                .is_none_or(|last| last.order_key() < event.order_key());
+            if in_order && !needs_replay {
+                run.events.push(event.clone());
+                let index = run.events.len() - 1;
+                for profile_index in 0..run.detectors.len() {
+                    if let Some(d) = run.detectors[profile_index].observe(&event.observation) {
+                        let rd = self.contextualize(run, profile_index, d, run.index_offset, index);
+                        run.detections.push(rd.clone());
+                        out.push(rd);
+                    }
+                }
+            } else {
+                let position = run
+                    .events
+                    .partition_point(|e| e.order_key() < event.order_key());
+                if position == 0 && run.forgotten > 0 {
+                    // Older than everything we still hold: its place is unknown.
+                    self.stats.events_forgotten.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                run.events.insert(position, event.clone());
+                needs_replay = true;
+            }
+        }
+        if needs_replay {
+            self.replay(run, out);
+        }
+        self.enforce_event_cap(run);
+    }
+
+    /// Re-runs the whole sequence through fresh detectors; reports detections not seen before.
+    fn replay(&self, run: &mut RunState, out: &mut Vec<RunDetection>) {
+        let mut detectors = self.fresh_detectors();
+        let mut detections: Vec<RunDetection> = Vec::new();
+        for index in 0..run.events.len() {
+            for (profile_index, detector) in detectors.iter_mut().enumerate() {
+                if let Some(d) = detector.observe(&run.events[index].observation) {
+                    let rd = self.contextualize_in(
+                        &run.events,
+                        &detections,
+                        profile_index,
+                        d,
+                        0,
+                        index,
+                    );
+                    detections.push(rd);
+                }
+            }
+        }
+        let old: HashSet<_> = run.detections.iter().map(RunDetection::identity).collect();
+        for d in &detections {
+            if !old.contains(&d.identity()) {
+                out.push(d.clone());
+            }
+        }
+        run.detections = detections;
+        run.detectors = detectors;
+        run.index_offset = 0;
+    }
+
+    fn contextualize(
+        &self,
+        run: &RunState,
+        profile_index: usize,
+        detection: Detection,
+        offset: usize,
+        index: usize,
+    ) -> RunDetection {
+        self.contextualize_in(
+            &run.events,
+            &run.detections,
+            profile_index,
+            detection,
+            offset,
+            index,
+        )
+    }
+
+    /// Attaches span context to a detection; `offset` converts the detector's observation
+    /// indices (which count forgotten events) into indices of `events`.
+    fn contextualize_in(
+        &self,
+        events: &[RunEvent],
+        earlier: &[RunDetection],
+        profile_index: usize,
+        detection: Detection,
+        offset: usize,
+        index: usize,
+    ) -> RunDetection {
+        let completing = &events[index];
+        let span_ids = detection
+            .members
+            .iter()
+            .filter_map(|m| m.checked_sub(offset))
+            .filter_map(|i| events.get(i))
+            .map(|e| e.span_id.clone())
+            .collect();
+        let occurrence = 1 + earlier
+            .iter()
+            .filter(|e| {
+                e.profile_index == profile_index
+                    && e.detection.pattern == detection.pattern
+                    && e.detection.fingerprints == detection.fingerprints
+            })
+            .count() as u32;
+        RunDetection {
+            profile_index,
+            profile: self.profiles[profile_index].clone(),
+            detection,
+            run_key: completing.run_key.clone(),
+            trace_id: completing.trace_id.clone(),
+            span_id: completing.span_id.clone(),
+            span_ids,
+            time_unix_nano: completing.end_time_unix_nano,
+            occurrence,
+            service_name: completing.service_name.clone(),
+            agent_name: completing.agent_name.clone(),
+        }
+    }
+
+    /// Keeps at most `max_events_per_run` events. Detector state is kept, so detection
+    /// continues; only re-ordering of very late spans is lost.
+    fn enforce_event_cap(&self, run: &mut RunState) {
+        let cap = self.config.max_events_per_run.max(1);
+        if run.events.len() > cap {
+            let excess = run.events.len() - cap;
+            run.events.drain(..excess);
+            run.forgotten += excess;
+            run.index_offset += excess;
+            self.stats
+                .events_forgotten
+                .fetch_add(excess as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Evicts least recently seen runs when adding `key` would exceed `max_runs`.
+    fn make_room_for(&self, key: &Arc<str>) {
+        let max = self.config.max_runs.max(1);
+        if self.runs.len() < max || self.runs.contains_key(key) {
+            return;
+        }
+        // Evict about 1% at once so the O(n) scan is amortised over many inserts.
+        let excess = self.runs.len() + 1 - max;
+        let batch = excess.max(max / 100).max(1);
+        let mut by_age: Vec<(Instant, Arc<str>)> = self
+            .runs
+            .iter()
+            .map(|r| (r.last_seen, r.key().clone()))
+            .collect();
+        by_age.sort();
+        for (_, k) in by_age.into_iter().take(batch) {
+            if self.runs.remove(&k).is_some() {
+                self.stats
+                    .runs_evicted_capacity
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Drops runs idle for longer than `idle_ttl` at `now`; returns how many.
+    pub fn evict_idle(&self, now: Instant) -> usize {
+        let ttl = self.config.idle_ttl;
+        let before = self.runs.len();
+        self.runs
+            .retain(|_, run| now.saturating_duration_since(run.last_seen) <= ttl);
+        let evicted = before.saturating_sub(self.runs.len());
+        self.stats
+            .runs_evicted_idle
+            .fetch_add(evicted as u64, Ordering::Relaxed);
+        evicted
+    }
+
+    /// The current (final) detections of a run, in sequence order; `None` for an unknown run.
+    pub fn detections(&self, run_key: &str) -> Option<Vec<RunDetection>> {
+        self.runs.get(run_key).map(|r| r.detections.clone())
+    }
+
+    /// A summary of one run.
+    pub fn run(&self, run_key: &str) -> Option<RunSummary> {
+        self.runs.get(run_key).map(|r| summarize(r.key(), &r))
+    }
+
+    /// Summaries of all runs (unordered).
+    pub fn runs(&self) -> Vec<RunSummary> {
+        self.runs.iter().map(|r| summarize(r.key(), &r)).collect()
+    }
+
+    /// Repeated call fingerprints of a run (hits ≥ 2), most hits first (ties: first step),
+    /// with their 1-based tool-call ordinals. `None` for an unknown run.
+    pub fn repeated_calls(&self, run_key: &str) -> Option<Vec<RepeatedCall>> {
+        let run = self.runs.get(run_key)?;
+        let mut by_fingerprint: Vec<RepeatedCall> = Vec::new();
+        let mut ordinal = 0;
+        for event in &run.events {
+            if let Observation::ToolCall {
+                tool_name,
+                call_fingerprint,
+                ..
+            } = &event.observation
+            {
+                ordinal += 1;
+                let Some(fp) = call_fingerprint else { continue };
+                match by_fingerprint.iter_mut().find(|r| &r.fingerprint == fp) {
+                    Some(r) => r.step_indices.push(ordinal),
+                    None => by_fingerprint.push(RepeatedCall {
+                        fingerprint: *fp,
+                        tool_name: tool_name.clone(),
+                        step_indices: vec![ordinal],
+                    }),
+                }
+            }
+        }
+        by_fingerprint.retain(|r| r.step_indices.len() >= 2);
+        by_fingerprint.sort_by(|a, b| {
+            b.step_indices
+                .len()
+                .cmp(&a.step_indices.len())
+                .then(a.step_indices[0].cmp(&b.step_indices[0]))
+        });
+        Some(by_fingerprint)
+    }
+}
+
+fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
+    RunSummary {
+        run_key: key.clone(),
+        service_name: run.service_name.clone(),
+        agent_name: run.agent_name.clone(),
+        tool_calls: run
+            .events
+            .iter()
+            .filter(|e| matches!(e.observation, Observation::ToolCall { .. }))
+            .count()
+            + run.forgotten,
+        detections: run.detections.clone(),
+        last_seen: run.last_seen,
+    }
+}

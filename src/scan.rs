@@ -1,1 +1,212 @@
-//! Offline scan of OTLP request files (`loopwatch scan`).
+//! Offline scan of recorded OTLP export requests (`loopwatch scan`): the same engine as
+//! the sidecar, fed from files.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use prost::Message;
+use serde::Serialize;
+
+use crate::engine::Engine;
+use crate::otlp::{hex_id, ExportTraceServiceRequest};
+use crate::registry::RunDetection;
+
+/// Errors reading request files.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid OTLP protobuf ExportTraceServiceRequest: {source}")]
+    Protobuf {
+        path: PathBuf,
+        source: prost::DecodeError,
+    },
+    #[error("{path}: not a valid OTLP/JSON ExportTraceServiceRequest: {source}")]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{path}: unknown file type (expected .pb or .json)")]
+    UnknownType { path: PathBuf },
+    #[error("no .pb or .json request files found in {0:?}")]
+    NoFiles(Vec<PathBuf>),
+}
+
+/// One detection as `scan --format json` prints it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ScanDetection {
+    pub trace_id: String,
+    pub span_id: String,
+    pub profile: String,
+    pub pattern: String,
+    pub tools: Vec<String>,
+    pub count: usize,
+    pub severity: String,
+    pub occurrence: u32,
+    /// 1-based tool-call ordinal within the run, in start order (null for repeated_text).
+    pub call: Option<usize>,
+    /// 1-based index among the run's text-only model responses (null otherwise).
+    pub response: Option<usize>,
+}
+
+impl From<&RunDetection> for ScanDetection {
+    fn from(d: &RunDetection) -> Self {
+        ScanDetection {
+            trace_id: hex_id(&d.trace_id),
+            span_id: hex_id(&d.span_id),
+            profile: d.profile.name.clone(),
+            pattern: d.detection.pattern.as_str().to_string(),
+            tools: d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+            count: d.detection.count,
+            severity: d.detection.severity.as_str().to_string(),
+            occurrence: d.occurrence,
+            call: d.detection.call,
+            response: d.detection.response,
+        }
+    }
+}
+
+/// Expands `paths` into request files: files as given, folders recursively with entries
+/// in name order. Only `.pb` and `.json` files inside folders are taken.
+pub fn request_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ScanError> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect(path, true, &mut files)?;
+    }
+    if files.is_empty() {
+        return Err(ScanError::NoFiles(paths.to_vec()));
+    }
+    Ok(files)
+}
+
+fn collect(path: &Path, explicit: bool, out: &mut Vec<PathBuf>) -> Result<(), ScanError> {
+    let io = |source| ScanError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(io)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(io)?;
+        entries.sort();
+        for entry in entries {
+            collect(&entry, false, out)?;
+        }
+    } else if explicit || is_request_file(path) {
+        out.push(path.to_path_buf());
+    }
+    Ok(())
+}
+
+fn is_request_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("pb") | Some("json")
+    ) && path.file_name().and_then(|n| n.to_str()) != Some("runs.json")
+        && path.file_name().and_then(|n| n.to_str()) != Some("expected.json")
+}
+
+/// Reads one request file: `.pb` is protobuf, `.json` is OTLP/JSON.
+pub fn read_request(path: &Path) -> Result<ExportTraceServiceRequest, ScanError> {
+    let bytes = std::fs::read(path).map_err(|source| ScanError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("pb") => {
+            ExportTraceServiceRequest::decode(bytes.as_slice()).map_err(|source| {
+                ScanError::Protobuf {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })
+        }
+        Some("json") => serde_json::from_slice(&bytes).map_err(|source| ScanError::Json {
+            path: path.to_path_buf(),
+            source,
+        }),
+        _ => Err(ScanError::UnknownType {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+/// Feeds every request file through `engine` as one stream and returns the final
+/// detections: runs in order of first appearance, then profile order, then sequence order.
+pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<Vec<RunDetection>, ScanError> {
+    let mut run_order: Vec<std::sync::Arc<str>> = Vec::new();
+    let now = Instant::now();
+    for file in files {
+        let mut request = read_request(file)?;
+        let processed = engine.process(&mut request, now);
+        for d in processed.detections {
+            if !run_order.contains(&d.run_key) {
+                run_order.push(d.run_key.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for run_key in &run_order {
+        let mut detections = engine.registry.detections(run_key).unwrap_or_default();
+        detections.sort_by_key(|d| d.profile_index);
+        out.extend(detections);
+    }
+    Ok(out)
+}
+
+/// Renders detections as an aligned text table (one header line).
+pub fn render_table(detections: &[ScanDetection]) -> String {
+    let header = [
+        "TRACE_ID", "SPAN_ID", "PROFILE", "PATTERN", "TOOLS", "COUNT", "SEVERITY", "OCC", "CALL",
+        "RESPONSE",
+    ];
+    let rows: Vec<[String; 10]> = detections
+        .iter()
+        .map(|d| {
+            [
+                d.trace_id.clone(),
+                d.span_id.clone(),
+                d.profile.clone(),
+                d.pattern.clone(),
+                d.tools.join(","),
+                d.count.to_string(),
+                d.severity.clone(),
+                d.occurrence.to_string(),
+                d.call.map_or("-".into(), |c| c.to_string()),
+                d.response.map_or("-".into(), |r| r.to_string()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = line(header.to_vec());
+    out.push('\n');
+    for row in &rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+        out.push('\n');
+    }
+    if rows.is_empty() {
+        out.push_str("(no loops detected)\n");
+    }
+    out
+}

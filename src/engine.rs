@@ -1,0 +1,232 @@
+//! The detection path shared by `serve` and `scan`: spans of an OTLP request → events
+//! (conventions) → fingerprints → registry/detectors → `loop.*` annotation of the spans
+//! in this request that complete a detection.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::annotate::annotate_span;
+use crate::conventions;
+use crate::detector::Observation;
+use crate::event::{EventKind, ModelResponse, Payload};
+use crate::fingerprint::{normalize_text, FingerprintKey, Fingerprinter};
+use crate::otlp::{self, ExportTraceServiceRequest};
+use crate::registry::{Registry, RunDetection, RunEvent};
+
+/// How spans are grouped into runs and fingerprinted.
+#[derive(Clone, Debug, Default)]
+pub struct EngineOptions {
+    /// Attribute whose value is the run key (span attributes first, then resource
+    /// attributes), e.g. `gen_ai.conversation.id`; trace_id where absent or unset.
+    pub run_key_attribute: Option<String>,
+    /// Match calls without captured arguments by tool name alone (off by default: such
+    /// calls are invisible to the argument-based patterns).
+    pub match_tool_name_without_arguments: bool,
+}
+
+/// Counters of what the engine saw (read by `/metrics`).
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    pub spans_seen: AtomicU64,
+    pub tool_calls: AtomicU64,
+    pub tool_calls_without_arguments: AtomicU64,
+    pub model_responses: AtomicU64,
+    /// Spans whose trace_id is empty, all-zero or not 16 bytes and that have no run-key
+    /// attribute: forwarded, never merged into a run.
+    pub spans_without_run: AtomicU64,
+    pub spans_annotated: AtomicU64,
+}
+
+/// What processing one request found.
+#[derive(Debug, Default)]
+pub struct Processed {
+    /// Detections not reported before (any run touched by the request).
+    pub detections: Vec<RunDetection>,
+    /// How many spans of the request were annotated.
+    pub annotated_spans: usize,
+}
+
+/// Extraction, fingerprinting and detection over a [`Registry`].
+pub struct Engine {
+    pub registry: Registry,
+    pub fingerprinter: Fingerprinter,
+    pub fingerprint_key: FingerprintKey,
+    pub options: EngineOptions,
+    pub stats: EngineStats,
+}
+
+/// Where a span sits in its request: (resource_spans, scope_spans, span) indices.
+type SpanLocation = (usize, usize, usize);
+
+impl Engine {
+    pub fn new(
+        registry: Registry,
+        fingerprinter: Fingerprinter,
+        fingerprint_key: FingerprintKey,
+        options: EngineOptions,
+    ) -> Self {
+        Engine {
+            registry,
+            fingerprinter,
+            fingerprint_key,
+            options,
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Runs detection over every span of `request` and annotates, in place, the spans of
+    /// this request that complete a new detection. Spans of other requests that complete
+    /// a detection (late re-ordering) are reported in `detections` but not touched.
+    pub fn process(&self, request: &mut ExportTraceServiceRequest, now: Instant) -> Processed {
+        let (events, locations) = self.events_of(request);
+        let detections = self.registry.observe(events, now);
+        let mut annotated_spans = 0;
+        if !detections.is_empty() {
+            for (location, (trace_id, span_id)) in &locations {
+                let here: Vec<&RunDetection> = detections
+                    .iter()
+                    .filter(|d| &d.span_id == span_id && &d.trace_id == trace_id)
+                    .collect();
+                if here.is_empty() {
+                    continue;
+                }
+                let (r, s, i) = *location;
+                let span = &mut request.resource_spans[r].scope_spans[s].spans[i];
+                annotate_span(span, &here, &|fp| self.fingerprint_key.short(fp));
+                annotated_spans += 1;
+            }
+        }
+        self.stats
+            .spans_annotated
+            .fetch_add(annotated_spans as u64, Ordering::Relaxed);
+        Processed {
+            detections,
+            annotated_spans,
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn events_of(
+        &self,
+        request: &ExportTraceServiceRequest,
+    ) -> (Vec<RunEvent>, Vec<(SpanLocation, (Vec<u8>, Vec<u8>))>) {
+        let mut events = Vec::new();
+        let mut locations = Vec::new();
+        for (r, resource_spans) in request.resource_spans.iter().enumerate() {
+            let resource = resource_spans.resource.as_ref();
+            let service_name: Option<Arc<str>> = otlp::service_name(resource).map(Arc::from);
+            for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
+                for (i, span) in scope_spans.spans.iter().enumerate() {
+                    self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
+                    let Some(extracted) = conventions::extract(span) else {
+                        continue;
+                    };
+                    let Some(run_key) = self.run_key(span, resource) else {
+                        self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    let observation = self.observation(&extracted.kind);
+                    events.push(RunEvent {
+                        run_key,
+                        trace_id: span.trace_id.clone(),
+                        span_id: span.span_id.clone(),
+                        start_time_unix_nano: span.start_time_unix_nano,
+                        end_time_unix_nano: span.end_time_unix_nano,
+                        service_name: service_name.clone(),
+                        agent_name: extracted.agent_name.as_deref().map(Arc::from),
+                        observation,
+                    });
+                    locations.push(((r, s, i), (span.trace_id.clone(), span.span_id.clone())));
+                }
+            }
+        }
+        (events, locations)
+    }
+
+    /// The run key of a span: the configured attribute's value, else the trace_id hex;
+    /// `None` when neither identifies a run (invalid trace_id and no attribute).
+    fn run_key(
+        &self,
+        span: &otlp::Span,
+        resource: Option<&opentelemetry_proto::tonic::resource::v1::Resource>,
+    ) -> Option<Arc<str>> {
+        if let Some(attribute) = &self.options.run_key_attribute {
+            let value = otlp::attr_str(&span.attributes, attribute)
+                .or_else(|| resource.and_then(|r| otlp::attr_str(&r.attributes, attribute)));
+            if let Some(v) = value.filter(|v| !v.is_empty()) {
+                return Some(Arc::from(v));
+            }
+        }
+        otlp::is_valid_trace_id(&span.trace_id).then(|| Arc::from(otlp::hex_id(&span.trace_id)))
+    }
+
+    fn observation(&self, kind: &EventKind) -> Observation {
+        match kind {
+            EventKind::ToolCall(call) => {
+                self.stats.tool_calls.fetch_add(1, Ordering::Relaxed);
+                let call_fingerprint = match &call.arguments {
+                    Some(arguments) => Some(
+                        self.fingerprinter
+                            .call_fingerprint(&call.tool_name, arguments),
+                    ),
+                    None => {
+                        self.stats
+                            .tool_calls_without_arguments
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.options.match_tool_name_without_arguments.then(|| {
+                            self.fingerprinter
+                                .call_fingerprint(&call.tool_name, &Payload::Json(serde_json::Value::Null))
+                        })
+                    }
+                };
+                Observation::ToolCall {
+                    tool_name: Arc::from(call.tool_name.as_str()),
+                    call_fingerprint,
+                    result_fingerprint: self
+                        .fingerprinter
+                        .result_fingerprint(&call.status, call.result.as_ref()),
+                }
+            }
+            EventKind::ModelResponse(ModelResponse::Text(text)) => {
+                self.stats.model_responses.fetch_add(1, Ordering::Relaxed);
+                Observation::TextResponse {
+                    normalized_text: normalize_text(text),
+                }
+            }
+            EventKind::ModelResponse(ModelResponse::ToolCalls) => {
+                self.stats.model_responses.fetch_add(1, Ordering::Relaxed);
+                Observation::ToolCallResponse
+            }
+        }
+    }
+}
+
+/// Errors building an engine from configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+impl Engine {
+    /// An engine for `config`: its profiles, registry limits, fingerprinting and run key.
+    /// With no `detection.fingerprint_key`, a random key is drawn (fingerprints are then
+    /// stable only for the life of the process).
+    pub fn from_config(config: &crate::config::Config) -> Result<Engine, EngineError> {
+        let profiles = config
+            .profiles()?
+            .into_iter()
+            .map(|p| p.settings)
+            .collect();
+        let registry = Registry::new(profiles, config.registry.clone());
+        let fingerprinter = Fingerprinter::new(&config.detection.fingerprint);
+        let fingerprint_key = FingerprintKey::from_config(&config.detection.fingerprint);
+        let options = EngineOptions {
+            run_key_attribute: Some(config.detection.run_key_attribute.clone())
+                .filter(|a| !a.is_empty()),
+            match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
+        };
+        Ok(Engine::new(registry, fingerprinter, fingerprint_key, options))
+    }
+}
