@@ -16,6 +16,10 @@
 //!   `gen_ai.output.messages` of an operation-details event;
 //! - call id: `gen_ai.tool.call.id`, else the `id` attribute of those events.
 //!
+//! google-adk 1.x placeholders mean "not captured": `{}` in both
+//! `gcp.vertex.agent.tool_call_args` and `gcp.vertex.agent.tool_response` (content capture
+//! off), `<not specified>` as call id or response.
+//!
 //! google-adk's `execute_tool (merged)` span (`gen_ai.tool.name` = `(merged tools)`) sums
 //! up a batch of parallel calls that have their own spans: it is claimed and yields `None`.
 
@@ -98,10 +102,19 @@ pub fn extract_tool(span: &Span) -> Option<ExtractedEvent> {
 pub(crate) fn read_tool_call(span: &Span, tool_name: &str) -> ToolCall {
     let attrs = &span.attributes;
     let id = call_id(attrs, "gen_ai.tool.call.id").or_else(|| event_call_id(span));
+    // google-adk 1.x with content capture off writes `{}` for both legacy attributes.
+    let adk_off = attr_str(attrs, "gcp.vertex.agent.tool_call_args") == Some("{}")
+        && attr_str(attrs, "gcp.vertex.agent.tool_response") == Some("{}");
+    let (arg_keys, result_keys) = if adk_off {
+        (&ARGUMENT_KEYS[..2], &RESULT_KEYS[..2])
+    } else {
+        (ARGUMENT_KEYS, RESULT_KEYS)
+    };
     let arguments =
-        payload_attr(attrs, ARGUMENT_KEYS).or_else(|| arguments_from_events(span, id.as_deref()));
-    let result =
-        payload_attr(attrs, RESULT_KEYS).or_else(|| result_from_events(span, id.as_deref()));
+        payload_attr(attrs, arg_keys).or_else(|| arguments_from_events(span, id.as_deref()));
+    let result = payload_attr(attrs, result_keys)
+        .filter(|r| *r != Payload::Text("<not specified>".into()))
+        .or_else(|| result_from_events(span, id.as_deref()));
     ToolCall {
         tool_name: tool_name.to_owned(),
         call_id: id,
@@ -422,6 +435,38 @@ mod tests {
         let c = tool(extract(&sp).expect("tool call"));
         assert_eq!(c.arguments, Some(Payload::Json(json!({"pattern": "B"}))));
         assert_eq!(c.result, Some(Payload::Json(json!([{"text": "hit"}]))));
+    }
+
+    #[test]
+    fn adk_legacy_attributes_and_placeholders() {
+        let on = span(
+            "execute_tool lookup",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "lookup"),
+                kvs("gcp.vertex.agent.tool_call_args", r#"{"query": "weather"}"#),
+                kvs("gcp.vertex.agent.tool_response", r#"{"result": "sunny"}"#),
+            ],
+        );
+        let c = tool(extract(&on).expect("tool call"));
+        assert_eq!(
+            c.arguments,
+            Some(Payload::Text(r#"{"query": "weather"}"#.into()))
+        );
+        assert_eq!(
+            c.result,
+            Some(Payload::Text(r#"{"result": "sunny"}"#.into()))
+        );
+        let off = span(
+            "execute_tool lookup",
+            vec![
+                kvs("gen_ai.tool.name", "lookup"),
+                kvs("gcp.vertex.agent.tool_call_args", "{}"),
+                kvs("gcp.vertex.agent.tool_response", "{}"),
+            ],
+        );
+        let c = tool(extract(&off).expect("tool call"));
+        assert_eq!((c.arguments, c.result), (None, None));
     }
 
     #[test]
