@@ -1,12 +1,204 @@
 //! Extraction of tool-call and model-response events from spans, one module per
-//! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins.
+//! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
+//! so a span carrying both old and new attribute names yields exactly one event.
+//!
+//! Order: [`genai`] tool spans, [`openinference`], [`openllmetry`], [`pydantic_legacy`], then
+//! inference spans ([`model_response`]). Before any of them, Logfire pending spans
+//! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
+//! has not ended, not calls.
 
-use crate::event::ExtractedEvent;
-use crate::otlp::Span;
+pub mod genai;
+pub mod model_response;
+pub mod openinference;
+pub mod openllmetry;
+pub mod pydantic_legacy;
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+
+use crate::event::{CallStatus, ExtractedEvent, Payload};
+use crate::otlp::{attr, attr_str, Span};
 
 /// Reads one span. Returns `None` for spans that are neither a tool call nor an
-/// inference span (and for pseudo tool spans such as ADK's `execute_tool (merged)`).
+/// inference span (and for pseudo tool spans such as ADK's `execute_tool (merged)`,
+/// Logfire pending spans, and inference spans whose output was not captured).
 pub fn extract(span: &Span) -> Option<ExtractedEvent> {
-    let _ = span;
-    None
+    if is_pending(span) {
+        return None;
+    }
+    if genai::is_tool_span(span) {
+        // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
+        return genai::extract_tool(span);
+    }
+    openinference::extract(span)
+        .or_else(|| openllmetry::extract(span))
+        .or_else(|| pydantic_legacy::extract(span))
+        .or_else(|| model_response::extract(span))
+}
+
+/// True for a Logfire pending span (`logfire.span_type` = `pending_span`): a placeholder
+/// Logfire exports when a span starts, re-sent in full when it ends.
+pub fn is_pending(span: &Span) -> bool {
+    attr_str(&span.attributes, "logfire.span_type") == Some("pending_span")
+}
+
+/// Maps an attribute value to a [`Payload`]: `stringValue` → `Text`, `bytesValue` →
+/// `Bytes`, kvlist/array/bool/int/double → `Json` (via [`crate::otlp::any_value_to_json`]).
+/// An empty AnyValue (no value set) is `None`, i.e. not captured.
+pub fn payload_from_any_value(value: &AnyValue) -> Option<Payload> {
+    match value.value.as_ref()? {
+        Value::StringValue(s) => Some(Payload::Text(s.clone())),
+        Value::BytesValue(b) => Some(Payload::Bytes(b.clone())),
+        Value::StringValueStrindex(_) => None,
+        _ => Some(Payload::Json(crate::otlp::any_value_to_json(value))),
+    }
+}
+
+/// The [`Payload`] of the first of `keys` present in `attributes` (so new names win over
+/// legacy names when a span carries both).
+pub fn payload_attr(attributes: &[KeyValue], keys: &[&str]) -> Option<Payload> {
+    keys.iter()
+        .find_map(|key| attr(attributes, key).and_then(payload_from_any_value))
+}
+
+/// The first of `keys` present as a non-empty string attribute.
+pub fn first_str<'a>(attributes: &'a [KeyValue], keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|key| attr_str(attributes, key).filter(|s| !s.is_empty()))
+}
+
+/// A call id, unless empty or a known placeholder (google-adk 1.x writes `<not specified>`).
+pub fn call_id(attributes: &[KeyValue], key: &str) -> Option<String> {
+    attr_str(attributes, key)
+        .filter(|s| !s.is_empty() && *s != "<not specified>")
+        .map(str::to_owned)
+}
+
+/// Span status → [`CallStatus`]: OTLP `STATUS_CODE_ERROR` (2) → `Error` with the status
+/// message; `UNSET` and `OK` → `Ok`.
+pub fn call_status(span: &Span) -> CallStatus {
+    match span.status.as_ref() {
+        Some(status) if status.code == StatusCode::Error as i32 => CallStatus::Error {
+            message: status.message.clone(),
+        },
+        _ => CallStatus::Ok,
+    }
+}
+
+/// The agent name: `gen_ai.agent.name`, else OpenInference's `agent.name`.
+pub fn agent_name(span: &Span) -> Option<String> {
+    first_str(&span.attributes, &["gen_ai.agent.name", "agent.name"]).map(str::to_owned)
+}
+
+/// JSON from an attribute value: a string is parsed as JSON text (`None` if it does not
+/// parse), a structured value is mapped. Used for message lists, never for arguments
+/// (arguments keep their exact form in a [`Payload`]).
+pub fn json_from_any_value(value: &AnyValue) -> Option<serde_json::Value> {
+    match value.value.as_ref()? {
+        Value::StringValue(s) => serde_json::from_str(s).ok(),
+        Value::BytesValue(b) => serde_json::from_slice(b).ok(),
+        Value::StringValueStrindex(_) => None,
+        _ => Some(crate::otlp::any_value_to_json(value)),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! Span builders for the convention unit tests.
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
+
+    pub fn s(v: &str) -> AnyValue {
+        AnyValue {
+            value: Some(Value::StringValue(v.to_owned())),
+        }
+    }
+
+    pub fn kv(key: &str, value: AnyValue) -> KeyValue {
+        KeyValue {
+            key: key.to_owned(),
+            value: Some(value),
+            ..Default::default()
+        }
+    }
+
+    pub fn kvs(key: &str, value: &str) -> KeyValue {
+        kv(key, s(value))
+    }
+
+    pub fn span(name: &str, attributes: Vec<KeyValue>) -> Span {
+        Span {
+            name: name.to_owned(),
+            attributes,
+            ..Default::default()
+        }
+    }
+
+    pub fn event(name: &str, attributes: Vec<KeyValue>) -> Event {
+        Event {
+            name: name.to_owned(),
+            attributes,
+            ..Default::default()
+        }
+    }
+
+    pub fn error_status(message: &str) -> Option<Status> {
+        Some(Status {
+            message: message.to_owned(),
+            code: 2,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+    use crate::event::EventKind;
+
+    #[test]
+    fn pending_span_is_not_a_call() {
+        let sp = span(
+            "running tool",
+            vec![
+                kvs("logfire.span_type", "pending_span"),
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "fetch_url"),
+            ],
+        );
+        assert_eq!(extract(&sp), None);
+        // The same span once ended is a call.
+        let mut ended = sp.clone();
+        ended.attributes[0] = kvs("logfire.span_type", "span");
+        let ev = extract(&ended).expect("ended span is a call");
+        assert!(matches!(ev.kind, EventKind::ToolCall(ref c) if c.tool_name == "fetch_url"));
+    }
+
+    #[test]
+    fn unrelated_span_yields_nothing() {
+        let sp = span(
+            "invoke_agent corpus_agent",
+            vec![kvs("gen_ai.operation.name", "invoke_agent")],
+        );
+        assert_eq!(extract(&sp), None);
+    }
+
+    #[test]
+    fn bytes_and_structured_payloads() {
+        let bytes = AnyValue {
+            value: Some(Value::BytesValue(b"{\"a\":1}".to_vec())),
+        };
+        assert_eq!(
+            payload_from_any_value(&bytes),
+            Some(Payload::Bytes(b"{\"a\":1}".to_vec()))
+        );
+        let int = AnyValue {
+            value: Some(Value::IntValue(7)),
+        };
+        assert_eq!(
+            payload_from_any_value(&int),
+            Some(Payload::Json(serde_json::json!(7)))
+        );
+        assert_eq!(payload_from_any_value(&AnyValue { value: None }), None);
+    }
 }

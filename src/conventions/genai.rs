@@ -1,0 +1,480 @@
+//! GenAI semantic conventions: `execute_tool` spans.
+//!
+//! A tool span is one with `gen_ai.operation.name` = `execute_tool`, or (attribute absent)
+//! a span named `execute_tool` / `execute_tool {gen_ai.tool.name}`. Spans named
+//! `running tool` are left to [`super::pydantic_legacy`] (pydantic-ai v2 sets
+//! `gen_ai.operation.name=execute_tool` on them too, and must count once).
+//!
+//! Fields, first found wins (new names before legacy names):
+//! - tool name: `gen_ai.tool.name`, else the span-name suffix after `execute_tool `;
+//! - arguments: `gen_ai.tool.call.arguments`, `tool_arguments` (pydantic-ai ≤ v2),
+//!   `gcp.vertex.agent.tool_call_args` (google-adk 1.x); else span events (strands default
+//!   mode): `gen_ai.tool.message` attribute `content`, or a `tool_call` part in
+//!   `gen_ai.input.messages` of a `gen_ai.client.inference.operation.details` event;
+//! - result: `gen_ai.tool.call.result`, `tool_response`, `gcp.vertex.agent.tool_response`;
+//!   else events: `gen_ai.choice` attribute `message`, or a `tool_call_response` part in
+//!   `gen_ai.output.messages` of an operation-details event;
+//! - call id: `gen_ai.tool.call.id`, else the `id` attribute of those events.
+//!
+//! google-adk 1.x placeholders mean "not captured": `{}` in both
+//! `gcp.vertex.agent.tool_call_args` and `gcp.vertex.agent.tool_response` (content capture
+//! off), `<not specified>` as call id or response.
+//!
+//! google-adk's `execute_tool (merged)` span (`gen_ai.tool.name` = `(merged tools)`) sums
+//! up a batch of parallel calls that have their own spans: it is claimed and yields `None`.
+
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use serde_json::Value as Json;
+
+use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
+use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
+use crate::otlp::{attr, attr_str, Span};
+
+/// Convention label on events from this module.
+pub const CONVENTION: &str = "genai";
+
+/// `gen_ai.operation.name` of a tool execution.
+pub const EXECUTE_TOOL: &str = "execute_tool";
+
+/// `gen_ai.tool.name` google-adk gives its merged pseudo span.
+pub const ADK_MERGED_TOOL_NAME: &str = "(merged tools)";
+
+/// Attribute names holding arguments, in preference order.
+pub const ARGUMENT_KEYS: &[&str] = &[
+    "gen_ai.tool.call.arguments",
+    "tool_arguments",
+    "gcp.vertex.agent.tool_call_args",
+];
+
+/// Attribute names holding results, in preference order.
+pub const RESULT_KEYS: &[&str] = &[
+    "gen_ai.tool.call.result",
+    "tool_response",
+    "gcp.vertex.agent.tool_response",
+];
+
+/// Event name of the operation-details event of the newer GenAI conventions.
+const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
+
+/// True when this convention claims the span as a tool span (see module docs).
+pub fn is_tool_span(span: &Span) -> bool {
+    if span.name == super::pydantic_legacy::SPAN_NAME {
+        return false;
+    }
+    match attr_str(&span.attributes, "gen_ai.operation.name") {
+        Some(op) => op == EXECUTE_TOOL,
+        None => span_name_suffix(&span.name).is_some(),
+    }
+}
+
+/// True for google-adk's `execute_tool (merged)` pseudo span.
+pub fn is_merged_pseudo_span(span: &Span) -> bool {
+    attr_str(&span.attributes, "gen_ai.tool.name") == Some(ADK_MERGED_TOOL_NAME)
+        || span.name == "execute_tool (merged)"
+}
+
+/// `Some(suffix)` for span names `execute_tool` (empty suffix) and `execute_tool {suffix}`.
+fn span_name_suffix(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(EXECUTE_TOOL)?;
+    if rest.is_empty() {
+        return Some("");
+    }
+    rest.strip_prefix(' ').map(str::trim)
+}
+
+/// The tool call of a span [`is_tool_span`] claims; `None` for the ADK merged pseudo span
+/// and when no tool name can be found (neither attribute nor span-name suffix).
+pub fn extract_tool(span: &Span) -> Option<ExtractedEvent> {
+    if is_merged_pseudo_span(span) {
+        return None;
+    }
+    let suffix = span_name_suffix(&span.name).filter(|s| !s.is_empty());
+    let name = first_str(&span.attributes, &["gen_ai.tool.name"]).or(suffix)?;
+    Some(ExtractedEvent {
+        kind: EventKind::ToolCall(read_tool_call(span, name)),
+        agent_name: agent_name(span),
+        convention: CONVENTION,
+    })
+}
+
+/// Reads arguments, result, call id and status of a tool span whose tool name is known
+/// (shared with [`super::pydantic_legacy`]).
+pub(crate) fn read_tool_call(span: &Span, tool_name: &str) -> ToolCall {
+    let attrs = &span.attributes;
+    let id = call_id(attrs, "gen_ai.tool.call.id").or_else(|| event_call_id(span));
+    // google-adk 1.x with content capture off writes `{}` for both legacy attributes.
+    let adk_off = attr_str(attrs, "gcp.vertex.agent.tool_call_args") == Some("{}")
+        && attr_str(attrs, "gcp.vertex.agent.tool_response") == Some("{}");
+    let (arg_keys, result_keys) = if adk_off {
+        (&ARGUMENT_KEYS[..2], &RESULT_KEYS[..2])
+    } else {
+        (ARGUMENT_KEYS, RESULT_KEYS)
+    };
+    let arguments =
+        payload_attr(attrs, arg_keys).or_else(|| arguments_from_events(span, id.as_deref()));
+    let result = payload_attr(attrs, result_keys)
+        .filter(|r| *r != Payload::Text("<not specified>".into()))
+        .or_else(|| result_from_events(span, id.as_deref()));
+    ToolCall {
+        tool_name: tool_name.to_owned(),
+        call_id: id,
+        arguments,
+        result,
+        status: call_status(span),
+    }
+}
+
+fn events_named<'a>(span: &'a Span, name: &'a str) -> impl Iterator<Item = &'a [KeyValue]> {
+    span.events
+        .iter()
+        .filter(move |e| e.name == name)
+        .map(|e| e.attributes.as_slice())
+}
+
+/// `id` of a `gen_ai.tool.message` / `gen_ai.choice` event (strands puts the call id there).
+fn event_call_id(span: &Span) -> Option<String> {
+    events_named(span, "gen_ai.tool.message")
+        .chain(events_named(span, "gen_ai.choice"))
+        .find_map(|attrs| call_id(attrs, "id"))
+}
+
+/// Arguments from span events: `gen_ai.tool.message` `content` (strands default), else the
+/// `tool_call` part of an operation-details event's `gen_ai.input.messages`.
+fn arguments_from_events(span: &Span, id: Option<&str>) -> Option<Payload> {
+    events_named(span, "gen_ai.tool.message")
+        .find_map(|attrs| payload_attr(attrs, &["content", "gen_ai.tool.call.arguments"]))
+        .or_else(|| message_part(span, "gen_ai.input.messages", "tool_call", "arguments", id))
+}
+
+/// Result from span events: `gen_ai.choice` `message` (strands default), else the
+/// `tool_call_response` part of an operation-details event's `gen_ai.output.messages`.
+fn result_from_events(span: &Span, id: Option<&str>) -> Option<Payload> {
+    events_named(span, "gen_ai.choice")
+        .find_map(|attrs| payload_attr(attrs, &["message", "gen_ai.tool.call.result"]))
+        .or_else(|| {
+            message_part(
+                span,
+                "gen_ai.output.messages",
+                "tool_call_response",
+                "response",
+                id,
+            )
+        })
+}
+
+/// Field `field` of the first message part of type `part_type` (with matching `id` when
+/// both sides have one) in attribute `key` of any operation-details event.
+fn message_part(
+    span: &Span,
+    key: &str,
+    part_type: &str,
+    field: &str,
+    id: Option<&str>,
+) -> Option<Payload> {
+    events_named(span, OPERATION_DETAILS_EVENT)
+        .filter_map(|attrs| attr(attrs, key).and_then(json_from_any_value))
+        .find_map(|messages| find_part(&messages, part_type, field, id))
+}
+
+fn find_part(messages: &Json, part_type: &str, field: &str, id: Option<&str>) -> Option<Payload> {
+    let messages = match messages {
+        Json::Array(list) => list.as_slice(),
+        one => std::slice::from_ref(one),
+    };
+    messages
+        .iter()
+        .filter_map(|m| m.get("parts").and_then(Json::as_array))
+        .flatten()
+        .filter(|p| p.get("type").and_then(Json::as_str) == Some(part_type))
+        .filter(|p| match (id, p.get("id").and_then(Json::as_str)) {
+            (Some(want), Some(have)) => want == have,
+            _ => true,
+        })
+        .find_map(|p| p.get(field))
+        .map(|v| match v {
+            Json::String(s) => Payload::Text(s.clone()),
+            other => Payload::Json(other.clone()),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conventions::extract;
+    use crate::conventions::test_support::*;
+    use crate::event::CallStatus;
+    use opentelemetry_proto::tonic::common::v1::{
+        any_value::Value, AnyValue, ArrayValue, KeyValueList,
+    };
+    use serde_json::json;
+
+    fn tool(ev: ExtractedEvent) -> ToolCall {
+        match ev.kind {
+            EventKind::ToolCall(c) => c,
+            other => panic!("expected a tool call, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_attributes() {
+        let sp = span(
+            "execute_tool fetch_url",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "fetch_url"),
+                kvs("gen_ai.tool.call.id", "call_1"),
+                kvs("gen_ai.tool.call.arguments", r#"{"url":"a"}"#),
+                kvs("gen_ai.tool.call.result", "boom"),
+                kvs("gen_ai.agent.name", "corpus_agent"),
+            ],
+        );
+        let ev = extract(&sp).expect("tool call");
+        assert_eq!(ev.convention, "genai");
+        assert_eq!(ev.agent_name.as_deref(), Some("corpus_agent"));
+        let c = tool(ev);
+        assert_eq!(c.tool_name, "fetch_url");
+        assert_eq!(c.call_id.as_deref(), Some("call_1"));
+        assert_eq!(c.arguments, Some(Payload::Text(r#"{"url":"a"}"#.into())));
+        assert_eq!(c.result, Some(Payload::Text("boom".into())));
+        assert_eq!(c.status, CallStatus::Ok);
+    }
+
+    #[test]
+    fn old_and_new_names_on_one_span_count_once_new_wins() {
+        let sp = span(
+            "execute_tool fetch_url",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "fetch_url"),
+                kvs("tool_arguments", r#"{"old":1}"#),
+                kvs("gen_ai.tool.call.arguments", r#"{"new":1}"#),
+                kvs("tool_response", "old"),
+                kvs("gen_ai.tool.call.result", "new"),
+            ],
+        );
+        let c = tool(extract(&sp).expect("one event"));
+        assert_eq!(c.arguments, Some(Payload::Text(r#"{"new":1}"#.into())));
+        assert_eq!(c.result, Some(Payload::Text("new".into())));
+        // Only legacy names: they are read.
+        let legacy = span(
+            "execute_tool fetch_url",
+            vec![
+                kvs("tool_arguments", r#"{"old":1}"#),
+                kvs("tool_response", "old"),
+            ],
+        );
+        let c = tool(extract(&legacy).expect("one event"));
+        assert_eq!(c.arguments, Some(Payload::Text(r#"{"old":1}"#.into())));
+        assert_eq!(c.result, Some(Payload::Text("old".into())));
+    }
+
+    #[test]
+    fn structured_and_bytes_arguments() {
+        let kvlist = AnyValue {
+            value: Some(Value::KvlistValue(KeyValueList {
+                values: vec![
+                    kvs("url", "https://example.com/a"),
+                    kv(
+                        "limit",
+                        AnyValue {
+                            value: Some(Value::IntValue(1)),
+                        },
+                    ),
+                    kv(
+                        "tags",
+                        AnyValue {
+                            value: Some(Value::ArrayValue(ArrayValue {
+                                values: vec![s("x")],
+                            })),
+                        },
+                    ),
+                ],
+            })),
+        };
+        let sp = span(
+            "execute_tool fetch_url",
+            vec![kv("gen_ai.tool.call.arguments", kvlist)],
+        );
+        let c = tool(extract(&sp).expect("tool call"));
+        assert_eq!(
+            c.arguments,
+            Some(Payload::Json(
+                json!({"url": "https://example.com/a", "limit": 1, "tags": ["x"]})
+            ))
+        );
+
+        let bytes = AnyValue {
+            value: Some(Value::BytesValue(br#"{"a":1}"#.to_vec())),
+        };
+        let sp = span(
+            "execute_tool f",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kv("gen_ai.tool.call.arguments", bytes),
+            ],
+        );
+        let c = tool(extract(&sp).expect("tool call"));
+        assert_eq!(c.tool_name, "f");
+        assert_eq!(c.arguments, Some(Payload::Bytes(br#"{"a":1}"#.to_vec())));
+    }
+
+    #[test]
+    fn span_name_only() {
+        let c = tool(extract(&span("execute_tool foo", vec![])).expect("tool call"));
+        assert_eq!(c.tool_name, "foo");
+        assert_eq!((c.arguments, c.result, c.call_id), (None, None, None));
+        // Bare `execute_tool` without any name is claimed but has no tool name.
+        assert_eq!(extract(&span("execute_tool", vec![])), None);
+        // Not a prefix match on other words.
+        assert_eq!(extract(&span("execute_toolbox", vec![])), None);
+        // Another operation on a span named like a tool span is not a tool call.
+        let chat = span(
+            "execute_tool foo",
+            vec![kvs("gen_ai.operation.name", "chat")],
+        );
+        assert!(!is_tool_span(&chat));
+    }
+
+    #[test]
+    fn error_status_is_error() {
+        let mut sp = span(
+            "execute_tool fetch_url",
+            vec![kvs("gen_ai.tool.name", "fetch_url")],
+        );
+        sp.status = error_status("connection refused");
+        let c = tool(extract(&sp).expect("tool call"));
+        assert_eq!(
+            c.status,
+            CallStatus::Error {
+                message: "connection refused".into()
+            }
+        );
+    }
+
+    #[test]
+    fn adk_merged_span_is_skipped() {
+        let sp = span(
+            "execute_tool (merged)",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "(merged tools)"),
+                kvs("gen_ai.tool.call.id", "random-id"),
+                kvs("gen_ai.tool.call.arguments", "N/A"),
+            ],
+        );
+        assert_eq!(extract(&sp), None);
+    }
+
+    #[test]
+    fn strands_default_events() {
+        let mut sp = span(
+            "execute_tool fetch_url",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "fetch_url"),
+                kvs("gen_ai.tool.call.id", "call_s1_1"),
+            ],
+        );
+        sp.events = vec![
+            event(
+                "gen_ai.tool.message",
+                vec![
+                    kvs("role", "tool"),
+                    kvs("content", r#"{"url": "https://example.com/a", "limit": 1}"#),
+                    kvs("id", "call_s1_1"),
+                ],
+            ),
+            event(
+                "gen_ai.choice",
+                vec![
+                    kvs("message", r#"[{"text": "Error"}]"#),
+                    kvs("id", "call_s1_1"),
+                ],
+            ),
+        ];
+        let c = tool(extract(&sp).expect("tool call"));
+        assert_eq!(
+            c.arguments,
+            Some(Payload::Text(
+                r#"{"url": "https://example.com/a", "limit": 1}"#.into()
+            ))
+        );
+        assert_eq!(
+            c.result,
+            Some(Payload::Text(r#"[{"text": "Error"}]"#.into()))
+        );
+        assert_eq!(c.call_id.as_deref(), Some("call_s1_1"));
+
+        // Call id only on the events.
+        sp.attributes.truncate(2);
+        assert_eq!(
+            tool(extract(&sp).expect("tool call")).call_id.as_deref(),
+            Some("call_s1_1")
+        );
+    }
+
+    #[test]
+    fn operation_details_events() {
+        let mut sp = span("execute_tool grep", vec![kvs("gen_ai.tool.call.id", "c2")]);
+        sp.events = vec![
+            event(
+                OPERATION_DETAILS_EVENT,
+                vec![kvs(
+                    "gen_ai.input.messages",
+                    r#"[{"role":"tool","parts":[{"type":"tool_call","name":"grep","id":"c1","arguments":{"pattern":"A"}},{"type":"tool_call","name":"grep","id":"c2","arguments":{"pattern":"B"}}]}]"#,
+                )],
+            ),
+            event(
+                OPERATION_DETAILS_EVENT,
+                vec![kvs(
+                    "gen_ai.output.messages",
+                    r#"[{"role":"tool","parts":[{"type":"tool_call_response","id":"c2","response":[{"text":"hit"}]}]}]"#,
+                )],
+            ),
+        ];
+        let c = tool(extract(&sp).expect("tool call"));
+        assert_eq!(c.arguments, Some(Payload::Json(json!({"pattern": "B"}))));
+        assert_eq!(c.result, Some(Payload::Json(json!([{"text": "hit"}]))));
+    }
+
+    #[test]
+    fn adk_legacy_attributes_and_placeholders() {
+        let on = span(
+            "execute_tool lookup",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "lookup"),
+                kvs("gcp.vertex.agent.tool_call_args", r#"{"query": "weather"}"#),
+                kvs("gcp.vertex.agent.tool_response", r#"{"result": "sunny"}"#),
+            ],
+        );
+        let c = tool(extract(&on).expect("tool call"));
+        assert_eq!(
+            c.arguments,
+            Some(Payload::Text(r#"{"query": "weather"}"#.into()))
+        );
+        assert_eq!(
+            c.result,
+            Some(Payload::Text(r#"{"result": "sunny"}"#.into()))
+        );
+        let off = span(
+            "execute_tool lookup",
+            vec![
+                kvs("gen_ai.tool.name", "lookup"),
+                kvs("gcp.vertex.agent.tool_call_args", "{}"),
+                kvs("gcp.vertex.agent.tool_response", "{}"),
+            ],
+        );
+        let c = tool(extract(&off).expect("tool call"));
+        assert_eq!((c.arguments, c.result), (None, None));
+    }
+
+    #[test]
+    fn adk_placeholder_call_id_is_none() {
+        let sp = span(
+            "execute_tool f",
+            vec![kvs("gen_ai.tool.call.id", "<not specified>")],
+        );
+        assert_eq!(tool(extract(&sp).expect("tool call")).call_id, None);
+    }
+}

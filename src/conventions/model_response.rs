@@ -1,0 +1,428 @@
+//! Model responses from inference spans (GenAI semantic conventions and older shapes).
+//!
+//! An inference span has `gen_ai.operation.name` ∈ {`chat`, `text_completion`,
+//! `generate_content`}; when that attribute is absent, the span name `chat`, or a name
+//! starting `chat ` / `generate_content ` / `text_completion `, or Traceloop's
+//! `llm.request.type` ∈ {`chat`, `completion`}, or google-adk 1.x's `call_llm` span.
+//!
+//! Output, first source found wins:
+//! 1. attribute `gen_ai.output.messages` (JSON string or structured): messages with `parts`
+//!    of `type` `text` (`content`) / `tool_call`;
+//! 2. the same inside a `gen_ai.client.inference.operation.details` span event (strands
+//!    with `gen_ai_latest_experimental`);
+//! 3. `gen_ai.choice` span events, attribute `message` (strands default: a JSON list of
+//!    content blocks `[{"text": …}]` / `[{"toolUse": …}]`; older shapes: an object with
+//!    `content` / `tool_calls`) and `tool_calls`;
+//! 4. `gen_ai.completion.N.content` / `gen_ai.completion.N.tool_calls.M.*` (OpenLLMetry);
+//! 5. `gcp.vertex.agent.llm_response` (google-adk 1.x: `content.parts` with `text` /
+//!    `function_call`);
+//! 6. attribute `events` (pydantic-ai v1: a JSON list of events; those with
+//!    `event.name` = `gen_ai.choice`).
+//!
+//! Any tool call in the output → [`ModelResponse::ToolCalls`]; otherwise the text parts
+//! joined with `\n`. Output not captured (no source, or text parts without content as with
+//! pydantic-ai `include_content=False`) → `None`: not an event.
+
+use serde_json::{Map, Value as Json};
+
+use super::{agent_name, json_from_any_value};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse};
+use crate::otlp::{attr, attr_str, Span};
+
+/// Convention label for responses read from `gen_ai.*` sources.
+pub const CONVENTION: &str = "genai";
+/// Convention label for responses read from OpenLLMetry `gen_ai.completion.N.*`.
+pub const CONVENTION_OPENLLMETRY: &str = "openllmetry";
+
+/// `gen_ai.operation.name` values of an inference span.
+pub const INFERENCE_OPERATIONS: &[&str] = &["chat", "text_completion", "generate_content"];
+
+const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
+
+/// True when the span is an inference span (see module docs).
+pub fn is_inference_span(span: &Span) -> bool {
+    let attrs = &span.attributes;
+    if let Some(op) = attr_str(attrs, "gen_ai.operation.name") {
+        return INFERENCE_OPERATIONS.contains(&op);
+    }
+    if matches!(
+        attr_str(attrs, "llm.request.type"),
+        Some("chat" | "completion")
+    ) {
+        return true;
+    }
+    let name = span.name.as_str();
+    name == "chat"
+        || name == "call_llm"
+        || ["chat ", "generate_content ", "text_completion "]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
+/// The model response of an inference span with captured output; `None` otherwise.
+pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+    if !is_inference_span(span) {
+        return None;
+    }
+    let (response, convention) = read_output(span)?;
+    Some(ExtractedEvent {
+        kind: EventKind::ModelResponse(response),
+        agent_name: agent_name(span),
+        convention,
+    })
+}
+
+fn read_output(span: &Span) -> Option<(ModelResponse, &'static str)> {
+    let attrs = &span.attributes;
+    if let Some(messages) = attr(attrs, "gen_ai.output.messages").and_then(json_from_any_value) {
+        return summarize(&messages).map(|r| (r, CONVENTION));
+    }
+    let details = span
+        .events
+        .iter()
+        .filter(|e| e.name == OPERATION_DETAILS_EVENT)
+        .find_map(|e| attr(&e.attributes, "gen_ai.output.messages").and_then(json_from_any_value));
+    if let Some(messages) = details {
+        return summarize(&messages).map(|r| (r, CONVENTION));
+    }
+    let choices: Vec<Json> = span
+        .events
+        .iter()
+        .filter(|e| e.name == "gen_ai.choice")
+        .map(|e| choice_event_json(&e.attributes))
+        .collect();
+    if !choices.is_empty() {
+        return summarize(&Json::Array(choices)).map(|r| (r, CONVENTION));
+    }
+    if let Some(r) = openllmetry_completion(span) {
+        return Some((r, CONVENTION_OPENLLMETRY));
+    }
+    if let Some(response) =
+        attr(attrs, "gcp.vertex.agent.llm_response").and_then(json_from_any_value)
+    {
+        return summarize(&response).map(|r| (r, CONVENTION));
+    }
+    let events = attr(attrs, "events").and_then(json_from_any_value)?;
+    let choices: Vec<Json> = events
+        .as_array()?
+        .iter()
+        .filter(|e| e.get("event.name").and_then(Json::as_str) == Some("gen_ai.choice"))
+        .cloned()
+        .collect();
+    summarize(&Json::Array(choices)).map(|r| (r, CONVENTION))
+}
+
+/// A `gen_ai.choice` span event as a JSON object: string attributes that hold JSON are
+/// parsed (strands writes `message` as JSON text), other strings stay strings.
+fn choice_event_json(attributes: &[opentelemetry_proto::tonic::common::v1::KeyValue]) -> Json {
+    let mut object = Map::new();
+    for key in ["message", "tool_calls"] {
+        let Some(value) = attr(attributes, key) else {
+            continue;
+        };
+        let json =
+            json_from_any_value(value).unwrap_or_else(|| crate::otlp::any_value_to_json(value));
+        object.insert(key.to_owned(), json);
+    }
+    Json::Object(object)
+}
+
+/// OpenLLMetry's flattened completions: `gen_ai.completion.N.content`,
+/// `gen_ai.completion.N.tool_calls.M.*`, `gen_ai.completion.N.function_call.*`.
+fn openllmetry_completion(span: &Span) -> Option<ModelResponse> {
+    let mut texts: Vec<(u64, &str)> = Vec::new();
+    let mut tool_calls = false;
+    for kv in &span.attributes {
+        let Some(rest) = kv.key.strip_prefix("gen_ai.completion.") else {
+            continue;
+        };
+        let Some((index, field)) = rest.split_once('.') else {
+            continue;
+        };
+        let Ok(index) = index.parse::<u64>() else {
+            continue;
+        };
+        if field.starts_with("tool_calls.") || field.starts_with("function_call.") {
+            tool_calls = true;
+        } else if field == "content" {
+            if let Some(text) = attr_str(std::slice::from_ref(kv), &kv.key) {
+                texts.push((index, text));
+            }
+        }
+    }
+    if tool_calls {
+        return Some(ModelResponse::ToolCalls);
+    }
+    if texts.is_empty() {
+        return None;
+    }
+    texts.sort_by_key(|(i, _)| *i);
+    Some(ModelResponse::Text(
+        texts
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    ))
+}
+
+/// What an output holds: tool calls, and the texts in order.
+#[derive(Default)]
+struct Summary {
+    tool_calls: bool,
+    texts: Vec<String>,
+}
+
+/// Reads one output (a message list, a message, a choice, a content-block list) into a
+/// response: any tool call → `ToolCalls`; else the texts joined with `\n`; nothing → `None`.
+fn summarize(output: &Json) -> Option<ModelResponse> {
+    let mut summary = Summary::default();
+    scan(output, &mut summary, 0);
+    if summary.tool_calls {
+        Some(ModelResponse::ToolCalls)
+    } else if summary.texts.is_empty() {
+        None
+    } else {
+        Some(ModelResponse::Text(summary.texts.join("\n")))
+    }
+}
+
+/// Nesting bound for [`scan`]: outputs are a few levels deep; deeper data is ignored.
+const MAX_DEPTH: usize = 16;
+
+fn scan(value: &Json, out: &mut Summary, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match value {
+        Json::String(s) => out.texts.push(s.clone()),
+        Json::Array(items) => items.iter().for_each(|v| scan(v, out, depth + 1)),
+        Json::Object(o) => scan_object(o, out, depth),
+        _ => {}
+    }
+}
+
+fn scan_object(o: &Map<String, Json>, out: &mut Summary, depth: usize) {
+    // Input-side messages never count as output.
+    if let Some(role) = o.get("role").and_then(Json::as_str) {
+        if matches!(role, "user" | "system" | "tool" | "developer") {
+            return;
+        }
+    }
+    if let Some(kind) = o.get("type").and_then(Json::as_str) {
+        match kind {
+            "text" | "output_text" => {
+                // Absent content = not captured (pydantic-ai include_content=False).
+                if let Some(text) = o
+                    .get("content")
+                    .or_else(|| o.get("text"))
+                    .and_then(Json::as_str)
+                {
+                    out.texts.push(text.to_owned());
+                }
+            }
+            "tool_call" | "function_call" | "tool_use" | "function" | "server_tool_call" => {
+                out.tool_calls = true
+            }
+            "message" => scan_message_fields(o, out, depth),
+            _ => {} // reasoning, tool_call_response, blobs, …: neither text nor a call
+        }
+        return;
+    }
+    scan_message_fields(o, out, depth);
+}
+
+fn scan_message_fields(o: &Map<String, Json>, out: &mut Summary, depth: usize) {
+    let has_call = |key: &str| match o.get(key) {
+        Some(Json::Array(a)) => !a.is_empty(),
+        Some(Json::Null) | None => false,
+        Some(_) => true,
+    };
+    if ["tool_calls", "toolUse", "function_call", "functionCall"]
+        .iter()
+        .any(|k| has_call(k))
+    {
+        out.tool_calls = true;
+        return;
+    }
+    for key in ["parts", "content", "message", "text"] {
+        if let Some(v) = o.get(key) {
+            scan(v, out, depth + 1);
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conventions::extract;
+    use crate::conventions::test_support::*;
+    use opentelemetry_proto::tonic::common::v1::{
+        any_value::Value, AnyValue, ArrayValue, KeyValueList,
+    };
+
+    fn response(span: &Span) -> Option<ModelResponse> {
+        match extract(span)?.kind {
+            EventKind::ModelResponse(r) => Some(r),
+            other => panic!("expected a model response, got {other:?}"),
+        }
+    }
+
+    fn chat(attrs: Vec<opentelemetry_proto::tonic::common::v1::KeyValue>) -> Span {
+        let mut all = vec![kvs("gen_ai.operation.name", "chat")];
+        all.extend(attrs);
+        span("chat scripted-fake", all)
+    }
+
+    #[test]
+    fn output_messages_text_and_tool_calls() {
+        let text = chat(vec![kvs(
+            "gen_ai.output.messages",
+            r#"[{"role":"assistant","parts":[{"type":"text","content":"a"},{"type":"thinking","content":"x"},{"type":"text","content":"b"}]}]"#,
+        )]);
+        assert_eq!(response(&text), Some(ModelResponse::Text("a\nb".into())));
+        let calls = chat(vec![kvs(
+            "gen_ai.output.messages",
+            r#"[{"role":"assistant","parts":[{"type":"text","content":"let me"},{"type":"tool_call","id":"c","name":"f","arguments":"{}"}]}]"#,
+        )]);
+        assert_eq!(response(&calls), Some(ModelResponse::ToolCalls));
+    }
+
+    #[test]
+    fn structured_output_messages() {
+        let part = AnyValue {
+            value: Some(Value::KvlistValue(KeyValueList {
+                values: vec![kvs("type", "text"), kvs("content", "42")],
+            })),
+        };
+        let message = AnyValue {
+            value: Some(Value::KvlistValue(KeyValueList {
+                values: vec![
+                    kvs("role", "assistant"),
+                    kv(
+                        "parts",
+                        AnyValue {
+                            value: Some(Value::ArrayValue(ArrayValue { values: vec![part] })),
+                        },
+                    ),
+                ],
+            })),
+        };
+        let list = AnyValue {
+            value: Some(Value::ArrayValue(ArrayValue {
+                values: vec![message],
+            })),
+        };
+        let sp = span(
+            "generate_content m",
+            vec![kv("gen_ai.output.messages", list)],
+        );
+        assert_eq!(response(&sp), Some(ModelResponse::Text("42".into())));
+    }
+
+    #[test]
+    fn content_not_captured_is_no_event() {
+        let sp = chat(vec![kvs(
+            "gen_ai.output.messages",
+            r#"[{"role":"assistant","parts":[{"type":"text"}]}]"#,
+        )]);
+        assert_eq!(extract(&sp), None);
+        assert_eq!(extract(&chat(vec![])), None);
+    }
+
+    #[test]
+    fn strands_choice_events() {
+        let mut sp = span("chat", vec![kvs("gen_ai.operation.name", "chat")]);
+        sp.events = vec![
+            event(
+                "gen_ai.user.message",
+                vec![kvs("content", r#"[{"text": "do it"}]"#)],
+            ),
+            event(
+                "gen_ai.choice",
+                vec![
+                    kvs("finish_reason", "end_turn"),
+                    kvs("message", r#"[{"text": "giving up."}]"#),
+                ],
+            ),
+        ];
+        assert_eq!(
+            response(&sp),
+            Some(ModelResponse::Text("giving up.".into()))
+        );
+        sp.events[1] = event(
+            "gen_ai.choice",
+            vec![kvs(
+                "message",
+                r#"[{"toolUse": {"toolUseId": "c1", "name": "f", "input": {}}}]"#,
+            )],
+        );
+        assert_eq!(response(&sp), Some(ModelResponse::ToolCalls));
+    }
+
+    #[test]
+    fn operation_details_event() {
+        let mut sp = span("chat", vec![kvs("gen_ai.operation.name", "chat")]);
+        sp.events = vec![event(
+            OPERATION_DETAILS_EVENT,
+            vec![kvs(
+                "gen_ai.output.messages",
+                r#"[{"role": "assistant", "parts": [{"type": "text", "content": "done"}], "finish_reason": "end_turn"}]"#,
+            )],
+        )];
+        assert_eq!(response(&sp), Some(ModelResponse::Text("done".into())));
+    }
+
+    #[test]
+    fn openai_style_and_openllmetry_and_adk_legacy() {
+        let mut sp = chat(vec![]);
+        sp.events = vec![event(
+            "gen_ai.choice",
+            vec![kvs(
+                "message",
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]}"#,
+            )],
+        )];
+        assert_eq!(response(&sp), Some(ModelResponse::ToolCalls));
+
+        let tl = span(
+            "openai.chat",
+            vec![
+                kvs("llm.request.type", "chat"),
+                kvs("gen_ai.completion.0.role", "assistant"),
+                kvs("gen_ai.completion.0.content", "hello"),
+            ],
+        );
+        let ev = extract(&tl).expect("response");
+        assert_eq!(ev.convention, "openllmetry");
+        assert_eq!(
+            ev.kind,
+            EventKind::ModelResponse(ModelResponse::Text("hello".into()))
+        );
+
+        let adk = span(
+            "call_llm",
+            vec![kvs(
+                "gcp.vertex.agent.llm_response",
+                r#"{"content":{"parts":[{"function_call":{"name":"f","args":{}}}],"role":"model"}}"#,
+            )],
+        );
+        assert_eq!(response(&adk), Some(ModelResponse::ToolCalls));
+    }
+
+    #[test]
+    fn non_inference_operations_ignored() {
+        let sp = span(
+            "invoke_agent a",
+            vec![
+                kvs("gen_ai.operation.name", "invoke_agent"),
+                kvs(
+                    "gen_ai.output.messages",
+                    r#"[{"role":"assistant","parts":[{"type":"text","content":"x"}]}]"#,
+                ),
+            ],
+        );
+        assert_eq!(extract(&sp), None);
+    }
+}
