@@ -96,7 +96,7 @@ mod tests {
 
     #[test]
     fn shorter_periods_and_single_calls_are_not_cycles() {
-        let same: Vec<_> = std::iter::repeat(("a", 1)).take(9).collect();
+        let same: Vec<_> = std::iter::repeat_n(("a", 1), 9).collect();
         assert!(check(&seq(&same), 3, 3).is_none());
         // period 4 = ABAB is period 2 in disguise
         let abab: Vec<_> = [("a", 1), ("b", 2)]
