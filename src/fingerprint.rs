@@ -23,7 +23,9 @@
 //!   and values nested deeper than `max_depth` are hashed as their raw bytes (a structured
 //!   value: its compact JSON, written without recursion) under a raw tag. Tags start with
 //!   a NUL byte, which no JCS text starts with, so a raw payload never collides with a
-//!   canonical one.
+//!   canonical one. Where `reference.py` differs: it reads unparsable text `abc` as the JSON
+//!   string `"abc"`, so there `abc` and `"abc"` (quoted) are one value; here they are not.
+//!   And values nested 65..128 deep are canonicalised by the reference but hashed raw here.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
