@@ -4,12 +4,19 @@
 //! at most one [`Detection`] per observation (DESIGN §4; `shared/oracle/reference.py` is the
 //! executable statement of the rules).
 
+mod alternating;
+mod cycle;
 pub mod profile;
+mod repeated_call;
+mod repeated_result;
+mod repeated_text;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::fingerprint::Fingerprint;
-pub use profile::{Action, ProfileSettings};
+pub use profile::{Action, ProfileError, ProfileSettings};
+use repeated_text::TextStreak;
 
 /// One step of a run, in start-time order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,15 +102,32 @@ pub struct Detection {
     pub response: Option<usize>,
 }
 
-/// Per-run, per-profile detector state.
+/// Per-run, per-profile detector state. Bounded: it keeps at most `window` tool calls and
+/// the current text streak (at most `repeated_text` indices).
 #[derive(Clone, Debug)]
 pub struct Detector {
     settings: Arc<ProfileSettings>,
+    /// Live (unconsumed) tool calls with captured arguments, the last `window` of them.
+    window: VecDeque<CallRecord>,
+    /// Observations seen so far (the next observation's 0-based index).
+    observations: usize,
+    /// Tool calls seen so far, with or without arguments (the last call's 1-based ordinal).
+    calls: usize,
+    /// Text responses seen so far (the last one's 1-based ordinal).
+    responses: usize,
+    text: TextStreak,
 }
 
 impl Detector {
     pub fn new(settings: Arc<ProfileSettings>) -> Self {
-        Detector { settings }
+        Detector {
+            settings,
+            window: VecDeque::new(),
+            observations: 0,
+            calls: 0,
+            responses: 0,
+            text: TextStreak::default(),
+        }
     }
 
     /// The profile this detector applies.
@@ -112,8 +136,144 @@ impl Detector {
     }
 
     /// Feeds the next observation; returns the detection it completes, if any.
+    ///
+    /// A tool call joins the window (unless its arguments were not captured) and is checked
+    /// for repeated_result, alternating_calls, cycle, repeated_call in that order; after a
+    /// detection the window is emptied (the calls are consumed; reference `start =
+    /// len(hist)`). Any tool call or tool-call response resets the text streak.
     pub fn observe(&mut self, observation: &Observation) -> Option<Detection> {
-        let _ = observation;
-        None
+        let index = self.observations;
+        self.observations += 1;
+        match observation {
+            Observation::ToolCall {
+                tool_name,
+                call_fingerprint,
+                result_fingerprint,
+            } => {
+                self.text.reset();
+                self.calls += 1;
+                let fingerprint = (*call_fingerprint)?;
+                self.window.push_back(CallRecord {
+                    fingerprint,
+                    result: *result_fingerprint,
+                    tool_name: tool_name.clone(),
+                    index,
+                });
+                while self.window.len() > self.settings.window {
+                    self.window.pop_front();
+                }
+                let found = self.check_calls()?;
+                let window = self.window.make_contiguous();
+                let members = found.positions.iter().map(|&i| window[i].index).collect();
+                self.window.clear();
+                Some(Detection {
+                    pattern: found.pattern,
+                    tool_names: found.tool_names,
+                    count: found.count,
+                    window: self.settings.window,
+                    severity: self.severity(found.progress),
+                    fingerprints: found.fingerprints,
+                    members,
+                    call: Some(self.calls),
+                    response: None,
+                })
+            }
+            Observation::ToolCallResponse => {
+                self.text.reset();
+                None
+            }
+            Observation::TextResponse { normalized_text } => {
+                self.responses += 1;
+                let threshold = self.settings.repeated_text;
+                let members = self.text.observe(normalized_text, index, threshold)?;
+                Some(Detection {
+                    pattern: Pattern::RepeatedText,
+                    tool_names: Vec::new(),
+                    count: members.len(),
+                    window: self.settings.window,
+                    severity: self.severity(false),
+                    fingerprints: Vec::new(),
+                    members,
+                    call: None,
+                    response: Some(self.responses),
+                })
+            }
+        }
+    }
+
+    /// The call patterns in priority order on the current window.
+    fn check_calls(&mut self) -> Option<Match> {
+        let s = &*self.settings;
+        let window = self.window.make_contiguous();
+        repeated_result::check(window, s.repeated_result)
+            .or_else(|| alternating::check(window, s.alternating_calls))
+            .or_else(|| cycle::check(window, s.cycle, s.max_cycle_period))
+            .or_else(|| repeated_call::check(window, s.repeated_call))
+    }
+
+    fn severity(&self, progress: bool) -> Severity {
+        match (progress, self.settings.action) {
+            (true, _) => Severity::Info,
+            (false, Action::Warn) => Severity::Warn,
+            (false, Action::Kill) => Severity::Kill,
+        }
     }
 }
+
+/// Runs a fresh [`Detector`] over `observations` and returns every detection, in order.
+pub fn detect_all(settings: &Arc<ProfileSettings>, observations: &[Observation]) -> Vec<Detection> {
+    let mut detector = Detector::new(settings.clone());
+    observations
+        .iter()
+        .filter_map(|o| detector.observe(o))
+        .collect()
+}
+
+/// A live tool call in the window.
+#[derive(Clone, Debug)]
+pub(crate) struct CallRecord {
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) result: Option<Fingerprint>,
+    pub(crate) tool_name: Arc<str>,
+    /// 0-based index of the observation.
+    pub(crate) index: usize,
+}
+
+/// What a call pattern found; `positions` index the window, ascending.
+#[derive(Clone, Debug)]
+pub(crate) struct Match {
+    pub(crate) pattern: Pattern,
+    pub(crate) tool_names: Vec<Arc<str>>,
+    pub(crate) count: usize,
+    pub(crate) progress: bool,
+    pub(crate) fingerprints: Vec<Fingerprint>,
+    pub(crate) positions: Vec<usize>,
+}
+
+/// Window positions of the calls with `fingerprint`, ascending.
+pub(crate) fn occurrences(window: &[CallRecord], fingerprint: &Fingerprint) -> Vec<usize> {
+    (0..window.len())
+        .filter(|&i| window[i].fingerprint == *fingerprint)
+        .collect()
+}
+
+/// Progress (reference `progress`): every result was captured and some call returned
+/// different results. A missing result anywhere shows no progress (where the reference's
+/// answer would depend on set iteration order, this is the conservative one).
+pub(crate) fn shows_progress<'a>(calls: impl Iterator<Item = &'a CallRecord>) -> bool {
+    let mut seen: Vec<(Fingerprint, Fingerprint)> = Vec::new();
+    let mut changed = false;
+    for call in calls {
+        let Some(result) = call.result else {
+            return false;
+        };
+        match seen.iter().find(|(fp, _)| *fp == call.fingerprint) {
+            Some((_, first)) => changed |= *first != result,
+            None => seen.push((call.fingerprint, result)),
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

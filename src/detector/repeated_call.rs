@@ -1,0 +1,54 @@
+//! `repeated_call`: the completing call occurs at least `threshold` times in the window
+//! (reference check 4); `count` is the number of occurrences.
+
+use super::{shows_progress, CallRecord, Match, Pattern};
+
+/// Checks the window whose last record is the completing call.
+pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
+    let current = window.last()?;
+    let occurrences = super::occurrences(window, &current.fingerprint);
+    if occurrences.len() < threshold {
+        return None;
+    }
+    Some(Match {
+        pattern: Pattern::RepeatedCall,
+        tool_names: vec![current.tool_name.clone()],
+        count: occurrences.len(),
+        progress: shows_progress(occurrences.iter().map(|&i| &window[i])),
+        fingerprints: vec![current.fingerprint],
+        positions: occurrences,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detector::tests::{rec, rec_no_result};
+
+    #[test]
+    fn counts_every_occurrence_in_the_window() {
+        let w: Vec<_> = (0..7)
+            .map(|i| {
+                if i % 3 == 1 {
+                    rec(i, "b", 2, 0)
+                } else {
+                    rec(i, "a", 1, 0)
+                }
+            })
+            .collect();
+        let m = check(&w, 4).expect("a occurs 5 times");
+        assert_eq!(m.count, 5);
+        assert_eq!(m.positions, vec![0, 2, 3, 5, 6]);
+        assert!(!m.progress);
+        assert!(check(&w, 6).is_none());
+    }
+
+    #[test]
+    fn changing_results_are_progress() {
+        let w: Vec<_> = (0..5).map(|i| rec(i, "poll", 1, i as u8)).collect();
+        assert!(check(&w, 5).expect("fires").progress);
+        let mut w = w;
+        w[0] = rec_no_result(0, "poll", 1);
+        assert!(!check(&w, 5).expect("fires").progress);
+    }
+}

@@ -1,0 +1,187 @@
+//! Detector state-machine tests and helpers shared by the pattern tests.
+
+use super::*;
+
+fn fp(n: u8) -> Fingerprint {
+    [n; 32]
+}
+
+/// A window record: observation `index`, `tool`, argument id `arg`, result id `result`.
+pub(crate) fn rec(index: usize, tool: &str, arg: u8, result: u8) -> CallRecord {
+    CallRecord {
+        fingerprint: fp(arg),
+        result: Some(fp(result)),
+        tool_name: tool.into(),
+        index,
+    }
+}
+
+/// A record whose result was not captured.
+pub(crate) fn rec_no_result(index: usize, tool: &str, arg: u8) -> CallRecord {
+    CallRecord {
+        result: None,
+        ..rec(index, tool, arg, 0)
+    }
+}
+
+fn call(tool: &str, arg: u8, result: Option<u8>) -> Observation {
+    Observation::ToolCall {
+        tool_name: tool.into(),
+        call_fingerprint: Some(fp(arg)),
+        result_fingerprint: result.map(fp),
+    }
+}
+
+fn text(t: &str) -> Observation {
+    Observation::TextResponse {
+        normalized_text: t.into(),
+    }
+}
+
+fn nudge() -> Arc<ProfileSettings> {
+    Arc::new(ProfileSettings::nudge())
+}
+
+#[test]
+fn repeated_result_then_consumption_then_recurrence() {
+    let obs: Vec<_> = (0..7).map(|_| call("read", 1, Some(9))).collect();
+    let got = detect_all(&nudge(), &obs);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].pattern, Pattern::RepeatedResult);
+    assert_eq!(got[0].members, vec![0, 1, 2]);
+    assert_eq!(got[0].call, Some(3));
+    assert_eq!(got[0].severity, Severity::Warn);
+    assert_eq!(got[0].window, 10);
+    assert_eq!(got[0].fingerprints, vec![fp(1)]);
+    // the first three are consumed: the loop must build up again
+    assert_eq!(got[1].members, vec![3, 4, 5]);
+    assert_eq!(got[1].call, Some(6));
+}
+
+#[test]
+fn polling_with_changing_results_is_info() {
+    let obs: Vec<_> = (0..5).map(|i| call("poll", 1, Some(i))).collect();
+    let got = detect_all(&nudge(), &obs);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].pattern, Pattern::RepeatedCall);
+    assert_eq!(got[0].count, 5);
+    assert_eq!(got[0].severity, Severity::Info);
+    let stop = Arc::new(ProfileSettings::stop());
+    let obs: Vec<_> = (0..10).map(|_| call("poll", 1, None)).collect();
+    let got = detect_all(&stop, &obs);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].pattern, got[0].severity),
+        (Pattern::RepeatedCall, Severity::Kill)
+    );
+}
+
+#[test]
+fn calls_without_arguments_count_ordinals_but_take_no_slot() {
+    let hidden = Observation::ToolCall {
+        tool_name: "read".into(),
+        call_fingerprint: None,
+        result_fingerprint: Some(fp(9)),
+    };
+    let obs = vec![
+        call("read", 1, Some(9)),
+        hidden.clone(),
+        call("read", 1, Some(9)),
+        hidden,
+        call("read", 1, Some(9)),
+    ];
+    let got = detect_all(&nudge(), &obs);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].call, Some(5));
+    assert_eq!(got[0].members, vec![0, 2, 4]);
+}
+
+#[test]
+fn window_bounds_what_is_seen() {
+    // a, then 9 distinct calls, then a twice: the first a has left the 10-call window
+    let mut obs = vec![call("a", 1, Some(0))];
+    obs.extend((0..9).map(|i| call("x", 10 + i, Some(0))));
+    obs.push(call("a", 1, Some(0)));
+    obs.push(call("a", 1, Some(0)));
+    assert!(detect_all(&nudge(), &obs).is_empty());
+    obs.push(call("a", 1, Some(0)));
+    let got = detect_all(&nudge(), &obs);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].members, vec![10, 11, 12]);
+}
+
+#[test]
+fn text_streak_reset_by_calls_and_ordinals() {
+    let obs = vec![
+        text("done"),
+        text("done"),
+        Observation::ToolCallResponse,
+        call("a", 1, Some(0)),
+        text("done"),
+        text("done"),
+        text("done"),
+    ];
+    let got = detect_all(&nudge(), &obs);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].pattern, Pattern::RepeatedText);
+    assert_eq!(got[0].response, Some(5));
+    assert_eq!(got[0].call, None);
+    assert_eq!(got[0].members, vec![4, 5, 6]);
+    assert_eq!(got[0].count, 3);
+    assert!(got[0].tool_names.is_empty());
+    // a bare tool call (no response span) resets the streak too
+    let obs = vec![
+        text("x"),
+        text("x"),
+        call("a", 1, None),
+        text("x"),
+        text("x"),
+    ];
+    assert!(detect_all(&nudge(), &obs).is_empty());
+}
+
+#[test]
+fn priority_prefers_repeated_result_over_repeated_call() {
+    let obs: Vec<_> = (0..5)
+        .map(|_| call("a", 1, None))
+        .chain([call("a", 1, Some(3))])
+        .collect();
+    let settings = Arc::new(ProfileSettings {
+        repeated_result: 2,
+        ..ProfileSettings::nudge()
+    });
+    let got = detect_all(&settings, &obs);
+    // 5 calls without results: repeated_call at 5; then the sixth starts over
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].pattern, Pattern::RepeatedCall);
+    let obs: Vec<_> = (0..2).map(|_| call("a", 1, Some(3))).collect();
+    assert_eq!(
+        detect_all(&settings, &obs)[0].pattern,
+        Pattern::RepeatedResult
+    );
+}
+
+#[test]
+fn degenerate_settings_never_panic() {
+    let zero = Arc::new(ProfileSettings {
+        window: 0,
+        repeated_call: 0,
+        repeated_result: 0,
+        alternating_calls: 0,
+        cycle: 0,
+        max_cycle_period: usize::MAX,
+        repeated_text: 0,
+        ..ProfileSettings::nudge()
+    });
+    let obs = vec![call("a", 1, Some(1)), text("t"), call("b", 2, None)];
+    assert_eq!(detect_all(&zero, &obs).len(), 1);
+    let huge = Arc::new(ProfileSettings {
+        window: 4,
+        cycle: usize::MAX,
+        max_cycle_period: usize::MAX,
+        alternating_calls: usize::MAX,
+        ..ProfileSettings::nudge()
+    });
+    let obs: Vec<_> = (0..8).map(|i| call("a", (i % 3) as u8, Some(0))).collect();
+    assert!(detect_all(&huge, &obs).is_empty());
+}
