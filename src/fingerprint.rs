@@ -19,13 +19,14 @@
 //!   encoded under a separate tag: every string `s` becomes `"s" + s` and every such
 //!   integer becomes the string `"n" + digits` before JCS. Integers outside the 64-bit range
 //!   are parsed by `serde_json` as doubles and so compare as doubles (known limit).
-//! - **Raw hashing**: text or bytes that do not parse, payloads larger than `max_bytes`
-//!   and values nested deeper than `max_depth` are hashed as their raw bytes (a structured
-//!   value: its compact JSON, written without recursion) under a raw tag. Tags start with
-//!   a NUL byte, which no JCS text starts with, so a raw payload never collides with a
-//!   canonical one. Where `reference.py` differs: it reads unparsable text `abc` as the JSON
-//!   string `"abc"`, so there `abc` and `"abc"` (quoted) are one value; here they are not.
-//!   And values nested 65..128 deep are canonicalised by the reference but hashed raw here.
+//! - **Text that is not JSON** is, as in the reference's `_decode`, the string it spells:
+//!   `abc` and `"abc"` (quoted JSON) are one value, canonicalised as the JSON string.
+//! - **Raw hashing**: bytes that are not UTF-8, payloads larger than `max_bytes` and
+//!   structured values nested deeper than `max_depth` are hashed as their raw bytes (a
+//!   structured value: its compact JSON, written without recursion) under a raw tag. Tags
+//!   start with a NUL byte, which no JCS text starts with, so a raw payload never collides
+//!   with a canonical one. Values nested 65..128 deep are canonicalised by the reference
+//!   but hashed raw here.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -189,10 +190,23 @@ impl Fingerprinter {
             .and_then(|v| self.canonical_value(&v, drop))
         {
             Some(canonical) => sink.put(&canonical),
-            None => {
-                sink.put(RAW_TAG);
-                sink.put(bytes);
-            }
+            None => match std::str::from_utf8(bytes) {
+                // Reference `_decode`: text that is not JSON is the string it spells, so
+                // `abc` and `"abc"` are one value. Its canonical form is the JSON string.
+                Ok(text) if bytes.len() <= self.max_bytes => {
+                    match serde_json_canonicalizer::to_vec(&Value::String(text.to_owned())) {
+                        Ok(canonical) => sink.put(&canonical),
+                        Err(_) => {
+                            sink.put(RAW_TAG);
+                            sink.put(bytes);
+                        }
+                    }
+                }
+                _ => {
+                    sink.put(RAW_TAG);
+                    sink.put(bytes);
+                }
+            },
         }
     }
 
@@ -566,11 +580,14 @@ mod tests {
     }
 
     #[test]
-    fn unparsable_text_is_hashed_raw_and_tagged() {
+    fn unparsable_text_is_the_string_it_spells() {
         let fp = Fingerprinter::default();
         let keys = HashSet::new();
-        let raw = fp.canonical_bytes(&text("not json {"), &keys);
-        assert_eq!(raw, [RAW_TAG, b"not json {"].concat());
+        let canonical = fp.canonical_bytes(&text("not json {"), &keys);
+        assert_eq!(canonical, br#""not json {""#.to_vec());
+        // reference `_decode`: `abc` and the JSON string `"abc"` are one value
+        assert_eq!(call(text("abc")), call(text(r#""abc""#)));
+        assert_ne!(call(text("abc")), call(text("abd")));
         assert_ne!(call(text("not json {")), call(text("not json  {")));
         assert_eq!(
             call(text("bare value")),
@@ -600,8 +617,9 @@ mod tests {
         assert!(fp
             .canonical_bytes(&payload, &HashSet::new())
             .starts_with(RAW_TAG));
-        // the raw form of a structured value is its compact JSON: same as the text
-        assert_eq!(a, b);
+        // deep text does not parse (serde_json stops at 128 levels): it is the string
+        // it spells, which differs from the raw-tagged structured value
+        assert_ne!(a, b);
         // dropping a 10 000-deep serde_json::Value recurses; leak the test's copy instead
         std::mem::forget(payload);
         // beyond max_depth (64) but parsable: raw, distinct from the canonical form

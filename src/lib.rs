@@ -4,6 +4,7 @@
 //! [`detector`] (pure, synchronous) → [`annotate`] → [`forward`], with [`signals`] on the side.
 
 pub mod annotate;
+pub mod api;
 pub mod config;
 pub mod conventions;
 pub mod detector;
@@ -18,4 +19,5 @@ pub mod receiver;
 pub mod registry;
 pub mod replay;
 pub mod scan;
+pub mod server;
 pub mod signals;

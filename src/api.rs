@@ -1,0 +1,276 @@
+//! HTTP admin API (DESIGN §7, axum): run queries, signals, Prometheus metrics and health.
+//!
+//! - `GET /v1/traces/{trace_id}/loops` → `{"data":[{"fingerprint","hits","step_indices","tool_name"}]}`
+//! - `GET /v1/runs?looping=true&limit=N` → recent runs with their detections
+//! - `GET /v1/summary` → runs, loop runs, loop rate, detections by pattern, per service and agent
+//! - `GET /v1/signals?trace_id=…&since=…` → recent signals
+//! - `GET /metrics` (Prometheus text), `GET /healthz` (alive), `GET /readyz` (serving and
+//!   downstream reachable when configured)
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Engine;
+use crate::forward::stats::ForwarderStats;
+use crate::metrics::Metrics;
+use crate::otlp::hex_id;
+use crate::receiver::stats::ReceiverStats;
+use crate::registry::{RunDetection, RunSummary};
+use crate::signals::SignalHub;
+
+/// What the admin handlers read.
+#[derive(Clone)]
+pub struct AdminState {
+    pub engine: Arc<Engine>,
+    pub signals: SignalHub,
+    pub metrics: Arc<Metrics>,
+    pub receiver_stats: Arc<ReceiverStats>,
+    pub forwarder: Option<Arc<ForwarderStats>>,
+    /// The downstream endpoint URL, when forwarding.
+    pub downstream: Option<String>,
+    /// False once shutdown began.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// The admin router.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/v1/traces/{trace_id}/loops", get(trace_loops))
+        .route("/v1/runs", get(runs))
+        .route("/v1/summary", get(summary))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(state.clone())
+        .merge(crate::signals::http::router(state.signals.clone()))
+}
+
+/// One repeated call fingerprint of a run.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+pub struct LoopEntry {
+    /// External fingerprint: lowercase hex HMAC-SHA256 under `fingerprint_key` (DESIGN §3).
+    pub fingerprint: String,
+    pub hits: usize,
+    /// Ascending 1-based tool-call ordinals (start order).
+    pub step_indices: Vec<usize>,
+    pub tool_name: String,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Data<T> {
+    pub data: T,
+}
+
+async fn trace_loops(State(state): State<AdminState>, Path(trace_id): Path<String>) -> Response {
+    let key = trace_id.to_ascii_lowercase();
+    match state.engine.registry.repeated_calls(&key) {
+        None => error(StatusCode::NOT_FOUND, &format!("unknown trace {trace_id}")),
+        Some(calls) => Json(Data {
+            data: calls
+                .into_iter()
+                .map(|c| LoopEntry {
+                    fingerprint: state.engine.fingerprint_key.hex(&c.fingerprint),
+                    hits: c.step_indices.len(),
+                    step_indices: c.step_indices,
+                    tool_name: c.tool_name.to_string(),
+                })
+                .collect::<Vec<_>>(),
+        })
+        .into_response(),
+    }
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(serde_json::json!({"error": message}))).into_response()
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct RunsQuery {
+    looping: Option<bool>,
+    limit: Option<usize>,
+}
+
+/// A detection as the API shows it.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+pub struct ApiDetection {
+    pub trace_id: String,
+    pub span_id: String,
+    pub profile: String,
+    pub pattern: String,
+    pub severity: String,
+    pub tools: Vec<String>,
+    pub count: usize,
+    pub occurrence: u32,
+    pub call: Option<usize>,
+    pub response: Option<usize>,
+}
+
+impl From<&RunDetection> for ApiDetection {
+    fn from(d: &RunDetection) -> Self {
+        ApiDetection {
+            trace_id: hex_id(&d.trace_id),
+            span_id: hex_id(&d.span_id),
+            profile: d.profile.name.clone(),
+            pattern: d.detection.pattern.as_str().into(),
+            severity: d.detection.severity.as_str().into(),
+            tools: d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+            count: d.detection.count,
+            occurrence: d.occurrence,
+            call: d.detection.call,
+            response: d.detection.response,
+        }
+    }
+}
+
+/// A run as `/v1/runs` lists it.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct ApiRun {
+    pub run_key: String,
+    pub service_name: Option<String>,
+    pub agent_name: Option<String>,
+    pub tool_calls: usize,
+    /// Seconds since the run's last span arrived.
+    pub idle_seconds: f64,
+    pub looping: bool,
+    pub detections: Vec<ApiDetection>,
+}
+
+/// A run loops when it has a warn or kill detection (info = progress).
+fn is_looping(run: &RunSummary) -> bool {
+    run.detections
+        .iter()
+        .any(|d| d.detection.severity != crate::detector::Severity::Info)
+}
+
+async fn runs(State(state): State<AdminState>, query: Result<Query<RunsQuery>, axum::extract::rejection::QueryRejection>) -> Response {
+    let Ok(Query(query)) = query else {
+        return error(StatusCode::BAD_REQUEST, "query parameters: looping=true|false, limit=N");
+    };
+    let mut runs = state.engine.registry.runs();
+    runs.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
+    let limit = query.limit.unwrap_or(100);
+    let data: Vec<ApiRun> = runs
+        .iter()
+        .filter(|r| query.looping.is_none_or(|l| is_looping(r) == l))
+        .take(limit)
+        .map(|r| ApiRun {
+            run_key: r.run_key.to_string(),
+            service_name: r.service_name.as_deref().map(str::to_string),
+            agent_name: r.agent_name.as_deref().map(str::to_string),
+            tool_calls: r.tool_calls,
+            idle_seconds: r.last_seen.elapsed().as_secs_f64(),
+            looping: is_looping(r),
+            detections: r.detections.iter().map(ApiDetection::from).collect(),
+        })
+        .collect();
+    Json(Data { data }).into_response()
+}
+
+/// Loop counts of a group of runs.
+#[derive(Serialize, Deserialize, Debug, Default, PartialEq)]
+pub struct LoopRate {
+    pub runs: usize,
+    pub loop_runs: usize,
+    /// loop_runs / runs (0 when there are no runs).
+    pub loop_rate: f64,
+}
+
+impl LoopRate {
+    fn add(&mut self, looping: bool) {
+        self.runs += 1;
+        self.loop_runs += usize::from(looping);
+        self.loop_rate = self.loop_runs as f64 / self.runs as f64;
+    }
+}
+
+/// `/v1/summary`.
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Summary {
+    #[serde(flatten)]
+    pub total: LoopRate,
+    /// Detections by pattern (all profiles, all severities).
+    pub detections_by_pattern: BTreeMap<String, usize>,
+    /// Detections by severity.
+    pub detections_by_severity: BTreeMap<String, usize>,
+    pub by_service: BTreeMap<String, LoopRate>,
+    pub by_agent: BTreeMap<String, LoopRate>,
+}
+
+async fn summary(State(state): State<AdminState>) -> Json<Summary> {
+    let mut s = Summary::default();
+    for run in state.engine.registry.runs() {
+        let looping = is_looping(&run);
+        s.total.add(looping);
+        s.by_service
+            .entry(run.service_name.as_deref().unwrap_or("unknown").to_string())
+            .or_default()
+            .add(looping);
+        s.by_agent
+            .entry(run.agent_name.as_deref().unwrap_or("unknown").to_string())
+            .or_default()
+            .add(looping);
+        for d in &run.detections {
+            *s.detections_by_pattern
+                .entry(d.detection.pattern.as_str().into())
+                .or_default() += 1;
+            *s.detections_by_severity
+                .entry(d.detection.severity.as_str().into())
+                .or_default() += 1;
+        }
+    }
+    Json(s)
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    match crate::metrics::render(&state) {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+async fn readyz(State(state): State<AdminState>) -> Response {
+    if !state.ready.load(Ordering::Relaxed) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    }
+    if let Some(endpoint) = &state.downstream {
+        if let Err(e) = reachable(endpoint).await {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("downstream {endpoint} unreachable: {e}"),
+            );
+        }
+    }
+    (StatusCode::OK, "ready\n").into_response()
+}
+
+/// Opens (and closes) a TCP connection to the endpoint's host and port within 1 s.
+async fn reachable(endpoint: &str) -> Result<(), String> {
+    let uri: http::Uri = endpoint.parse().map_err(|e| format!("{e}"))?;
+    let host = uri.host().ok_or("no host")?;
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect((host, port))).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".into()),
+    }
+}

@@ -1,0 +1,252 @@
+//! `loopwatch serve`: binds the listeners, wires receiver → pipeline → forwarder, signals
+//! and the admin API, and shuts down in stages (receivers, then the forward queue's drain,
+//! then the signal sinks), each with a deadline.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{self, AdminState};
+use crate::config::{Config, LogConfig, LogFormat};
+use crate::engine::Engine;
+use crate::forward::Forwarder;
+use crate::metrics::Metrics;
+use crate::pipeline::{Pipeline, SpanSink};
+use crate::receiver::grpc::GrpcReceiver;
+use crate::receiver::http::serve_http;
+use crate::receiver::stats::ReceiverStats;
+use crate::signals::SignalHub;
+
+/// Installs the `tracing` subscriber: `RUST_LOG` if set, else `log.level`; text or JSON lines.
+pub fn init_logging(log: &LogConfig) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&log.level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match log.format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// A started server: its bound addresses and handles (tests start it on port 0).
+pub struct RunningServer {
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub admin_addr: Option<SocketAddr>,
+    pub engine: Arc<Engine>,
+    pub signals: SignalHub,
+    pub receiver_stats: Arc<ReceiverStats>,
+    stop: watch::Sender<bool>,
+    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningServer {
+    /// Stops the server (as SIGTERM would) and waits for the drain to finish.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        self.done.await.context("server task panicked")?
+    }
+}
+
+/// Runs `loopwatch serve` until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let server = start(config).await?;
+    tracing::info!(
+        grpc = %server.grpc_addr,
+        http = %server.http_addr,
+        admin = ?server.admin_addr,
+        "loopwatch listening"
+    );
+    shutdown.await;
+    tracing::info!("shutdown requested: no longer accepting; draining");
+    server.shutdown().await
+}
+
+/// Binds every listener and starts all tasks. Errors: a listener that cannot be bound,
+/// an invalid config.
+pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
+    let engine = Arc::new(Engine::from_config(&config)?);
+    if config.detection.fingerprint.fingerprint_key.is_none() {
+        tracing::warn!(
+            "no detection.fingerprint_key configured: drew a random key; external fingerprints are stable only for the life of this process"
+        );
+    }
+    let signal_profiles = config.profiles()?.iter().map(|p| p.signals).collect();
+    let metrics = Arc::new(Metrics::default());
+    let signals = SignalHub::start(config.signals.clone());
+
+    let forwarder = match config.exporter.endpoint.as_deref().filter(|e| !e.is_empty()) {
+        Some(endpoint) => {
+            tracing::info!(endpoint, "forwarding to the downstream OTLP endpoint");
+            let forwarder = Forwarder::start(config.exporter.clone())
+                .with_context(|| format!("exporter.endpoint {endpoint:?}"))?;
+            let latency = metrics.clone();
+            forwarder.stats().set_latency_hook(Arc::new(move |l| {
+                latency.forward_latency.observe(l.export.as_secs_f64())
+            }));
+            Some(forwarder)
+        }
+        None => {
+            tracing::info!("no exporter.endpoint: detect-only, spans are not forwarded");
+            None
+        }
+    };
+
+    let pipeline = Arc::new(Pipeline {
+        engine: engine.clone(),
+        forward: forwarder.as_ref().map(|f| f.queue()),
+        signals: Some(signals.clone()),
+        signal_profiles,
+        metrics: metrics.clone(),
+    });
+    let sink: Arc<dyn SpanSink> = pipeline.clone();
+    let receiver_stats = Arc::new(ReceiverStats::default());
+    let options = config.receiver.options();
+
+    let grpc_listener = TcpListener::bind(config.receiver.grpc_listen)
+        .await
+        .with_context(|| format!("receiver.grpc_listen {}", config.receiver.grpc_listen))?;
+    let http_listener = TcpListener::bind(config.receiver.http_listen)
+        .await
+        .with_context(|| format!("receiver.http_listen {}", config.receiver.http_listen))?;
+    let admin_listener = match config.admin.listen.as_str() {
+        "" => None,
+        addr => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("admin.listen {addr}"))?,
+        ),
+    };
+    let grpc_addr = grpc_listener.local_addr()?;
+    let http_addr = http_listener.local_addr()?;
+    let admin_addr = admin_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+
+    let (stop, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    let grpc = GrpcReceiver::new(sink.clone(), options, receiver_stats.clone())
+        .add_service(crate::signals::grpc::signals_service(signals.clone()));
+    let grpc_task = tokio::spawn(grpc.serve(grpc_listener, stopped()));
+    let http_task = tokio::spawn(serve_http(
+        http_listener,
+        sink.clone(),
+        options,
+        receiver_stats.clone(),
+        stopped(),
+    ));
+    let admin_state = AdminState {
+        engine: engine.clone(),
+        signals: signals.clone(),
+        metrics: metrics.clone(),
+        receiver_stats: receiver_stats.clone(),
+        forwarder: forwarder.as_ref().map(|f| f.stats()),
+        downstream: config.exporter.endpoint.clone().filter(|e| !e.is_empty()),
+        ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+    };
+    let ready = admin_state.ready.clone();
+    let admin_task = admin_listener.map(|l| {
+        let app = api::router(admin_state);
+        let stop = stopped();
+        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(stop).await })
+    });
+
+    // Idle-run eviction.
+    let sweeper = {
+        let engine = engine.clone();
+        let ttl = config.registry.idle_ttl;
+        let mut stop_rx = stop.subscribe();
+        tokio::spawn(async move {
+            let period = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(period) => {
+                        let evicted = engine.registry.evict_idle(Instant::now());
+                        if evicted > 0 {
+                            tracing::debug!(evicted, "evicted idle runs");
+                        }
+                    }
+                    _ = stop_rx.wait_for(|s| *s) => break,
+                }
+            }
+        })
+    };
+
+    let drain_timeout = config.shutdown.drain_timeout;
+    let done_engine = engine.clone();
+    let done_signals = signals.clone();
+    let mut done_rx = stop.subscribe();
+    let done = tokio::spawn(async move {
+        let _ = done_rx.wait_for(|s| *s).await;
+        ready.store(false, std::sync::atomic::Ordering::Relaxed);
+        // 1. receivers stop accepting and finish in-flight requests.
+        let (g, h) = tokio::join!(grpc_task, http_task);
+        g.context("grpc receiver task")?.context("grpc receiver")?;
+        h.context("http receiver task")?.context("http receiver")?;
+        // 2. the forward queue drains within the deadline.
+        if let Some(forwarder) = forwarder {
+            let report = forwarder.shutdown(drain_timeout).await;
+            tracing::info!(?report, "forward queue drained");
+        }
+        // 3. signals flush best-effort.
+        done_signals.shutdown(drain_timeout).await;
+        sweeper.abort();
+        if let Some(admin) = admin_task {
+            let _ = admin.await;
+        }
+        let stats = &done_engine.stats;
+        tracing::info!(
+            spans = stats.spans_seen.load(std::sync::atomic::Ordering::Relaxed),
+            tool_calls = stats.tool_calls.load(std::sync::atomic::Ordering::Relaxed),
+            annotated = stats.spans_annotated.load(std::sync::atomic::Ordering::Relaxed),
+            "loopwatch stopped"
+        );
+        Ok(())
+    });
+
+    Ok(RunningServer {
+        grpc_addr,
+        http_addr,
+        admin_addr,
+        engine,
+        signals,
+        receiver_stats,
+        stop,
+        done,
+    })
+}

@@ -1,0 +1,187 @@
+//! The `loopwatch` binary as a user runs it: scan, check-config, serve + replay, SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn loopwatch() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+    c.env_remove("RUST_LOG");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("LOOPWATCH_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+#[test]
+fn scan_json_gives_expected_detections_for_every_corpus_run() {
+    for (run, expected) in corpus_expected() {
+        let dir = fixtures().join("corpus").join(&run);
+        let out = loopwatch().args(["scan", "--format", "json"]).arg(&dir).output().unwrap();
+        assert!(out.status.success(), "{run}: {}", String::from_utf8_lossy(&out.stderr));
+        let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        for profile in ["nudge", "stop"] {
+            let got: Vec<Key> = detections
+                .iter()
+                .filter(|d| d["profile"] == profile)
+                .map(|d| {
+                    (
+                        d["call"].as_u64(),
+                        d["response"].as_u64(),
+                        d["pattern"].as_str().unwrap().to_string(),
+                        d["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect(),
+                        d["count"].as_u64().unwrap(),
+                        d["severity"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, expected_keys(&expected, profile), "{run} {profile}");
+        }
+        for d in &detections {
+            assert_eq!(d["trace_id"].as_str().unwrap().len(), 32);
+            assert_eq!(d["span_id"].as_str().unwrap().len(), 16);
+            assert!(d["occurrence"].as_u64().unwrap() >= 1);
+        }
+    }
+}
+
+#[test]
+fn scan_several_paths_form_one_stream_and_profile_filters() {
+    let base = fixtures().join("corpus/pydantic-ai/v5-batch4/s1_stuck_repeat");
+    let mut files: Vec<_> = corpus_files("pydantic-ai/v5-batch4/s1_stuck_repeat", "pb");
+    files.reverse(); // arrival order must not matter
+    let out = loopwatch().args(["scan", "--format", "json", "--profile", "stop"]).args(&files).output().unwrap();
+    assert!(out.status.success());
+    let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(detections.len(), 1);
+    assert_eq!(detections[0]["pattern"], "repeated_result");
+    assert_eq!(detections[0]["call"], 6);
+    assert_eq!(detections[0]["severity"], "kill");
+    // the table format names the pattern too
+    let out = loopwatch().arg("scan").arg(&base).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("TRACE_ID"), "{text}");
+    assert_eq!(text.matches("repeated_result").count(), 3, "{text}");
+}
+
+#[test]
+fn scan_without_loops_exits_zero_and_errors_exit_nonzero() {
+    let healthy = fixtures().join("corpus/pydantic-ai/v5-default/s4_healthy");
+    let out = loopwatch().args(["scan", "--format", "json"]).arg(&healthy).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap().len(), 0);
+
+    let out = loopwatch().args(["scan", "/nonexistent/loopwatch"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/loopwatch"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("req-0001.pb");
+    std::fs::write(&bad, b"\xff\xff\xff garbage").unwrap();
+    let out = loopwatch().arg("scan").arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("req-0001.pb") && err.contains("protobuf"), "{err}");
+
+    let out = loopwatch().args(["scan", "--profile", "nope"]).arg(&healthy).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
+
+#[test]
+fn check_config_accepts_the_example_and_names_bad_keys() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+    let out = loopwatch().arg("check-config").arg(&example).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("profile nudge"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[receiver]\ngrpc_lisen = \"0.0.0.0:4317\"\n", "grpc_lisen"),
+        ("[profiles.nudge]\nrepeated_call = 1\n", "profiles.nudge.repeated_call"),
+        ("[profiles.stop]\nwindow = 8\n", "profiles.stop"),
+        ("[profiles.nudge]\nalternating_calls = 6\n", "profiles.nudge.alternating_calls"),
+        ("[profiles.nudge]\nrepeated_result = 11\n", "profiles.nudge.repeated_result"),
+    ];
+    for (text, key) in cases {
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, text).unwrap();
+        let out = loopwatch().arg("check-config").arg(&file).output().unwrap();
+        assert!(!out.status.success(), "{text} should be refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key), "{text}: error {err:?} should name {key}");
+    }
+    // env overrides are checked too
+    let file = dir.path().join("ok.toml");
+    std::fs::write(&file, "").unwrap();
+    let out = loopwatch().arg("check-config").arg(&file).env("LOOPWATCH_PROFILES__NUDGE__WINDOW", "4").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("profiles.nudge"));
+}
+
+/// Starts `loopwatch serve` on free ports; returns the child and its gRPC address.
+fn spawn_serve() -> (std::process::Child, String, std::sync::mpsc::Receiver<String>) {
+    let mut child = loopwatch()
+        .args(["serve", "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains("loopwatch listening") {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                let grpc = v["fields"]["grpc"].as_str().unwrap().to_string();
+                return (child, grpc, rx);
+            }
+        }
+    }
+    let _ = child.kill();
+    panic!("loopwatch serve did not start");
+}
+
+fn sigterm(child: &std::process::Child) {
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn serve_then_replay_logs_the_detection_and_sigterm_exits_zero() {
+    let (mut child, grpc, lines) = spawn_serve();
+    let run = fixtures().join("corpus/pydantic-ai/v5-default/s1_stuck_repeat");
+    let out = loopwatch().args(["replay", "--endpoint", &format!("http://{grpc}")]).arg(&run).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut detections = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while detections.len() < 3 && Instant::now() < deadline {
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
+            if line.contains("loop detected") {
+                detections.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+            }
+        }
+    }
+    let summary: Vec<(String, String)> = detections
+        .iter()
+        .map(|d| (d["fields"]["profile"].as_str().unwrap().to_string(), d["fields"]["pattern"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(summary.iter().filter(|(p, _)| p == "nudge").count(), 2, "{summary:?}");
+    assert_eq!(summary.iter().filter(|(p, _)| p == "stop").count(), 1, "{summary:?}");
+    assert!(summary.iter().all(|(_, pattern)| pattern == "repeated_result"));
+    sigterm(&child);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+}
