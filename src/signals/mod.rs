@@ -113,6 +113,63 @@ mod tests {
     }
 
     #[test]
+    fn json_schema_lists_exactly_the_serialized_fields() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schemas/loopwatch.signal.v1.json"))
+                .expect("schema is JSON");
+        assert_eq!(schema["properties"]["schema"]["const"], SIGNAL_SCHEMA);
+        let signal = Signal {
+            schema: SIGNAL_SCHEMA.to_owned(),
+            id: signal_id("r", "stop", "cycle", 1),
+            occurrence: 1,
+            severity: "kill".to_owned(),
+            time_unix_nano: 1,
+            trace_id: "0".repeat(32),
+            run_key: "r".to_owned(),
+            service_name: None,
+            agent_name: None,
+            profile: "stop".to_owned(),
+            action: "kill".to_owned(),
+            pattern: "cycle".to_owned(),
+            tool_names: vec![],
+            count: 6,
+            window: 20,
+            fingerprints: vec![],
+            span_ids: vec![],
+            first_span_id: "0".repeat(16),
+            message: String::new(),
+        };
+        let json = serde_json::to_value(&signal).expect("signal serializes");
+        let mut fields: Vec<&str> = json
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.sort_unstable();
+        let mut required: Vec<&str> = schema["required"]
+            .as_array()
+            .expect("required array")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        required.sort_unstable();
+        let mut properties: Vec<&str> = schema["properties"]
+            .as_object()
+            .expect("properties object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        properties.sort_unstable();
+        assert_eq!(fields, required);
+        assert_eq!(fields, properties);
+        for (name, property) in schema["properties"].as_object().expect("properties") {
+            let doc = property["description"].as_str().unwrap_or_default();
+            assert!(!doc.is_empty(), "{name} has no description");
+        }
+    }
+
+    #[test]
     fn signal_id_separates_every_input() {
         let base = signal_id("run", "stop", "cycle", 1);
         assert_ne!(base, signal_id("run", "stop", "cycle", 2));
