@@ -137,7 +137,11 @@ pub fn backoff(retry: &RetryConfig, attempt: u32) -> Duration {
 
 /// The task of one sink: takes signals in order and delivers each, retrying retryable
 /// failures with backoff until delivered; exits when closed and drained.
+///
+/// Logs one warning when the sink goes down and one line when it recovers, not one per
+/// failed attempt.
 pub async fn run<S: Sink>(mut sink: S, queue: Arc<SinkQueue>, retry: RetryConfig) {
+    let mut down = false;
     loop {
         let Some(signal) = queue.pop() else {
             if queue.closed.load(Ordering::Acquire) {
@@ -151,9 +155,10 @@ pub async fn run<S: Sink>(mut sink: S, queue: Arc<SinkQueue>, retry: RetryConfig
             match sink.deliver(&signal).await {
                 Ok(()) => {
                     queue.delivered.fetch_add(1, Ordering::Relaxed);
-                    if attempt > 0 {
+                    if down {
+                        down = false;
                         tracing::info!(sink = S::NAME, signal_id = %signal.id, attempts = attempt + 1,
-                            "signal sink recovered, delivered");
+                            "signal sink recovered");
                     }
                     break;
                 }
@@ -167,9 +172,10 @@ pub async fn run<S: Sink>(mut sink: S, queue: Arc<SinkQueue>, retry: RetryConfig
                 Err(DeliveryError::Retryable(reason)) => {
                     queue.failed_attempts.fetch_add(1, Ordering::Relaxed);
                     let delay = backoff(&retry, attempt);
-                    if attempt == 0 {
+                    if !down {
+                        down = true;
                         tracing::warn!(sink = S::NAME, signal_id = %signal.id, %reason,
-                            "signal delivery failed, retrying with backoff");
+                            "signal sink down, retrying with backoff");
                     } else {
                         tracing::debug!(sink = S::NAME, signal_id = %signal.id, %reason, attempt,
                             ?delay, "signal delivery failed again");
