@@ -1,6 +1,30 @@
 //! Signals (DESIGN §6): the `loopwatch.signal.v1` record and its sinks.
+//!
+//! The caller (pipeline) builds a [`Signal`] for each detection whose action is `warn`
+//! or `kill` and hands it to [`SignalHub::publish`], which never blocks nor fails. The hub
+//! fans it out to each configured sink ([`redis`], [`nats`], [`webhook`]), each with its
+//! own bounded queue and retrying task, keeps a ring of recent signals for
+//! `GET /v1/signals` ([`http`]) and feeds the gRPC stream `loopwatch.v1.Signals/Watch`
+//! ([`grpc`]).
+
+pub mod config;
+pub mod grpc;
+pub mod http;
+pub mod hub;
+pub mod nats;
+pub mod redis;
+mod sink;
+pub mod webhook;
+
+pub use config::{NatsSinkConfig, RedisSinkConfig, RetryConfig, SignalsConfig, WebhookSinkConfig};
+pub use grpc::signals_service;
+pub use hub::{SignalHub, SinkStats};
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Value of [`Signal::schema`]: the schema name and version of the record.
+pub const SIGNAL_SCHEMA: &str = "loopwatch.signal.v1";
 
 /// A loop signal, schema `loopwatch.signal.v1` (`schemas/loopwatch.signal.v1.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,4 +59,123 @@ pub struct Signal {
     pub first_span_id: String,
     /// A nudge text an agent runtime can inject into the conversation.
     pub message: String,
+}
+
+/// Signal id: the first 32 lowercase hex chars of SHA-256 over
+/// `run_key \0 profile \0 pattern \0 occurrence` (occurrence in decimal).
+///
+/// Stable across re-delivery and restarts for the same detection, so consumers (and the
+/// NATS JetStream duplicate window, which gets it as `Nats-Msg-Id`) de-duplicate on it.
+pub fn signal_id(run_key: &str, profile: &str, pattern: &str, occurrence: u32) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(run_key.as_bytes());
+    hasher.update([0u8]);
+    hasher.update(profile.as_bytes());
+    hasher.update([0u8]);
+    hasher.update(pattern.as_bytes());
+    hasher.update([0u8]);
+    hasher.update(occurrence.to_string().as_bytes());
+    let mut id = hex::encode(hasher.finalize());
+    id.truncate(32);
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_id_is_stable_short_lowercase_hex() {
+        let id = signal_id(
+            "4bf92f3577b34da6a3ce929d0e0e4736",
+            "stop",
+            "repeated_call",
+            1,
+        );
+        assert_eq!(id.len(), 32);
+        assert!(id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        assert_eq!(
+            id,
+            signal_id(
+                "4bf92f3577b34da6a3ce929d0e0e4736",
+                "stop",
+                "repeated_call",
+                1
+            )
+        );
+        // sha256("run\0stop\0cycle\02") computed independently with Python hashlib.
+        assert_eq!(
+            signal_id("run", "stop", "cycle", 2),
+            "ca342e329291e4a68f49a9625017eb0a"
+        );
+    }
+
+    #[test]
+    fn json_schema_lists_exactly_the_serialized_fields() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schemas/loopwatch.signal.v1.json"))
+                .expect("schema is JSON");
+        assert_eq!(schema["properties"]["schema"]["const"], SIGNAL_SCHEMA);
+        let signal = Signal {
+            schema: SIGNAL_SCHEMA.to_owned(),
+            id: signal_id("r", "stop", "cycle", 1),
+            occurrence: 1,
+            severity: "kill".to_owned(),
+            time_unix_nano: 1,
+            trace_id: "0".repeat(32),
+            run_key: "r".to_owned(),
+            service_name: None,
+            agent_name: None,
+            profile: "stop".to_owned(),
+            action: "kill".to_owned(),
+            pattern: "cycle".to_owned(),
+            tool_names: vec![],
+            count: 6,
+            window: 20,
+            fingerprints: vec![],
+            span_ids: vec![],
+            first_span_id: "0".repeat(16),
+            message: String::new(),
+        };
+        let json = serde_json::to_value(&signal).expect("signal serializes");
+        let mut fields: Vec<&str> = json
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.sort_unstable();
+        let mut required: Vec<&str> = schema["required"]
+            .as_array()
+            .expect("required array")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        required.sort_unstable();
+        let mut properties: Vec<&str> = schema["properties"]
+            .as_object()
+            .expect("properties object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        properties.sort_unstable();
+        assert_eq!(fields, required);
+        assert_eq!(fields, properties);
+        for (name, property) in schema["properties"].as_object().expect("properties") {
+            let doc = property["description"].as_str().unwrap_or_default();
+            assert!(!doc.is_empty(), "{name} has no description");
+        }
+    }
+
+    #[test]
+    fn signal_id_separates_every_input() {
+        let base = signal_id("run", "stop", "cycle", 1);
+        assert_ne!(base, signal_id("run", "stop", "cycle", 2));
+        assert_ne!(base, signal_id("run", "nudge", "cycle", 1));
+        assert_ne!(base, signal_id("run", "stop", "repeated_call", 1));
+        assert_ne!(base, signal_id("run2", "stop", "cycle", 1));
+        assert_ne!(signal_id("ab", "c", "p", 1), signal_id("a", "bc", "p", 1));
+    }
 }

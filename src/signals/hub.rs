@@ -1,0 +1,272 @@
+//! [`SignalHub`]: fans each signal out to the sinks, the recent ring and the gRPC stream.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use super::config::{RetryConfig, SignalsConfig};
+use super::nats::NatsSink;
+use super::redis::RedisSink;
+use super::sink::{self, Sink, SinkQueue};
+use super::webhook::WebhookSink;
+use super::Signal;
+
+/// Capacity of the broadcast channel behind the gRPC stream; a subscriber more than this
+/// many signals behind skips the ones it missed.
+pub const BROADCAST_CAPACITY: usize = 1024;
+
+/// Counters of one sink at one instant (monotonic since start, except `queue_depth`),
+/// for export as Prometheus metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkStats {
+    /// `redis`, `nats` or `webhook`.
+    pub sink: &'static str,
+    /// Signals delivered (acknowledged by the sink).
+    pub delivered: u64,
+    /// Delivery attempts that failed, retried or not.
+    pub failed_attempts: u64,
+    /// Signals dropped because the sink's queue was full (the oldest go first).
+    pub dropped: u64,
+    /// Signals the sink refused for good (e.g. webhook 4xx) and that were not retried.
+    pub rejected: u64,
+    /// Signals waiting or being delivered now.
+    pub queue_depth: u64,
+}
+
+/// Delivers signals to the configured sinks without ever blocking or failing the caller.
+///
+/// Cheap to clone (shared state). Each sink has its own bounded queue and Tokio task:
+/// a sink that is down, slow or refusing never affects the others or the caller.
+#[derive(Clone, Debug)]
+pub struct SignalHub {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    sinks: Vec<Arc<SinkQueue>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    recent: Mutex<VecDeque<Signal>>,
+    recent_capacity: usize,
+    broadcast: broadcast::Sender<Signal>,
+}
+
+/// Sink queues and their tasks, gathered before the hub is built.
+#[derive(Default)]
+struct Spawned {
+    sinks: Vec<Arc<SinkQueue>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Spawned {
+    fn spawn<S: Sink>(&mut self, sink: S, capacity: usize, retry: RetryConfig) {
+        let queue = Arc::new(SinkQueue::new(S::NAME, capacity));
+        self.tasks
+            .push(tokio::spawn(sink::run(sink, Arc::clone(&queue), retry)));
+        self.sinks.push(queue);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SignalHub {
+    /// Starts a task per sink whose `url` is set. Sinks connect lazily, so a sink that is
+    /// down at start is retried like any other failure. Call [`SignalsConfig::validate`]
+    /// first to report bad URLs at start-up.
+    ///
+    /// # Panics
+    /// When called outside a Tokio runtime (it spawns the sink tasks).
+    pub fn start(config: SignalsConfig) -> SignalHub {
+        let retry = config.retry;
+        let mut spawned = Spawned::default();
+        if let Some(url) = config.redis.url.clone() {
+            let capacity = config.redis.queue_capacity;
+            spawned.spawn(RedisSink::new(url, config.redis), capacity, retry);
+        }
+        if let Some(url) = config.nats.url.clone() {
+            let capacity = config.nats.queue_capacity;
+            spawned.spawn(NatsSink::new(url, config.nats), capacity, retry);
+        }
+        if let Some(url) = config.webhook.url.clone() {
+            let capacity = config.webhook.queue_capacity;
+            match WebhookSink::new(url, config.webhook) {
+                Ok(webhook) => spawned.spawn(webhook, capacity, retry),
+                Err(error) => tracing::error!(sink = "webhook", %error, "webhook sink disabled"),
+            }
+        }
+        Self::with(spawned, config.recent_capacity)
+    }
+
+    /// A hub with no sinks: signals only go to the recent ring and the gRPC stream.
+    pub fn without_sinks(recent_capacity: usize) -> SignalHub {
+        Self::with(Spawned::default(), recent_capacity)
+    }
+
+    fn with(spawned: Spawned, recent_capacity: usize) -> SignalHub {
+        let (broadcast, _) = broadcast::channel(BROADCAST_CAPACITY);
+        SignalHub {
+            inner: Arc::new(Inner {
+                sinks: spawned.sinks,
+                tasks: Mutex::new(spawned.tasks),
+                recent: Mutex::new(VecDeque::new()),
+                recent_capacity: recent_capacity.max(1),
+                broadcast,
+            }),
+        }
+    }
+
+    /// Hands `signal` to every sink's queue, the recent ring and the gRPC stream.
+    /// Synchronous; never blocks on I/O and never fails (overflow drops a sink's oldest
+    /// queued signal and counts it in [`SinkStats::dropped`]).
+    pub fn publish(&self, signal: Signal) {
+        for queue in &self.inner.sinks {
+            queue.push(signal.clone());
+        }
+        {
+            let mut recent = lock(&self.inner.recent);
+            if recent.len() >= self.inner.recent_capacity {
+                recent.pop_front();
+            }
+            recent.push_back(signal.clone());
+        }
+        // An error only means nobody is watching right now.
+        let _ = self.inner.broadcast.send(signal);
+    }
+
+    /// Recent signals (at most `recent_capacity`, oldest first) with this `trace_id`
+    /// (exact match) and `time_unix_nano >= since_unix_nano`; `None` matches any.
+    ///
+    /// `since` is inclusive because several signals can share a span's end time; callers
+    /// that poll de-duplicate on [`Signal::id`].
+    pub fn recent(&self, trace_id: Option<&str>, since_unix_nano: Option<u64>) -> Vec<Signal> {
+        lock(&self.inner.recent)
+            .iter()
+            .filter(|s| trace_id.is_none_or(|t| s.trace_id == t))
+            .filter(|s| since_unix_nano.is_none_or(|since| s.time_unix_nano >= since))
+            .cloned()
+            .collect()
+    }
+
+    /// A receiver of every signal published from now on (used by the gRPC stream).
+    pub fn subscribe(&self) -> broadcast::Receiver<Signal> {
+        self.inner.broadcast.subscribe()
+    }
+
+    /// Counters of each configured sink, in the order redis, nats, webhook.
+    pub fn stats(&self) -> Vec<SinkStats> {
+        self.inner
+            .sinks
+            .iter()
+            .map(|q| SinkStats {
+                sink: q.name,
+                delivered: q.delivered.load(Ordering::Relaxed),
+                failed_attempts: q.failed_attempts.load(Ordering::Relaxed),
+                dropped: q.dropped.load(Ordering::Relaxed),
+                rejected: q.rejected.load(Ordering::Relaxed),
+                queue_depth: q.depth(),
+            })
+            .collect()
+    }
+
+    /// Flushes the sink queues best-effort: each task delivers what is queued and exits;
+    /// tasks still busy after `deadline` (e.g. a sink that stays down) are aborted and
+    /// their undelivered signals logged as lost. Signals published afterwards are only
+    /// kept in the recent ring and the stream. Idempotent.
+    pub async fn shutdown(&self, deadline: Duration) {
+        for queue in &self.inner.sinks {
+            queue.close();
+        }
+        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.inner.tasks));
+        let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
+        let all = futures::future::join_all(tasks);
+        if tokio::time::timeout(deadline, all).await.is_err() {
+            for abort in aborts {
+                abort.abort();
+            }
+        }
+        for stats in self.stats() {
+            if stats.queue_depth > 0 {
+                tracing::warn!(
+                    sink = stats.sink,
+                    lost = stats.queue_depth,
+                    delivered = stats.delivered,
+                    dropped = stats.dropped,
+                    rejected = stats.rejected,
+                    "signal sink not flushed before the shutdown deadline"
+                );
+            } else {
+                tracing::info!(
+                    sink = stats.sink,
+                    delivered = stats.delivered,
+                    failed_attempts = stats.failed_attempts,
+                    dropped = stats.dropped,
+                    rejected = stats.rejected,
+                    "signal sink stopped"
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signal(trace: char, time_unix_nano: u64) -> Signal {
+        Signal {
+            schema: super::super::SIGNAL_SCHEMA.to_owned(),
+            id: format!("{time_unix_nano:032x}"),
+            occurrence: 1,
+            severity: "kill".to_owned(),
+            time_unix_nano,
+            trace_id: trace.to_string().repeat(32),
+            run_key: trace.to_string().repeat(32),
+            service_name: Some("svc".to_owned()),
+            agent_name: None,
+            profile: "stop".to_owned(),
+            action: "kill".to_owned(),
+            pattern: "cycle".to_owned(),
+            tool_names: vec!["a".to_owned()],
+            count: 6,
+            window: 20,
+            fingerprints: vec![],
+            span_ids: vec![],
+            first_span_id: "0".repeat(16),
+            message: "stop".to_owned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn recent_filters_and_is_bounded() {
+        let hub = SignalHub::without_sinks(3);
+        let mut rx = hub.subscribe();
+        for (trace, time) in [('a', 10), ('b', 20), ('a', 30), ('a', 40)] {
+            hub.publish(signal(trace, time));
+        }
+        let times = |v: Vec<Signal>| v.iter().map(|s| s.time_unix_nano).collect::<Vec<_>>();
+        assert_eq!(
+            times(hub.recent(None, None)),
+            vec![20, 30, 40],
+            "oldest evicted"
+        );
+        let a = "a".repeat(32);
+        assert_eq!(times(hub.recent(Some(&a), None)), vec![30, 40]);
+        assert_eq!(
+            times(hub.recent(Some(&a), Some(40))),
+            vec![40],
+            "since is inclusive"
+        );
+        assert_eq!(times(hub.recent(None, Some(41))), Vec::<u64>::new());
+        assert_eq!(rx.recv().await.map(|s| s.time_unix_nano).ok(), Some(10));
+        assert!(hub.stats().is_empty());
+        hub.shutdown(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,186 @@
+//! NATS sink (DESIGN §6): subject `<prefix>.<action>.<service>`.
+//!
+//! With `jetstream = true` the stream (`<prefix>.>`) is created when absent and each
+//! signal is published through JetStream awaiting the ack, with `Nats-Msg-Id` = the
+//! signal id so the stream's duplicate window drops re-deliveries. Without JetStream the
+//! publish is flushed to the server (at-most-once, like core NATS).
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, message::PublishMessage};
+use bytes::Bytes;
+
+use super::config::NatsSinkConfig;
+use super::sink::{DeliveryError, Sink};
+use super::Signal;
+
+/// Timeout of connecting, of a flush and of a JetStream ack.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// True when `token` is one valid NATS subject token: non-empty, no `.`, `*`, `>` or
+/// whitespace.
+pub fn is_valid_token(token: &str) -> bool {
+    !token.is_empty()
+        && !token
+            .chars()
+            .any(|c| c == '.' || c == '*' || c == '>' || c.is_whitespace())
+}
+
+/// `service_name` as one subject token: `.`, `*`, `>` and whitespace become `_`;
+/// absent or empty becomes `unknown`.
+pub fn service_token(service_name: Option<&str>) -> String {
+    match service_name {
+        Some(name) if !name.is_empty() => name
+            .chars()
+            .map(|c| {
+                if c == '.' || c == '*' || c == '>' || c.is_whitespace() {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect(),
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// The subject of `signal`: `<prefix>.<action>.<service token>` (the action is sanitized
+/// like the service so a bad value cannot turn into a wildcard).
+pub fn subject(prefix: &str, signal: &Signal) -> String {
+    format!(
+        "{prefix}.{}.{}",
+        service_token(Some(&signal.action)),
+        service_token(signal.service_name.as_deref())
+    )
+}
+
+/// Delivers signals to NATS; connects (and ensures the stream) on first delivery.
+pub struct NatsSink {
+    url: String,
+    config: NatsSinkConfig,
+    connection: Option<Connection>,
+}
+
+enum Connection {
+    Core(async_nats::Client),
+    JetStream(jetstream::Context),
+}
+
+impl NatsSink {
+    /// A sink for `url` (e.g. `nats://127.0.0.1:4222`).
+    pub fn new(url: String, config: NatsSinkConfig) -> Self {
+        Self {
+            url,
+            config,
+            connection: None,
+        }
+    }
+
+    async fn connect(&self) -> Result<Connection, DeliveryError> {
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(IO_TIMEOUT)
+            .connect(self.url.as_str())
+            .await
+            .map_err(|e| DeliveryError::Retryable(format!("nats connect: {e}")))?;
+        if !self.config.jetstream {
+            return Ok(Connection::Core(client));
+        }
+        let context = jetstream::new(client);
+        let stream = jetstream::stream::Config {
+            name: self.config.stream.clone(),
+            subjects: vec![format!("{}.>", self.config.subject_prefix)],
+            ..Default::default()
+        };
+        context.get_or_create_stream(stream).await.map_err(|e| {
+            DeliveryError::Retryable(format!("nats stream {}: {e}", self.config.stream))
+        })?;
+        Ok(Connection::JetStream(context))
+    }
+}
+
+impl Sink for NatsSink {
+    const NAME: &'static str = "nats";
+
+    async fn deliver(&mut self, signal: &Signal) -> Result<(), DeliveryError> {
+        let payload = Bytes::from(
+            serde_json::to_vec(signal)
+                .map_err(|e| DeliveryError::Rejected(format!("signal to JSON: {e}")))?,
+        );
+        let subject = subject(&self.config.subject_prefix, signal);
+        if self.connection.is_none() {
+            self.connection = Some(self.connect().await?);
+        }
+        let result = match &self.connection {
+            Some(Connection::Core(client)) => publish_core(client, subject, payload).await,
+            Some(Connection::JetStream(context)) => {
+                let message = PublishMessage::build()
+                    .payload(payload)
+                    .message_id(&signal.id);
+                publish_jetstream(context, subject, message).await
+            }
+            None => Err(DeliveryError::Retryable(
+                "nats connection missing".to_owned(),
+            )),
+        };
+        result
+    }
+}
+
+async fn publish_core(
+    client: &async_nats::Client,
+    subject: String,
+    payload: Bytes,
+) -> Result<(), DeliveryError> {
+    client
+        .publish(subject, payload)
+        .await
+        .map_err(|e| DeliveryError::Retryable(format!("nats publish: {e}")))?;
+    match tokio::time::timeout(IO_TIMEOUT, client.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(DeliveryError::Retryable(format!("nats flush: {e}"))),
+        Err(_) => Err(DeliveryError::Retryable("nats flush timed out".to_owned())),
+    }
+}
+
+async fn publish_jetstream(
+    context: &jetstream::Context,
+    subject: String,
+    message: PublishMessage,
+) -> Result<(), DeliveryError> {
+    let ack = context
+        .send_publish(subject, message)
+        .await
+        .map_err(|e| DeliveryError::Retryable(format!("nats jetstream publish: {e}")))?;
+    match tokio::time::timeout(IO_TIMEOUT, ack).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(DeliveryError::Retryable(format!("nats jetstream ack: {e}"))),
+        Err(_) => Err(DeliveryError::Retryable(
+            "nats jetstream ack timed out".to_owned(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_token_replaces_invalid_characters() {
+        assert_eq!(
+            service_token(Some("billing.agent v2*>")),
+            "billing_agent_v2__"
+        );
+        assert_eq!(service_token(Some("checkout")), "checkout");
+        assert_eq!(service_token(Some("")), "unknown");
+        assert_eq!(service_token(None), "unknown");
+    }
+
+    #[test]
+    fn tokens_are_validated() {
+        assert!(is_valid_token("LOOPWATCH_SIGNALS"));
+        assert!(!is_valid_token("a.b"));
+        assert!(!is_valid_token("a b"));
+        assert!(!is_valid_token(">"));
+        assert!(!is_valid_token(""));
+    }
+}

@@ -1,0 +1,248 @@
+//! What every sink shares: the [`Sink`] trait, its bounded drop-oldest [`SinkQueue`]
+//! with counters, and the delivery task that retries with exponential backoff.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::Notify;
+
+use super::config::RetryConfig;
+use super::Signal;
+
+/// Why one delivery attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// The sink is down, slow or overloaded: the same signal is tried again after a backoff.
+    #[error("retryable: {0}")]
+    Retryable(String),
+    /// The sink refused this signal for good (e.g. webhook 4xx): it is dropped and counted.
+    #[error("rejected: {0}")]
+    Rejected(String),
+}
+
+/// A destination that receives signals one at a time, in order.
+pub trait Sink: Send + 'static {
+    /// Short name used in logs and [`super::SinkStats::sink`]: `redis`, `nats`, `webhook`.
+    const NAME: &'static str;
+
+    /// One delivery attempt; connects lazily, so a sink that starts down comes up later.
+    fn deliver(
+        &mut self,
+        signal: &Signal,
+    ) -> impl Future<Output = Result<(), DeliveryError>> + Send;
+}
+
+/// Bounded FIFO of one sink. `push` never blocks: when full it drops the oldest queued
+/// signal (the one being delivered is not in the queue and is never dropped).
+#[derive(Debug)]
+pub struct SinkQueue {
+    pub(crate) name: &'static str,
+    capacity: usize,
+    items: Mutex<VecDeque<Signal>>,
+    notify: Notify,
+    closed: AtomicBool,
+    in_flight: AtomicBool,
+    pub(crate) delivered: AtomicU64,
+    pub(crate) failed_attempts: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+}
+
+impl SinkQueue {
+    /// An empty queue holding at most `capacity` signals (at least 1).
+    pub fn new(name: &'static str, capacity: usize) -> Self {
+        Self {
+            name,
+            capacity: capacity.max(1),
+            items: Mutex::new(VecDeque::new()),
+            notify: Notify::new(),
+            closed: AtomicBool::new(false),
+            in_flight: AtomicBool::new(false),
+            delivered: AtomicU64::new(0),
+            failed_attempts: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        }
+    }
+
+    fn items(&self) -> MutexGuard<'_, VecDeque<Signal>> {
+        // A panic while holding this lock cannot leave the deque inconsistent.
+        self.items
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Enqueues `signal`, dropping (and counting) the oldest queued one when full.
+    pub fn push(&self, signal: Signal) {
+        let dropped = {
+            let mut items = self.items();
+            let dropped = if items.len() >= self.capacity {
+                items.pop_front()
+            } else {
+                None
+            };
+            items.push_back(signal);
+            dropped
+        };
+        if let Some(old) = dropped {
+            let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if total == 1 {
+                tracing::warn!(sink = self.name, signal_id = %old.id, trace_id = %old.trace_id,
+                    capacity = self.capacity, "signal queue full, dropping oldest signal (warned once)");
+            } else {
+                tracing::debug!(sink = self.name, signal_id = %old.id, dropped_total = total,
+                    "signal queue full, dropped oldest signal");
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    fn pop(&self) -> Option<Signal> {
+        let mut items = self.items();
+        let next = items.pop_front();
+        // Set under the lock so `depth` never misses a signal moving to in-flight.
+        self.in_flight.store(next.is_some(), Ordering::Relaxed);
+        next
+    }
+
+    /// Signals waiting or being delivered.
+    pub fn depth(&self) -> u64 {
+        let items = self.items();
+        items.len() as u64 + u64::from(self.in_flight.load(Ordering::Relaxed))
+    }
+
+    /// Asks the task to exit once the queue is empty.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+}
+
+/// Delay before retry number `attempt` (0-based): a random time in `[d/2, d]` with
+/// `d = min(max_backoff, initial_backoff · 2^attempt)`.
+pub fn backoff(retry: &RetryConfig, attempt: u32) -> Duration {
+    let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
+    let full = retry
+        .initial_backoff
+        .saturating_mul(factor)
+        .min(retry.max_backoff.max(retry.initial_backoff));
+    let half = full / 2;
+    let jitter_nanos = u64::try_from((full - half).as_nanos()).unwrap_or(u64::MAX);
+    half + Duration::from_nanos(rand::rng().random_range(0..=jitter_nanos))
+}
+
+/// The task of one sink: takes signals in order and delivers each, retrying retryable
+/// failures with backoff until delivered; exits when closed and drained.
+///
+/// Logs one warning when the sink goes down and one line when it recovers, not one per
+/// failed attempt.
+pub async fn run<S: Sink>(mut sink: S, queue: Arc<SinkQueue>, retry: RetryConfig) {
+    let mut down = false;
+    loop {
+        let Some(signal) = queue.pop() else {
+            if queue.closed.load(Ordering::Acquire) {
+                break;
+            }
+            queue.notify.notified().await;
+            continue;
+        };
+        let mut attempt: u32 = 0;
+        loop {
+            match sink.deliver(&signal).await {
+                Ok(()) => {
+                    queue.delivered.fetch_add(1, Ordering::Relaxed);
+                    if down {
+                        down = false;
+                        tracing::info!(sink = S::NAME, signal_id = %signal.id, attempts = attempt + 1,
+                            "signal sink recovered");
+                    }
+                    break;
+                }
+                Err(DeliveryError::Rejected(reason)) => {
+                    queue.failed_attempts.fetch_add(1, Ordering::Relaxed);
+                    queue.rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(sink = S::NAME, signal_id = %signal.id, trace_id = %signal.trace_id,
+                        %reason, "signal rejected by sink, not retried");
+                    break;
+                }
+                Err(DeliveryError::Retryable(reason)) => {
+                    queue.failed_attempts.fetch_add(1, Ordering::Relaxed);
+                    let delay = backoff(&retry, attempt);
+                    if !down {
+                        down = true;
+                        tracing::warn!(sink = S::NAME, signal_id = %signal.id, %reason,
+                            "signal sink down, retrying with backoff");
+                    } else {
+                        tracing::debug!(sink = S::NAME, signal_id = %signal.id, %reason, attempt,
+                            ?delay, "signal delivery failed again");
+                    }
+                    attempt = attempt.saturating_add(1);
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+    queue.in_flight.store(false, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signal(id: &str) -> Signal {
+        Signal {
+            schema: super::super::SIGNAL_SCHEMA.to_owned(),
+            id: id.to_owned(),
+            occurrence: 1,
+            severity: "warn".to_owned(),
+            time_unix_nano: 1,
+            trace_id: "00".repeat(16),
+            run_key: "run".to_owned(),
+            service_name: None,
+            agent_name: None,
+            profile: "nudge".to_owned(),
+            action: "warn".to_owned(),
+            pattern: "repeated_call".to_owned(),
+            tool_names: vec![],
+            count: 5,
+            window: 10,
+            fingerprints: vec![],
+            span_ids: vec![],
+            first_span_id: "00".repeat(8),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn full_queue_drops_oldest_and_counts() {
+        let queue = SinkQueue::new("test", 2);
+        for id in ["a", "b", "c", "d"] {
+            queue.push(signal(id));
+        }
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
+        assert_eq!(queue.depth(), 2);
+        assert_eq!(queue.pop().map(|s| s.id), Some("c".to_owned()));
+        assert_eq!(queue.depth(), 2, "in-flight signal counts toward depth");
+        assert_eq!(queue.pop().map(|s| s.id), Some("d".to_owned()));
+        assert_eq!(queue.pop(), None);
+        assert_eq!(queue.depth(), 0);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let retry = RetryConfig {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        };
+        let first = backoff(&retry, 0);
+        assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+        let third = backoff(&retry, 2);
+        assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400));
+        let late = backoff(&retry, 40);
+        assert!(late >= Duration::from_millis(500) && late <= Duration::from_secs(1));
+    }
+}

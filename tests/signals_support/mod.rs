@@ -1,0 +1,95 @@
+//! Shared helpers of the `signals_*` integration tests (real servers, no mocks).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use loopwatch::signals::{signal_id, RetryConfig, Signal, SIGNAL_SCHEMA};
+
+pub const REDIS_ADDR: &str = "127.0.0.1:6379";
+pub const REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub const NATS_ADDR: &str = "127.0.0.1:4222";
+pub const NATS_URL: &str = "nats://127.0.0.1:4222";
+
+/// A name unique to this process and call, for channels, prefixes and streams.
+pub fn unique(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{name}_{}_{nanos}", std::process::id())
+}
+
+/// True when `addr` accepts TCP. When it does not: panics if env `CI` is set, else
+/// prints why the test is skipped and returns false.
+pub async fn service_up(addr: &str) -> bool {
+    let connect = tokio::net::TcpStream::connect(addr);
+    let up = matches!(
+        tokio::time::timeout(Duration::from_secs(2), connect).await,
+        Ok(Ok(_))
+    );
+    if !up {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{addr} is unreachable and CI is set: this test needs the real server"
+        );
+        eprintln!("SKIPPED: {addr} is unreachable (set CI=1 to make this a failure)");
+    }
+    up
+}
+
+/// Short backoff so retry tests finish quickly.
+pub fn fast_retry() -> RetryConfig {
+    RetryConfig {
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+    }
+}
+
+/// A complete signal; `n` makes its id, time and span ids distinct.
+pub fn signal(run_key: &str, n: u32, action: &str, service_name: Option<&str>) -> Signal {
+    let trace_id = format!(
+        "{:032x}",
+        u128::from(n) + 0xabc0_0000_0000_0000_0000_0000_0000_0000
+    );
+    let profile = if action == "kill" { "stop" } else { "nudge" };
+    Signal {
+        schema: SIGNAL_SCHEMA.to_owned(),
+        id: signal_id(run_key, profile, "repeated_call", n),
+        occurrence: n,
+        severity: action.to_owned(),
+        time_unix_nano: 1_700_000_000_000_000_000 + u64::from(n),
+        trace_id,
+        run_key: run_key.to_owned(),
+        service_name: service_name.map(str::to_owned),
+        agent_name: Some("researcher".to_owned()),
+        profile: profile.to_owned(),
+        action: action.to_owned(),
+        pattern: "repeated_call".to_owned(),
+        tool_names: vec!["read_file".to_owned()],
+        count: 5,
+        window: 10,
+        fingerprints: vec!["0123456789abcdef".to_owned()],
+        span_ids: vec![format!("{:016x}", n), format!("{:016x}", n + 1)],
+        first_span_id: format!("{:016x}", n),
+        message: format!("read_file was called 5 times with the same arguments (#{n})"),
+    }
+}
+
+/// Polls `check` every 10 ms until it returns true or `timeout` passes; returns its last value.
+pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
