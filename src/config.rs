@@ -26,9 +26,60 @@ pub struct Config {
     pub receiver: ReceiverConfig,
     /// `[exporter]`: the downstream OTLP/gRPC endpoint (unset = detect-only).
     pub exporter: ForwarderConfig,
-    /// `[detection]`: run key and fingerprinting.
-    pub detection: DetectionConfig,
-    /// `[profiles.<name>]`: overrides of the built-in `nudge` / `stop` profiles, or new ones.
+    /// `[detection]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DetectionConfig {
+    /// Attribute whose value keys a run (span attributes, then resource attributes), e.g.
+    /// `gen_ai.conversation.id`; empty = trace_id.
+    pub run_key_attribute: String,
+    /// Match calls whose arguments were not captured by tool name alone.
+    pub match_tool_name_without_arguments: bool,
+    /// Key of the HMAC-SHA256 that fingerprints leave the process under (attributes,
+    /// signals, API). Unset = a random key per process (a warning says so once).
+    pub fingerprint_key: Option<String>,
+    /// Argument keys removed at any depth before fingerprinting (exact names).
+    pub volatile_keys: Vec<String>,
+    /// Result keys removed at any depth (default `tool_call_id`).
+    pub result_volatile_keys: Vec<String>,
+    /// Extra argument keys removed per tool name.
+    pub tool_volatile_keys: BTreeMap<String, Vec<String>>,
+    /// Arguments/results larger than this many bytes are hashed raw (default 1 MiB).
+    pub max_bytes: usize,
+    /// Structured values nested deeper than this are hashed raw (default 64).
+    pub max_depth: usize,
+}
+
+impl Default for DetectionConfig {
+    fn default() -> Self {
+        let f = FingerprintConfig::default();
+        DetectionConfig {
+            run_key_attribute: String::new(),
+            match_tool_name_without_arguments: false,
+            fingerprint_key: None,
+            volatile_keys: f.volatile_keys,
+            result_volatile_keys: f.result_volatile_keys,
+            tool_volatile_keys: f.tool_volatile_keys,
+            max_bytes: f.max_bytes,
+            max_depth: f.max_depth,
+        }
+    }
+}
+
+impl DetectionConfig {
+    /// The fingerprinting settings of this section.
+    pub fn fingerprint_config(&self) -> FingerprintConfig {
+        FingerprintConfig {
+            volatile_keys: self.volatile_keys.clone(),
+            result_volatile_keys: self.result_volatile_keys.clone(),
+            tool_volatile_keys: self.tool_volatile_keys.clone(),
+            max_bytes: self.max_bytes,
+            max_depth: self.max_depth,
+        }
+    }
+}
+
+/// `[profiles.<name>]`: overrides of the built-in `nudge` / `stop` profiles, or new ones.
     pub profiles: BTreeMap<String, ProfileConfig>,
     /// `[registry]`: per-run state limits.
     pub registry: RegistryConfig,
@@ -51,6 +102,9 @@ pub struct DetectionConfig {
     pub run_key_attribute: String,
     /// Match calls whose arguments were not captured by tool name alone.
     pub match_tool_name_without_arguments: bool,
+    /// Key of the HMAC-SHA256 that fingerprints leave the process under (attributes,
+    /// signals, API). Unset = a random key per process (a warning says so once).
+    pub fingerprint_key: Option<String>,
     /// Fingerprinting: volatile keys, limits, key.
     #[serde(flatten)]
     pub fingerprint: FingerprintConfig,
@@ -61,6 +115,7 @@ impl Default for DetectionConfig {
         DetectionConfig {
             run_key_attribute: String::new(),
             match_tool_name_without_arguments: false,
+            fingerprint_key: None,
             fingerprint: FingerprintConfig::default(),
         }
     }
@@ -155,6 +210,8 @@ pub enum ConfigError {
     Invalid(#[from] Box<figment::Error>),
     #[error("invalid configuration: {key}: {reason}")]
     Key { key: String, reason: String },
+    #[error("invalid configuration: {0}")]
+    Other(String),
 }
 
 /// A profile ready to run, with its signal switch.
@@ -195,7 +252,7 @@ impl Config {
         let config: Config = Self::figment(file, overrides)
             .extract()
             .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
-        config.profiles()?;
+        config.validate()?;
         Ok(config)
     }
 
@@ -205,8 +262,20 @@ impl Config {
             .merge(Toml::string(text))
             .extract()
             .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
-        config.profiles()?;
+        config.validate()?;
         Ok(config)
+    }
+
+    /// Checks everything a running server would trip over: profiles and signal sinks.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.profiles()?;
+        self.signals
+            .validate()
+            .map_err(|e| ConfigError::Other(e.to_string()))?;
+        self.exporter
+            .validate()
+            .map_err(|e| ConfigError::Other(format!("exporter: {e}")))?;
+        Ok(())
     }
 
     /// The profiles to run: the built-ins `nudge` and `stop` (unless disabled) with their

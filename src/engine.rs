@@ -220,8 +220,11 @@ impl Engine {
             .map(|p| p.settings)
             .collect();
         let registry = Registry::new(profiles, config.registry.clone());
-        let fingerprinter = Fingerprinter::new(&config.detection.fingerprint);
-        let fingerprint_key = FingerprintKey::from_config(&config.detection.fingerprint);
+        let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
+        let fingerprint_key = match config.detection.fingerprint_key.as_deref() {
+            Some(key) if !key.is_empty() => FingerprintKey::new(key.as_bytes()),
+            _ => FingerprintKey::random(),
+        };
         let options = EngineOptions {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
                 .filter(|a| !a.is_empty()),

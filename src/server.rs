@@ -97,7 +97,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
 /// an invalid config.
 pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let engine = Arc::new(Engine::from_config(&config)?);
-    if config.detection.fingerprint.fingerprint_key.is_none() {
+    if config.detection.fingerprint_key.as_deref().unwrap_or("").is_empty() {
         tracing::warn!(
             "no detection.fingerprint_key configured: drew a random key; external fingerprints are stable only for the life of this process"
         );
