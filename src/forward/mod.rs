@@ -12,21 +12,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 pub mod client;
 pub mod queue;
 pub mod retry;
 pub mod stats;
+mod worker;
 
 pub use client::{ExportClient, RawBytesCodec};
 pub use queue::{ForwardPermit, ForwardQueue};
 pub use retry::{classify, classify_status, Backoff, RetryDecision};
 pub use stats::{DeliveryLatency, DropReason, ForwarderStats, LatencyHook};
-
-use queue::QueuedRequest;
-use stats::DeliveryLatency as Latency;
 
 /// Compression of forwarded requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,7 +163,7 @@ impl Forwarder {
         let stats = Arc::new(ForwarderStats::default());
         let (queue, rx) = ForwardQueue::new(config.queue_capacity, Arc::clone(&stats));
         let (close_tx, close_rx) = oneshot::channel();
-        let worker = tokio::spawn(run(
+        let worker = tokio::spawn(worker::run(
             rx,
             close_rx,
             client,
@@ -217,108 +215,6 @@ impl Forwarder {
             "forwarder stopped"
         );
         ShutdownReport { undelivered }
-    }
-}
-
-async fn run(
-    mut rx: mpsc::Receiver<QueuedRequest>,
-    mut close: oneshot::Receiver<()>,
-    client: Option<ExportClient>,
-    config: ForwarderConfig,
-    stats: Arc<ForwarderStats>,
-) {
-    let slots = Arc::new(Semaphore::new(config.concurrency));
-    let config = Arc::new(config);
-    let mut tasks = JoinSet::new();
-    let mut closing = false;
-    loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            break;
-        };
-        let item = tokio::select! {
-            biased;
-            _ = &mut close, if !closing => {
-                rx.close();
-                closing = true;
-                continue;
-            }
-            item = rx.recv() => item,
-        };
-        let Some(item) = item else { break };
-        stats.dequeued();
-        while tasks.try_join_next().is_some() {}
-        match &client {
-            Some(client) => {
-                tasks.spawn(deliver(
-                    client.clone(),
-                    item,
-                    Arc::clone(&config),
-                    Arc::clone(&stats),
-                    slot,
-                ));
-            }
-            None => stats.discarded(),
-        }
-    }
-    while tasks.join_next().await.is_some() {}
-}
-
-/// Exports one request, retrying retryable failures with backoff.
-async fn deliver(
-    mut client: ExportClient,
-    item: QueuedRequest,
-    config: Arc<ForwarderConfig>,
-    stats: Arc<ForwarderStats>,
-    _slot: OwnedSemaphorePermit,
-) {
-    let mut backoff = Backoff::new(
-        config.initial_backoff,
-        config.max_backoff,
-        config.max_elapsed_retry,
-    );
-    loop {
-        let started = std::time::Instant::now();
-        let status = match client.export(item.bytes.clone()).await {
-            Ok(response) => {
-                if let Some(partial) = response.partial_success.filter(|p| p.rejected_spans > 0) {
-                    let rejected = u64::try_from(partial.rejected_spans).unwrap_or(0);
-                    stats.downstream_rejected(rejected);
-                    tracing::warn!(
-                        rejected_spans = rejected,
-                        error_message = %partial.error_message,
-                        "downstream rejected part of a forwarded request"
-                    );
-                }
-                stats.delivered(
-                    item.spans,
-                    Latency {
-                        export: started.elapsed(),
-                        since_enqueued: item.enqueued.elapsed(),
-                    },
-                );
-                return;
-            }
-            Err(status) => status,
-        };
-        let reason = match classify_status(&status) {
-            RetryDecision::DoNotRetry => DropReason::NonRetryable,
-            RetryDecision::Retry { after } => match backoff.next_delay(after) {
-                Some(delay) => {
-                    tracing::debug!(code = ?status.code(), message = status.message(), ?delay, "export failed, retrying");
-                    tokio::time::sleep(delay).await;
-                    stats.retried();
-                    continue;
-                }
-                None => DropReason::RetriesExhausted,
-            },
-        };
-        let first = stats.dropped(reason, item.spans);
-        if first {
-            tracing::warn!(code = ?status.code(), message = status.message(), spans = item.spans, reason = reason.as_str(), "dropped a forwarded request (further drops for this reason are logged at debug)");
-        } else {
-            tracing::debug!(code = ?status.code(), message = status.message(), spans = item.spans, reason = reason.as_str(), "dropped a forwarded request");
-        }
-        return;
     }
 }
 
