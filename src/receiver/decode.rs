@@ -1,0 +1,211 @@
+//! Shared decoding for both receivers: compression names, decompression under a size
+//! limit, protobuf and OTLP/JSON decoding (with the offending field named on error).
+
+use std::io::Read;
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::otlp::ExportTraceServiceRequest;
+
+use super::error::ReceiveError;
+
+/// A request body compression we accept (OTLP: `gzip` required, `zstd` optional).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    /// No compression (`identity`, or the header absent).
+    Identity,
+    /// `gzip` (RFC 1952).
+    Gzip,
+    /// `zstd` (RFC 8878).
+    Zstd,
+}
+
+impl Compression {
+    /// Parses a `Content-Encoding` / `grpc-encoding` value (case-insensitive; empty is
+    /// identity). Errors with [`ReceiveError::UnsupportedEncoding`] listing what we accept.
+    pub fn parse(value: &str) -> Result<Self, ReceiveError> {
+        let v = value.trim();
+        if v.is_empty() || v.eq_ignore_ascii_case("identity") {
+            Ok(Self::Identity)
+        } else if v.eq_ignore_ascii_case("gzip") || v.eq_ignore_ascii_case("x-gzip") {
+            Ok(Self::Gzip)
+        } else if v.eq_ignore_ascii_case("zstd") {
+            Ok(Self::Zstd)
+        } else {
+            Err(ReceiveError::UnsupportedEncoding(v.to_owned()))
+        }
+    }
+
+    /// The header token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Identity => "identity",
+            Self::Gzip => "gzip",
+            Self::Zstd => "zstd",
+        }
+    }
+}
+
+/// Decompresses `body` and returns at most `limit` bytes; a body that grows past `limit`
+/// is [`ReceiveError::TooLarge`] (decompression stops there, so bombs cost `limit`).
+pub fn decompress(
+    compression: Compression,
+    body: Bytes,
+    limit: usize,
+) -> Result<Bytes, ReceiveError> {
+    let reader: Box<dyn Read + '_> = match compression {
+        Compression::Identity => {
+            return if body.len() > limit {
+                Err(ReceiveError::TooLarge { limit })
+            } else {
+                Ok(body)
+            };
+        }
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(body.as_ref())),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(body.as_ref()).map_err(
+            |source| ReceiveError::Decompress {
+                encoding: "zstd",
+                source,
+            },
+        )?),
+    };
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(limit));
+    reader
+        .take(cap)
+        .read_to_end(&mut out)
+        .map_err(|source| ReceiveError::Decompress {
+            encoding: compression.as_str(),
+            source,
+        })?;
+    if out.len() > limit {
+        return Err(ReceiveError::TooLarge { limit });
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Decodes a protobuf `ExportTraceServiceRequest`.
+pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveError> {
+    Ok(ExportTraceServiceRequest::decode(bytes)?)
+}
+
+/// Decodes an OTLP/JSON `ExportTraceServiceRequest` (lowerCamelCase keys, hex ids, 64-bit
+/// integers as strings or numbers), then checks id lengths (trace 16 bytes, span 8 bytes,
+/// empty allowed). Errors name the field path, e.g.
+/// `resourceSpans[0].scopeSpans[0].spans[2].traceId`.
+pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let request: ExportTraceServiceRequest =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let mut message = e.inner().to_string();
+            if path.ends_with("Id") {
+                message.push_str(" (OTLP/JSON ids are hex strings, not base64)");
+            }
+            ReceiveError::InvalidJson { path, message }
+        })?;
+    de.end().map_err(|e| ReceiveError::InvalidJson {
+        path: ".".to_owned(),
+        message: e.to_string(),
+    })?;
+    check_id_lengths(&request)?;
+    Ok(request)
+}
+
+fn check_id(path: impl FnOnce() -> String, id: &[u8], len: usize) -> Result<(), ReceiveError> {
+    if id.is_empty() || id.len() == len {
+        Ok(())
+    } else {
+        Err(ReceiveError::InvalidJson {
+            path: path(),
+            message: format!(
+                "id has {} bytes, expected {len} (hex-encoded: {} characters)",
+                id.len(),
+                len * 2
+            ),
+        })
+    }
+}
+
+fn check_id_lengths(request: &ExportTraceServiceRequest) -> Result<(), ReceiveError> {
+    for (r, rs) in request.resource_spans.iter().enumerate() {
+        for (s, ss) in rs.scope_spans.iter().enumerate() {
+            for (i, span) in ss.spans.iter().enumerate() {
+                let at =
+                    |field: &str| format!("resourceSpans[{r}].scopeSpans[{s}].spans[{i}].{field}");
+                check_id(|| at("traceId"), &span.trace_id, 16)?;
+                check_id(|| at("spanId"), &span.span_id, 8)?;
+                check_id(|| at("parentSpanId"), &span.parent_span_id, 8)?;
+                for (l, link) in span.links.iter().enumerate() {
+                    check_id(|| at(&format!("links[{l}].traceId")), &link.trace_id, 16)?;
+                    check_id(|| at(&format!("links[{l}].spanId")), &link.span_id, 8)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Number of spans in a request.
+pub fn span_count(request: &ExportTraceServiceRequest) -> u64 {
+    request
+        .resource_spans
+        .iter()
+        .flat_map(|rs| rs.scope_spans.iter())
+        .map(|ss| ss.spans.len() as u64)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn compression_names() {
+        assert_eq!(Compression::parse("").ok(), Some(Compression::Identity));
+        assert_eq!(Compression::parse("GZIP").ok(), Some(Compression::Gzip));
+        assert_eq!(Compression::parse("zstd").ok(), Some(Compression::Zstd));
+        let err = Compression::parse("br").err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("unsupported compression `br`; accepted encodings: identity, gzip, zstd")
+        );
+    }
+
+    #[test]
+    fn gzip_bomb_stops_at_limit() {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&vec![0u8; 1 << 20]).ok();
+        let gz = Bytes::from(enc.finish().unwrap_or_default());
+        assert!(gz.len() < 10_000);
+        let err = decompress(Compression::Gzip, gz.clone(), 1000).err();
+        assert!(matches!(err, Some(ReceiveError::TooLarge { limit: 1000 })));
+        let ok = decompress(Compression::Gzip, gz, 1 << 20).map(|b| b.len());
+        assert_eq!(ok.ok(), Some(1 << 20));
+    }
+
+    #[test]
+    fn corrupt_zstd_is_decompress_error() {
+        let err = decompress(Compression::Zstd, Bytes::from_static(b"not zstd"), 100).err();
+        assert!(matches!(
+            err,
+            Some(ReceiveError::Decompress {
+                encoding: "zstd",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn json_short_id_names_field() {
+        let body = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102","spanId":"0102030405060708"}]}]}]}"#;
+        match decode_json(body) {
+            Err(ReceiveError::InvalidJson { path, .. }) => {
+                assert_eq!(path, "resourceSpans[0].scopeSpans[0].spans[0].traceId")
+            }
+            other => panic!("expected InvalidJson, got {other:?}"),
+        }
+    }
+}

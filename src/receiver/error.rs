@@ -1,0 +1,103 @@
+//! Why a receiver refused a request, and how that maps to gRPC and HTTP statuses
+//! (OTLP spec, "OTLP/gRPC Response" and "OTLP/HTTP Response" sections).
+
+use crate::pipeline::AcceptError;
+
+use super::stats::RejectReason;
+
+/// Accepted `Content-Encoding` / `grpc-encoding` values, as listed in error messages.
+pub const ACCEPTED_ENCODINGS: &str = "identity, gzip, zstd";
+/// Accepted OTLP/HTTP `Content-Type` values, as listed in error messages.
+pub const ACCEPTED_CONTENT_TYPES: &str = "application/x-protobuf, application/json";
+
+/// A request the receiver could not take. Mapped to a status only at the edge.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiveError {
+    /// `grpc-encoding` / `Content-Encoding` names a compression we do not decode.
+    #[error("unsupported compression `{0}`; accepted encodings: {ACCEPTED_ENCODINGS}")]
+    UnsupportedEncoding(String),
+    /// OTLP/HTTP `Content-Type` other than protobuf or JSON.
+    #[error("unsupported content type `{0}`; accepted: {ACCEPTED_CONTENT_TYPES}")]
+    UnsupportedContentType(String),
+    /// The request is larger than the receive limit once decompressed.
+    #[error("request exceeds the receive limit of {limit} bytes (measured after decompression)")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body is not valid data for its declared compression.
+    #[error("request body is not valid {encoding} data: {source}")]
+    Decompress {
+        /// The declared encoding.
+        encoding: &'static str,
+        /// What the decompressor reported.
+        source: std::io::Error,
+    },
+    /// The (decompressed) body is not an `ExportTraceServiceRequest` protobuf.
+    #[error("invalid OTLP protobuf ExportTraceServiceRequest: {0}")]
+    InvalidProtobuf(#[from] prost::DecodeError),
+    /// The body is not OTLP/JSON; `path` names the offending field.
+    #[error("invalid OTLP/JSON at `{path}`: {message}")]
+    InvalidJson {
+        /// JSON path of the field, e.g. `resourceSpans[0].scopeSpans[0].spans[0].traceId`.
+        path: String,
+        /// What was wrong with it.
+        message: String,
+    },
+    /// The request body could not be read from the connection.
+    #[error("could not read the request body: {0}")]
+    Body(String),
+    /// The pipeline refused the request (queue full or shutting down): retryable.
+    #[error("{0}; retry later")]
+    Refused(#[from] AcceptError),
+}
+
+impl ReceiveError {
+    /// The reason label this error is counted under in [`super::ReceiverStats`].
+    pub fn reason(&self) -> RejectReason {
+        match self {
+            Self::UnsupportedEncoding(_) => RejectReason::UnsupportedEncoding,
+            Self::UnsupportedContentType(_) => RejectReason::UnsupportedContentType,
+            Self::TooLarge { .. } => RejectReason::TooLarge,
+            Self::Decompress { .. }
+            | Self::InvalidProtobuf(_)
+            | Self::InvalidJson { .. }
+            | Self::Body(_) => RejectReason::InvalidPayload,
+            Self::Refused(AcceptError::QueueFull) => RejectReason::QueueFull,
+            Self::Refused(AcceptError::ShuttingDown) => RejectReason::ShuttingDown,
+        }
+    }
+
+    /// The gRPC code: `UNIMPLEMENTED` for unknown compression, `RESOURCE_EXHAUSTED` over
+    /// the limit, `INVALID_ARGUMENT` for malformed payloads, `UNAVAILABLE` (retryable)
+    /// when refused.
+    pub fn grpc_code(&self) -> tonic::Code {
+        match self {
+            Self::UnsupportedEncoding(_) => tonic::Code::Unimplemented,
+            Self::TooLarge { .. } => tonic::Code::ResourceExhausted,
+            Self::Refused(_) => tonic::Code::Unavailable,
+            Self::Body(_) => tonic::Code::Cancelled,
+            Self::UnsupportedContentType(_)
+            | Self::Decompress { .. }
+            | Self::InvalidProtobuf(_)
+            | Self::InvalidJson { .. } => tonic::Code::InvalidArgument,
+        }
+    }
+
+    /// The HTTP status: 415 for unknown compression or content type, 413 over the limit,
+    /// 400 for malformed payloads, 503 (with `Retry-After`) when refused.
+    pub fn http_status(&self) -> http::StatusCode {
+        use http::StatusCode as S;
+        match self {
+            Self::UnsupportedEncoding(_) | Self::UnsupportedContentType(_) => {
+                S::UNSUPPORTED_MEDIA_TYPE
+            }
+            Self::TooLarge { .. } => S::PAYLOAD_TOO_LARGE,
+            Self::Refused(_) => S::SERVICE_UNAVAILABLE,
+            Self::Decompress { .. }
+            | Self::InvalidProtobuf(_)
+            | Self::InvalidJson { .. }
+            | Self::Body(_) => S::BAD_REQUEST,
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export` plus the
+//! standard gRPC health service, on one port, with room for more services.
+//!
+//! The service is hand-written over `tonic::server::Grpc` with [`ExportCodec`], whose
+//! decoder keeps the request's (decompressed) protobuf bytes next to the decoded message,
+//! so unannotated requests are forwarded byte-for-byte.
+
+use std::convert::Infallible;
+use std::future::{ready, Future, Ready};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use futures::future::BoxFuture;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use tonic::body::Body;
+use tonic::codec::{BufferSettings, Codec, CompressionEncoding, DecodeBuf, Decoder};
+use tonic::server::{Grpc, NamedService, UnaryService};
+use tonic::service::Routes;
+use tonic::{Code, Request, Response, Status};
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
+
+use crate::otlp::ExportTraceServiceRequest;
+use crate::pipeline::{IncomingRequest, SpanSink};
+
+use super::decode::{decode_protobuf, span_count, Compression};
+use super::error::ReceiveError;
+use super::rpc_status::status_details_with_retry;
+use super::stats::{ReceiverStats, RejectReason};
+use super::ReceiverOptions;
+
+/// Fully-qualified gRPC service name of the OTLP trace service.
+pub const TRACE_SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
+/// HTTP/2 path of the `Export` method.
+pub const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+/// `grpc-accept-encoding` advertised when a request's compression is refused.
+const GRPC_ACCEPT_ENCODING: &str = "gzip,zstd,identity";
+
+/// An `ExportTraceServiceRequest` together with its protobuf encoding as received
+/// (after gRPC decompression).
+#[derive(Clone, Debug)]
+pub struct RawExport {
+    /// The decoded request.
+    pub request: ExportTraceServiceRequest,
+    /// The exact protobuf bytes it was decoded from.
+    pub raw: Bytes,
+}
+
+/// Server codec: decodes to [`RawExport`], encodes `ExportTraceServiceResponse` with prost.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExportCodec;
+
+impl Codec for ExportCodec {
+    type Encode = ExportTraceServiceResponse;
+    type Decode = RawExport;
+    type Encoder = tonic_prost::ProstEncoder<ExportTraceServiceResponse>;
+    type Decoder = RawExportDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        tonic_prost::ProstEncoder::new(BufferSettings::default())
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawExportDecoder
+    }
+}
+
+/// Decoder half of [`ExportCodec`]. Malformed protobuf → `INVALID_ARGUMENT`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawExportDecoder;
+
+impl Decoder for RawExportDecoder {
+    type Item = RawExport;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<RawExport>, Status> {
+        let raw = src.copy_to_bytes(src.remaining());
+        let request = decode_protobuf(&raw).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        Ok(Some(RawExport { request, raw }))
+    }
+}
+
+struct Shared {
+    sink: Arc<dyn SpanSink>,
+    options: ReceiverOptions,
+    stats: Arc<ReceiverStats>,
+}
+
+/// The tonic status for a receive error; refusals carry a `google.rpc.RetryInfo`,
+/// unsupported compression carries `grpc-accept-encoding`.
+fn to_status(err: &ReceiveError, options: &ReceiverOptions) -> Status {
+    let code = err.grpc_code();
+    let message = err.to_string();
+    match err {
+        ReceiveError::Refused(_) => Status::with_details(
+            code,
+            message.clone(),
+            status_details_with_retry(code, &message, options.retry_after),
+        ),
+        ReceiveError::UnsupportedEncoding(_) => {
+            let mut status = Status::new(code, message);
+            status.metadata_mut().insert(
+                "grpc-accept-encoding",
+                tonic::metadata::MetadataValue::from_static(GRPC_ACCEPT_ENCODING),
+            );
+            status
+        }
+        _ => Status::new(code, message),
+    }
+}
+
+/// The tower service behind [`TRACE_SERVICE_NAME`]; add it to any tonic server.
+#[derive(Clone)]
+pub struct OtlpTraceService {
+    shared: Arc<Shared>,
+}
+
+impl OtlpTraceService {
+    /// A service handing every decoded request to `sink`.
+    pub fn new(
+        sink: Arc<dyn SpanSink>,
+        options: ReceiverOptions,
+        stats: Arc<ReceiverStats>,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                sink,
+                options,
+                stats,
+            }),
+        }
+    }
+}
+
+impl NamedService for OtlpTraceService {
+    const NAME: &'static str = TRACE_SERVICE_NAME;
+}
+
+impl tonic::codegen::Service<http::Request<Body>> for OtlpTraceService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { Ok(handle(shared, req).await) })
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response<Body> {
+    if req.uri().path() != EXPORT_PATH {
+        return Status::unimplemented(format!("method {} is not implemented", req.uri().path()))
+            .into_http();
+    }
+    // tonic's own refusal does not list the accepted encodings in the message: check first.
+    if let Some(value) = req.headers().get("grpc-encoding") {
+        let name = String::from_utf8_lossy(value.as_bytes());
+        if let Err(err) = Compression::parse(&name) {
+            shared.stats.record_rejected(err.reason(), 0);
+            return to_status(&err, &shared.options).into_http();
+        }
+    }
+    let limit = shared.options.max_recv_msg_size;
+    let mut grpc = Grpc::new(ExportCodec)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Zstd)
+        .max_decoding_message_size(limit);
+    let response = grpc
+        .unary(
+            ExportHandler {
+                shared: Arc::clone(&shared),
+            },
+            req,
+        )
+        .await;
+    // Errors raised by tonic while decoding (before our handler ran) are counted here.
+    // tonic answers OUT_OF_RANGE for an uncompressed message over the limit; the OTLP
+    // answer is RESOURCE_EXHAUSTED, as it already is for a compressed one.
+    match Status::from_header_map(response.headers()).map(|s| s.code()) {
+        Some(Code::OutOfRange) => {
+            let err = ReceiveError::TooLarge { limit };
+            shared.stats.record_rejected(err.reason(), 0);
+            to_status(&err, &shared.options).into_http()
+        }
+        Some(Code::ResourceExhausted) => {
+            shared.stats.record_rejected(RejectReason::TooLarge, 0);
+            response
+        }
+        Some(Code::InvalidArgument | Code::Internal) => {
+            shared
+                .stats
+                .record_rejected(RejectReason::InvalidPayload, 0);
+            response
+        }
+        _ => response,
+    }
+}
+
+#[derive(Clone)]
+struct ExportHandler {
+    shared: Arc<Shared>,
+}
+
+impl UnaryService<RawExport> for ExportHandler {
+    type Response = ExportTraceServiceResponse;
+    type Future = Ready<Result<Response<ExportTraceServiceResponse>, Status>>;
+
+    fn call(&mut self, request: Request<RawExport>) -> Self::Future {
+        let RawExport { request, raw } = request.into_inner();
+        let spans = span_count(&request);
+        let incoming = IncomingRequest {
+            request,
+            raw_protobuf: Some(raw),
+        };
+        let stats = &self.shared.stats;
+        ready(match self.shared.sink.accept(incoming) {
+            Ok(()) => {
+                stats.record_accepted(spans);
+                Ok(Response::new(ExportTraceServiceResponse {
+                    partial_success: None,
+                }))
+            }
+            Err(refused) => {
+                let err = ReceiveError::Refused(refused);
+                stats.record_rejected(err.reason(), spans);
+                Err(to_status(&err, &self.shared.options))
+            }
+        })
+    }
+}
+
+/// The OTLP/gRPC server: trace service + `grpc.health.v1.Health`, plus any services the
+/// caller adds (e.g. `loopwatch.v1.Signals`).
+pub struct GrpcReceiver {
+    routes: Routes,
+    health: HealthReporter,
+}
+
+impl GrpcReceiver {
+    /// Trace service and health service, ready for [`GrpcReceiver::serve`].
+    pub fn new(
+        sink: Arc<dyn SpanSink>,
+        options: ReceiverOptions,
+        stats: Arc<ReceiverStats>,
+    ) -> Self {
+        let (health, health_service) = tonic_health::server::health_reporter();
+        let routes =
+            Routes::new(OtlpTraceService::new(sink, options, stats)).add_service(health_service);
+        Self { routes, health }
+    }
+
+    /// Adds another tonic service on the same port.
+    pub fn add_service<S>(mut self, service: S) -> Self
+    where
+        S: tonic::codegen::Service<http::Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.routes = self.routes.add_service(service);
+        self
+    }
+
+    /// The health reporter, to flip statuses of added services.
+    pub fn health_reporter(&self) -> HealthReporter {
+        self.health.clone()
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then reports `NOT_SERVING`, stops
+    /// accepting and finishes in-flight requests.
+    ///
+    /// # Errors
+    /// A transport error from the server (accepting or serving connections).
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), tonic::transport::Error> {
+        let health = self.health;
+        health
+            .set_service_status(TRACE_SERVICE_NAME, ServingStatus::Serving)
+            .await;
+        let shutdown = async move {
+            shutdown.await;
+            health
+                .set_service_status(TRACE_SERVICE_NAME, ServingStatus::NotServing)
+                .await;
+            health
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
+        };
+        tonic::transport::Server::builder()
+            .add_routes(self.routes)
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                shutdown,
+            )
+            .await
+    }
+}
+
+/// Serves OTLP/gRPC (trace + health) on `listener` until `shutdown`; see [`GrpcReceiver`]
+/// to add services.
+///
+/// # Errors
+/// A transport error from the server.
+pub async fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    sink: Arc<dyn SpanSink>,
+    options: ReceiverOptions,
+    stats: Arc<ReceiverStats>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    GrpcReceiver::new(sink, options, stats)
+        .serve(listener, shutdown)
+        .await
+}

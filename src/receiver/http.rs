@@ -1,0 +1,230 @@
+//! OTLP/HTTP receiver: `POST /v1/traces` with `application/x-protobuf` or
+//! `application/json` bodies, `Content-Encoding` identity/gzip/zstd.
+//!
+//! Responses follow the OTLP/HTTP spec: 200 with an `ExportTraceServiceResponse` in the
+//! request's content type; errors carry a `google.rpc.Status` (JSON `{"code","message"}`
+//! for JSON requests, protobuf for protobuf requests); 503 with `Retry-After` on refusal.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderValue, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use prost::Message;
+
+use crate::pipeline::{IncomingRequest, SpanSink};
+
+use super::decode::{decode_json, decode_protobuf, decompress, span_count, Compression};
+use super::error::ReceiveError;
+use super::rpc_status::RpcStatus;
+use super::stats::ReceiverStats;
+use super::ReceiverOptions;
+
+/// OTLP/HTTP path for traces.
+pub const TRACES_PATH: &str = "/v1/traces";
+
+/// The payload format of an OTLP/HTTP request (and of its response).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `application/x-protobuf`.
+    Protobuf,
+    /// `application/json` (OTLP/JSON).
+    Json,
+}
+
+impl Format {
+    /// Parses a `Content-Type` (parameters such as `charset` are ignored).
+    ///
+    /// # Errors
+    /// [`ReceiveError::UnsupportedContentType`] for anything else.
+    pub fn from_content_type(value: &str) -> Result<Self, ReceiveError> {
+        let media = value.split(';').next().unwrap_or("").trim();
+        if media.eq_ignore_ascii_case("application/x-protobuf")
+            || media.eq_ignore_ascii_case("application/protobuf")
+        {
+            Ok(Self::Protobuf)
+        } else if media.eq_ignore_ascii_case("application/json") {
+            Ok(Self::Json)
+        } else {
+            Err(ReceiveError::UnsupportedContentType(media.to_owned()))
+        }
+    }
+
+    fn content_type(self) -> HeaderValue {
+        match self {
+            Self::Protobuf => HeaderValue::from_static("application/x-protobuf"),
+            Self::Json => HeaderValue::from_static("application/json"),
+        }
+    }
+}
+
+struct HttpState {
+    sink: Arc<dyn SpanSink>,
+    options: ReceiverOptions,
+    stats: Arc<ReceiverStats>,
+}
+
+/// The axum router serving `POST /v1/traces` (mergeable into a larger router).
+pub fn router(
+    sink: Arc<dyn SpanSink>,
+    options: ReceiverOptions,
+    stats: Arc<ReceiverStats>,
+) -> Router {
+    let state = Arc::new(HttpState {
+        sink,
+        options,
+        stats,
+    });
+    Router::new()
+        .route(TRACES_PATH, post(export))
+        // The body is read under our own limit so the 413 carries an OTLP Status.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+/// Serves OTLP/HTTP on `listener` until `shutdown` resolves, then stops accepting and
+/// finishes in-flight requests.
+///
+/// # Errors
+/// An I/O error from the listener.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    sink: Arc<dyn SpanSink>,
+    options: ReceiverOptions,
+    stats: Arc<ReceiverStats>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(sink, options, stats))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: Body) -> Response {
+    let content_type = header_str(&headers, CONTENT_TYPE);
+    let format = match Format::from_content_type(&content_type) {
+        Ok(format) => format,
+        Err(err) => return reject(&state, Format::Json, &err, 0),
+    };
+    let incoming = match read_request(&state, format, &headers, body).await {
+        Ok(incoming) => incoming,
+        Err(err) => return reject(&state, format, &err, 0),
+    };
+    let spans = span_count(&incoming.request);
+    if let Err(refused) = state.sink.accept(incoming) {
+        return reject(&state, format, &ReceiveError::Refused(refused), spans);
+    }
+    state.stats.record_accepted(spans);
+    let response = ExportTraceServiceResponse {
+        partial_success: None,
+    };
+    let body = match format {
+        Format::Protobuf => response.encode_to_vec(),
+        Format::Json => serde_json::to_vec(&response).unwrap_or_else(|_| b"{}".to_vec()),
+    };
+    (
+        StatusCode::OK,
+        [(CONTENT_TYPE, format.content_type())],
+        body,
+    )
+        .into_response()
+}
+
+fn header_str(headers: &HeaderMap, name: http::header::HeaderName) -> String {
+    headers
+        .get(name)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default()
+}
+
+async fn read_request(
+    state: &HttpState,
+    format: Format,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<IncomingRequest, ReceiveError> {
+    let compression = Compression::parse(&header_str(headers, CONTENT_ENCODING))?;
+    let limit = state.options.max_recv_msg_size;
+    let body = Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.downcast_ref::<LengthLimitError>().is_some() {
+                ReceiveError::TooLarge { limit }
+            } else {
+                ReceiveError::Body(e.to_string())
+            }
+        })?
+        .to_bytes();
+    let bytes = decompress(compression, body, limit)?;
+    Ok(match format {
+        Format::Protobuf => IncomingRequest {
+            request: decode_protobuf(&bytes)?,
+            raw_protobuf: Some(bytes),
+        },
+        Format::Json => IncomingRequest {
+            request: decode_json(&bytes)?,
+            raw_protobuf: None,
+        },
+    })
+}
+
+fn reject(state: &HttpState, format: Format, err: &ReceiveError, spans: u64) -> Response {
+    state.stats.record_rejected(err.reason(), spans);
+    let code = err.grpc_code() as i32;
+    let message = err.to_string();
+    let body = match format {
+        Format::Json => serde_json::json!({ "code": code, "message": message })
+            .to_string()
+            .into_bytes(),
+        Format::Protobuf => RpcStatus {
+            code,
+            message,
+            details: Vec::new(),
+        }
+        .encode_to_vec(),
+    };
+    let mut response = (
+        err.http_status(),
+        [(CONTENT_TYPE, format.content_type())],
+        body,
+    )
+        .into_response();
+    if matches!(err, ReceiveError::Refused(_)) {
+        let secs = state.options.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types() {
+        assert_eq!(
+            Format::from_content_type("application/json; charset=utf-8").ok(),
+            Some(Format::Json)
+        );
+        assert_eq!(
+            Format::from_content_type("Application/X-Protobuf").ok(),
+            Some(Format::Protobuf)
+        );
+        let err = Format::from_content_type("text/plain")
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("unsupported content type `text/plain`; accepted: application/x-protobuf, application/json")
+        );
+    }
+}

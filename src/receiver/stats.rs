@@ -1,0 +1,119 @@
+//! Counters of what a receiver accepted and refused, by reason (atomics; read by the
+//! metrics exporter).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a request was refused. `as_str` is the metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The forward queue was full (retryable).
+    QueueFull,
+    /// The process was shutting down (retryable).
+    ShuttingDown,
+    /// Over the receive limit after decompression.
+    TooLarge,
+    /// Malformed protobuf/JSON, corrupt compression, unreadable body.
+    InvalidPayload,
+    /// Unknown `grpc-encoding` / `Content-Encoding`.
+    UnsupportedEncoding,
+    /// Unknown OTLP/HTTP `Content-Type`.
+    UnsupportedContentType,
+}
+
+impl RejectReason {
+    /// Every reason, in label order.
+    pub const ALL: [RejectReason; 6] = [
+        Self::QueueFull,
+        Self::ShuttingDown,
+        Self::TooLarge,
+        Self::InvalidPayload,
+        Self::UnsupportedEncoding,
+        Self::UnsupportedContentType,
+    ];
+
+    /// The metric label value (snake_case).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::QueueFull => "queue_full",
+            Self::ShuttingDown => "shutting_down",
+            Self::TooLarge => "too_large",
+            Self::InvalidPayload => "invalid_payload",
+            Self::UnsupportedEncoding => "unsupported_encoding",
+            Self::UnsupportedContentType => "unsupported_content_type",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Accepted and refused requests and spans of one receiver. Spans of a refused request
+/// are counted only when the request could be decoded (queue full, shutting down).
+#[derive(Debug, Default)]
+pub struct ReceiverStats {
+    accepted_requests: AtomicU64,
+    accepted_spans: AtomicU64,
+    rejected_requests: [AtomicU64; 6],
+    rejected_spans: [AtomicU64; 6],
+}
+
+impl ReceiverStats {
+    /// Records one accepted request carrying `spans` spans.
+    pub fn record_accepted(&self, spans: u64) {
+        self.accepted_requests.fetch_add(1, Ordering::Relaxed);
+        self.accepted_spans.fetch_add(spans, Ordering::Relaxed);
+    }
+
+    /// Records one refused request carrying `spans` spans (0 when unknown).
+    pub fn record_rejected(&self, reason: RejectReason, spans: u64) {
+        self.rejected_requests[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.rejected_spans[reason.index()].fetch_add(spans, Ordering::Relaxed);
+    }
+
+    /// Requests accepted so far.
+    pub fn accepted_requests(&self) -> u64 {
+        self.accepted_requests.load(Ordering::Relaxed)
+    }
+
+    /// Spans accepted so far.
+    pub fn accepted_spans(&self) -> u64 {
+        self.accepted_spans.load(Ordering::Relaxed)
+    }
+
+    /// Requests refused for `reason` so far.
+    pub fn rejected_requests(&self, reason: RejectReason) -> u64 {
+        self.rejected_requests[reason.index()].load(Ordering::Relaxed)
+    }
+
+    /// Spans refused for `reason` so far (only decodable requests contribute).
+    pub fn rejected_spans(&self, reason: RejectReason) -> u64 {
+        self.rejected_spans[reason.index()].load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_per_reason() {
+        let stats = ReceiverStats::default();
+        stats.record_accepted(3);
+        stats.record_rejected(RejectReason::QueueFull, 7);
+        stats.record_rejected(RejectReason::QueueFull, 2);
+        stats.record_rejected(RejectReason::TooLarge, 0);
+        assert_eq!(stats.accepted_requests(), 1);
+        assert_eq!(stats.accepted_spans(), 3);
+        assert_eq!(stats.rejected_requests(RejectReason::QueueFull), 2);
+        assert_eq!(stats.rejected_spans(RejectReason::QueueFull), 9);
+        assert_eq!(stats.rejected_requests(RejectReason::TooLarge), 1);
+        assert_eq!(stats.rejected_requests(RejectReason::InvalidPayload), 0);
+        let labels: Vec<_> = RejectReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(labels.len(), 6);
+        assert!(RejectReason::ALL
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.index() == i));
+    }
+}

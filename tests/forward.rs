@@ -1,0 +1,374 @@
+//! Forwarder against real downstream OTLP/gRPC servers on real ports.
+
+#[path = "receiver_support/mod.rs"]
+mod common;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{corpus, decode_pb, read, RecordingSink};
+use loopwatch::forward::{
+    DropReason, ForwardCompression, ForwardQueue, Forwarder, ForwarderConfig,
+};
+use loopwatch::otlp::ExportTraceServiceRequest;
+use loopwatch::pipeline::AcceptError;
+use loopwatch::receiver::rpc_status::status_details_with_retry;
+use loopwatch::receiver::{serve_grpc, ReceiverOptions, ReceiverStats};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use tonic::codec::CompressionEncoding;
+use tonic::{Code, Status};
+
+/// A downstream that answers scripted errors first, then records and accepts.
+#[derive(Default)]
+struct Downstream {
+    script: Mutex<VecDeque<Status>>,
+    got: Mutex<Vec<ExportTraceServiceRequest>>,
+    calls: AtomicUsize,
+    delay: Duration,
+}
+
+impl Downstream {
+    fn got(&self) -> usize {
+        self.got.lock().map(|g| g.len()).unwrap_or(0)
+    }
+}
+
+#[derive(Clone)]
+struct Svc(Arc<Downstream>);
+
+#[tonic::async_trait]
+impl TraceService for Svc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, Status> {
+        self.0.calls.fetch_add(1, Ordering::SeqCst);
+        if !self.0.delay.is_zero() {
+            tokio::time::sleep(self.0.delay).await;
+        }
+        if let Some(status) = self.0.script.lock().ok().and_then(|mut s| s.pop_front()) {
+            return Err(status);
+        }
+        if let Ok(mut got) = self.0.got.lock() {
+            got.push(request.into_inner());
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+async fn start_downstream_on(listener: tokio::net::TcpListener, downstream: Arc<Downstream>) {
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                TraceServiceServer::new(Svc(downstream))
+                    .accept_compressed(CompressionEncoding::Gzip),
+            )
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+}
+
+async fn bind() -> (tokio::net::TcpListener, SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    (listener, addr)
+}
+
+async fn start_downstream(downstream: Arc<Downstream>) -> SocketAddr {
+    let (listener, addr) = bind().await;
+    start_downstream_on(listener, downstream).await;
+    addr
+}
+
+fn config(addr: SocketAddr) -> ForwarderConfig {
+    ForwarderConfig {
+        endpoint: Some(format!("http://{addr}")),
+        queue_capacity: 16,
+        timeout: Duration::from_secs(2),
+        compression: ForwardCompression::None,
+        max_elapsed_retry: Duration::from_secs(30),
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(50),
+        concurrency: 1,
+    }
+}
+
+fn start(config: &ForwarderConfig) -> Forwarder {
+    Forwarder::start(config).unwrap_or_else(|e| panic!("start: {e}"))
+}
+
+fn send(queue: &ForwardQueue, bytes: &[u8]) -> Result<(), AcceptError> {
+    queue.try_reserve()?.send(Bytes::copy_from_slice(bytes), 1);
+    Ok(())
+}
+
+async fn wait_until(what: &str, timeout: Duration, f: impl Fn() -> bool) {
+    let end = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn forwards_corpus_bytes_untouched_with_gzip() {
+    // downstream = loopwatch's own receiver, which keeps the exact bytes it got
+    let (listener, addr) = bind().await;
+    let sink = RecordingSink::new();
+    tokio::spawn(serve_grpc(
+        listener,
+        sink.clone(),
+        ReceiverOptions::default(),
+        Arc::new(ReceiverStats::default()),
+        std::future::pending(),
+    ));
+    let cfg = ForwarderConfig {
+        compression: ForwardCompression::Gzip,
+        queue_capacity: 1024,
+        ..config(addr)
+    };
+    let forwarder = start(&cfg);
+    let queue = forwarder.queue();
+    let stats = forwarder.stats();
+    let originals: Vec<Vec<u8>> = corpus("pb").iter().map(|p| read(p)).collect();
+    let mut spans = 0;
+    for bytes in &originals {
+        let n: u64 = decode_pb(bytes)
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len() as u64)
+            .sum();
+        spans += n;
+        queue
+            .try_reserve()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .send(Bytes::from(bytes.clone()), n);
+    }
+    let report = forwarder.shutdown(Duration::from_secs(20)).await;
+    assert_eq!(report.undelivered, 0);
+    let got = sink.take();
+    assert_eq!(got.len(), originals.len());
+    for (incoming, original) in got.iter().zip(&originals) {
+        assert_eq!(incoming.raw_protobuf.as_deref(), Some(original.as_slice()));
+        assert_eq!(incoming.request, decode_pb(original));
+    }
+    assert_eq!(queue.try_reserve().err(), Some(AcceptError::ShuttingDown));
+    assert_eq!(stats.forwarded_requests(), originals.len() as u64);
+    assert_eq!(stats.forwarded_spans(), spans);
+}
+
+#[tokio::test]
+async fn forwarded_request_decodes_same_and_counts() {
+    let downstream = Arc::new(Downstream::default());
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let forwarder = start(&config(addr));
+    let original = read(&corpus("pb")[0]);
+    forwarder
+        .queue()
+        .try_reserve()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .send(Bytes::from(original.clone()), 7);
+    wait_until("delivery", Duration::from_secs(10), || {
+        downstream.got() == 1
+    })
+    .await;
+    let stats = forwarder.stats();
+    wait_until("counters", Duration::from_secs(5), || {
+        stats.forwarded_requests() == 1
+    })
+    .await;
+    assert_eq!(stats.forwarded_spans(), 7);
+    assert_eq!(stats.retries(), 0);
+    assert_eq!(stats.queue_depth(), 0);
+    assert_eq!(stats.in_flight(), 0);
+    let got = downstream.got.lock().map(|g| g.clone()).unwrap_or_default();
+    assert_eq!(got[0], decode_pb(&original));
+}
+
+#[tokio::test]
+async fn unavailable_is_retried_then_delivered_once() {
+    let downstream = Arc::new(Downstream::default());
+    if let Ok(mut s) = downstream.script.lock() {
+        s.extend((0..3).map(|_| Status::unavailable("warming up")));
+    }
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let forwarder = start(&config(addr));
+    let stats = forwarder.stats();
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&latencies);
+    assert!(stats.set_latency_hook(Arc::new(move |l| {
+        if let Ok(mut v) = sink.lock() {
+            v.push(l);
+        }
+    })));
+    send(&forwarder.queue(), &read(&corpus("pb")[0])).unwrap_or_else(|e| panic!("{e}"));
+    wait_until("delivery", Duration::from_secs(10), || {
+        stats.forwarded_requests() == 1
+    })
+    .await;
+    assert_eq!(downstream.calls.load(Ordering::SeqCst), 4);
+    assert_eq!(downstream.got(), 1);
+    assert_eq!(stats.retries(), 3);
+    let latencies = latencies.lock().map(|v| v.clone()).unwrap_or_default();
+    assert_eq!(latencies.len(), 1);
+    assert!(latencies[0].since_enqueued >= latencies[0].export);
+    assert!(
+        latencies[0].since_enqueued >= Duration::from_millis(15),
+        "{latencies:?}"
+    );
+}
+
+#[tokio::test]
+async fn non_retryable_codes_are_dropped_and_counted() {
+    let downstream = Arc::new(Downstream::default());
+    let retry_info =
+        status_details_with_retry(Code::ResourceExhausted, "busy", Duration::from_millis(30));
+    if let Ok(mut s) = downstream.script.lock() {
+        s.push_back(Status::invalid_argument("bad request"));
+        s.push_back(Status::resource_exhausted("quota, no retry info"));
+        s.push_back(Status::with_details(
+            Code::ResourceExhausted,
+            "busy",
+            retry_info,
+        ));
+    }
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let forwarder = start(&config(addr));
+    let stats = forwarder.stats();
+    let queue = forwarder.queue();
+    let bytes = read(&corpus("pb")[0]);
+    send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    wait_until("first drop", Duration::from_secs(10), || {
+        stats.dropped_requests(DropReason::NonRetryable) == 1
+    })
+    .await;
+    send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    wait_until("second drop", Duration::from_secs(10), || {
+        stats.dropped_requests(DropReason::NonRetryable) == 2
+    })
+    .await;
+    assert_eq!(downstream.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(stats.retries(), 0);
+    // RESOURCE_EXHAUSTED with RetryInfo is retried after the server's delay
+    let started = Instant::now();
+    send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    wait_until("delivery", Duration::from_secs(10), || {
+        stats.forwarded_requests() == 1
+    })
+    .await;
+    assert!(started.elapsed() >= Duration::from_millis(30));
+    assert_eq!(stats.retries(), 1);
+    assert_eq!(downstream.calls.load(Ordering::SeqCst), 4);
+    assert_eq!(stats.dropped_spans(DropReason::NonRetryable), 2);
+}
+
+#[tokio::test]
+async fn down_downstream_fills_queue_then_everything_is_delivered() {
+    let (listener, addr) = bind().await;
+    drop(listener); // nothing listens there yet
+    let cfg = ForwarderConfig {
+        queue_capacity: 4,
+        ..config(addr)
+    };
+    let forwarder = start(&cfg);
+    let queue = forwarder.queue();
+    let stats = forwarder.stats();
+    let bytes = read(&corpus("pb")[0]);
+    let mut accepted = 0;
+    let mut refused = None;
+    for _ in 0..50 {
+        match send(&queue, &bytes) {
+            Ok(()) => accepted += 1,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(refused, Some(AcceptError::QueueFull));
+    // 4 queued + the one the worker is retrying
+    assert_eq!(accepted, 5);
+    assert_eq!(stats.queue_depth(), 4);
+    assert_eq!(stats.in_flight(), 1);
+    wait_until("a retry", Duration::from_secs(5), || stats.retries() > 0).await;
+
+    // the downstream comes up on the same address
+    let downstream = Arc::new(Downstream::default());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("rebind {addr}: {e}"));
+    start_downstream_on(listener, Arc::clone(&downstream)).await;
+    wait_until("all delivered", Duration::from_secs(15), || {
+        downstream.got() == accepted
+    })
+    .await;
+    wait_until("counters", Duration::from_secs(5), || {
+        stats.forwarded_requests() == accepted as u64
+    })
+    .await;
+    for reason in DropReason::ALL {
+        assert_eq!(stats.dropped_requests(reason), 0, "{reason:?}");
+    }
+    assert!(send(&queue, &bytes).is_ok());
+}
+
+#[tokio::test]
+async fn shutdown_drains_queue_within_deadline() {
+    let downstream = Arc::new(Downstream {
+        delay: Duration::from_millis(20),
+        ..Downstream::default()
+    });
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let forwarder = start(&config(addr));
+    let queue = forwarder.queue();
+    let bytes = read(&corpus("pb")[0]);
+    for _ in 0..10 {
+        send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let started = Instant::now();
+    let report = forwarder.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.undelivered, 0);
+    assert_eq!(downstream.got(), 10);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(send(&queue, &bytes), Err(AcceptError::ShuttingDown));
+}
+
+#[tokio::test]
+async fn shutdown_deadline_reports_undelivered() {
+    let (listener, addr) = bind().await;
+    drop(listener);
+    let forwarder = start(&config(addr));
+    let stats = forwarder.stats();
+    let queue = forwarder.queue();
+    let bytes = read(&corpus("pb")[0]);
+    for _ in 0..3 {
+        send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let started = Instant::now();
+    let report = forwarder.shutdown(Duration::from_millis(300)).await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(report.undelivered, 3);
+    assert_eq!(stats.dropped_requests(DropReason::Shutdown), 3);
+    assert_eq!(stats.forwarded_requests(), 0);
+}
+
+#[tokio::test]
+async fn no_endpoint_discards_and_counts() {
+    let forwarder = start(&ForwarderConfig::default());
+    let stats = forwarder.stats();
+    send(&forwarder.queue(), b"\x0a\x00").unwrap_or_else(|e| panic!("{e}"));
+    let report = forwarder.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(report.undelivered, 0);
+    assert_eq!(stats.discarded_requests(), 1);
+    assert_eq!(stats.forwarded_requests(), 0);
+}
