@@ -14,7 +14,11 @@ use crate::registry::RunDetection;
 /// arguments in the last 10 tool calls".
 pub fn reason(d: &RunDetection) -> String {
     let det = &d.detection;
-    let tools = det.tool_names.iter().map(|t| t.as_ref()).collect::<Vec<_>>();
+    let tools = det
+        .tool_names
+        .iter()
+        .map(|t| t.as_ref())
+        .collect::<Vec<_>>();
     let first = tools.first().copied().unwrap_or("a tool");
     let sentence = match det.pattern {
         Pattern::RepeatedCall => format!(
@@ -50,15 +54,12 @@ pub fn reason(d: &RunDetection) -> String {
 
 /// Picks the detection that writes the attributes: the most severe, the first profile on ties.
 pub fn most_severe<'a>(detections: &[&'a RunDetection]) -> Option<&'a RunDetection> {
-    detections
-        .iter()
-        .copied()
-        .max_by(|a, b| {
-            a.detection
-                .severity
-                .cmp(&b.detection.severity)
-                .then(b.profile_index.cmp(&a.profile_index))
-        })
+    detections.iter().copied().max_by(|a, b| {
+        a.detection
+            .severity
+            .cmp(&b.detection.severity)
+            .then(b.profile_index.cmp(&a.profile_index))
+    })
 }
 
 /// Writes the `loop.*` attributes of `detections` (all completed by this span) on `span`.
@@ -99,8 +100,14 @@ pub fn annotate_span(
         ),
         ("loop.first_span_id", Value::StringValue(first_span_id)),
         ("loop.severity", string(det.severity.as_str())),
-        ("loop.profile", Value::StringValue(main.profile.name.clone())),
-        ("loop.occurrence", Value::IntValue(i64::from(main.occurrence))),
+        (
+            "loop.profile",
+            Value::StringValue(main.profile.name.clone()),
+        ),
+        (
+            "loop.occurrence",
+            Value::IntValue(i64::from(main.occurrence)),
+        ),
         ("loop.reason", Value::StringValue(reason(main))),
         ("loop.profiles", strings(profiles.into_iter())),
     ];
@@ -108,6 +115,7 @@ pub fn annotate_span(
         .extend(attributes.into_iter().map(|(key, value)| KeyValue {
             key: key.to_string(),
             value: Some(AnyValue { value: Some(value) }),
+            ..KeyValue::default()
         }));
 }
 

@@ -123,7 +123,12 @@ impl From<&RunDetection> for ApiDetection {
             profile: d.profile.name.clone(),
             pattern: d.detection.pattern.as_str().into(),
             severity: d.detection.severity.as_str().into(),
-            tools: d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+            tools: d
+                .detection
+                .tool_names
+                .iter()
+                .map(|t| t.to_string())
+                .collect(),
             count: d.detection.count,
             occurrence: d.occurrence,
             call: d.detection.call,
@@ -152,9 +157,15 @@ fn is_looping(run: &RunSummary) -> bool {
         .any(|d| d.detection.severity != crate::detector::Severity::Info)
 }
 
-async fn runs(State(state): State<AdminState>, query: Result<Query<RunsQuery>, axum::extract::rejection::QueryRejection>) -> Response {
+async fn runs(
+    State(state): State<AdminState>,
+    query: Result<Query<RunsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
     let Ok(Query(query)) = query else {
-        return error(StatusCode::BAD_REQUEST, "query parameters: looping=true|false, limit=N");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "query parameters: looping=true|false, limit=N",
+        );
     };
     let mut runs = state.engine.registry.runs();
     runs.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
@@ -266,9 +277,18 @@ async fn reachable(endpoint: &str) -> Result<(), String> {
     let host = uri.host().ok_or("no host")?;
     let port = uri
         .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    match tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect((host, port))).await {
+    match tokio::time::timeout(
+        Duration::from_secs(1),
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("timed out".into()),

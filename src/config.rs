@@ -26,7 +26,23 @@ pub struct Config {
     pub receiver: ReceiverConfig,
     /// `[exporter]`: the downstream OTLP/gRPC endpoint (unset = detect-only).
     pub exporter: ForwarderConfig,
-    /// `[detection]`
+    /// `[detection]`: run key and fingerprinting.
+    pub detection: DetectionConfig,
+    /// `[profiles.<name>]`: overrides of the built-in `nudge` / `stop` profiles, or new ones.
+    pub profiles: BTreeMap<String, ProfileConfig>,
+    /// `[registry]`: per-run state limits.
+    pub registry: RegistryConfig,
+    /// `[signals.*]`: kill/warn signal sinks.
+    pub signals: SignalsConfig,
+    /// `[admin]`: HTTP admin API, metrics and health.
+    pub admin: AdminConfig,
+    /// `[log]`
+    pub log: LogConfig,
+    /// `[shutdown]`
+    pub shutdown: ShutdownConfig,
+}
+
+/// `[detection]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectionConfig {
@@ -75,48 +91,6 @@ impl DetectionConfig {
             tool_volatile_keys: self.tool_volatile_keys.clone(),
             max_bytes: self.max_bytes,
             max_depth: self.max_depth,
-        }
-    }
-}
-
-/// `[profiles.<name>]`: overrides of the built-in `nudge` / `stop` profiles, or new ones.
-    pub profiles: BTreeMap<String, ProfileConfig>,
-    /// `[registry]`: per-run state limits.
-    pub registry: RegistryConfig,
-    /// `[signals.*]`: kill/warn signal sinks.
-    pub signals: SignalsConfig,
-    /// `[admin]`: HTTP admin API, metrics and health.
-    pub admin: AdminConfig,
-    /// `[log]`
-    pub log: LogConfig,
-    /// `[shutdown]`
-    pub shutdown: ShutdownConfig,
-}
-
-/// `[detection]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DetectionConfig {
-    /// Attribute whose value keys a run (span attributes, then resource attributes), e.g.
-    /// `gen_ai.conversation.id`; empty = trace_id.
-    pub run_key_attribute: String,
-    /// Match calls whose arguments were not captured by tool name alone.
-    pub match_tool_name_without_arguments: bool,
-    /// Key of the HMAC-SHA256 that fingerprints leave the process under (attributes,
-    /// signals, API). Unset = a random key per process (a warning says so once).
-    pub fingerprint_key: Option<String>,
-    /// Fingerprinting: volatile keys, limits, key.
-    #[serde(flatten)]
-    pub fingerprint: FingerprintConfig,
-}
-
-impl Default for DetectionConfig {
-    fn default() -> Self {
-        DetectionConfig {
-            run_key_attribute: String::new(),
-            match_tool_name_without_arguments: false,
-            fingerprint_key: None,
-            fingerprint: FingerprintConfig::default(),
         }
     }
 }
@@ -304,7 +278,9 @@ impl Config {
                 other => {
                     return Err(ConfigError::Key {
                         key: format!("profiles.{name}.extends"),
-                        reason: format!("unknown built-in profile {other:?} (expected nudge or stop)"),
+                        reason: format!(
+                            "unknown built-in profile {other:?} (expected nudge or stop)"
+                        ),
                     })
                 }
             };

@@ -175,8 +175,10 @@ impl Engine {
                             .tool_calls_without_arguments
                             .fetch_add(1, Ordering::Relaxed);
                         self.options.match_tool_name_without_arguments.then(|| {
-                            self.fingerprinter
-                                .call_fingerprint(&call.tool_name, &Payload::Json(serde_json::Value::Null))
+                            self.fingerprinter.call_fingerprint(
+                                &call.tool_name,
+                                &Payload::Json(serde_json::Value::Null),
+                            )
                         })
                     }
                 };
@@ -214,11 +216,7 @@ impl Engine {
     /// With no `detection.fingerprint_key`, a random key is drawn (fingerprints are then
     /// stable only for the life of the process).
     pub fn from_config(config: &crate::config::Config) -> Result<Engine, EngineError> {
-        let profiles = config
-            .profiles()?
-            .into_iter()
-            .map(|p| p.settings)
-            .collect();
+        let profiles = config.profiles()?.into_iter().map(|p| p.settings).collect();
         let registry = Registry::new(profiles, config.registry.clone());
         let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
         let fingerprint_key = match config.detection.fingerprint_key.as_deref() {
@@ -230,6 +228,11 @@ impl Engine {
                 .filter(|a| !a.is_empty()),
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
         };
-        Ok(Engine::new(registry, fingerprinter, fingerprint_key, options))
+        Ok(Engine::new(
+            registry,
+            fingerprinter,
+            fingerprint_key,
+            options,
+        ))
     }
 }

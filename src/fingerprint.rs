@@ -185,28 +185,21 @@ impl Fingerprinter {
             Payload::Text(text) => text.as_bytes(),
             Payload::Bytes(bytes) => bytes.as_slice(),
         };
-        match self
-            .decode(bytes)
-            .and_then(|v| self.canonical_value(&v, drop))
-        {
+        let value = match self.decode(bytes) {
+            Some(value) => Some(value),
+            // Reference `_decode`: text that is not JSON is the string it spells, so `abc`
+            // and `"abc"` are one value.
+            None if bytes.len() <= self.max_bytes => std::str::from_utf8(bytes)
+                .ok()
+                .map(|t| Value::String(t.to_owned())),
+            None => None,
+        };
+        match value.and_then(|v| self.canonical_value(&v, drop)) {
             Some(canonical) => sink.put(&canonical),
-            None => match std::str::from_utf8(bytes) {
-                // Reference `_decode`: text that is not JSON is the string it spells, so
-                // `abc` and `"abc"` are one value. Its canonical form is the JSON string.
-                Ok(text) if bytes.len() <= self.max_bytes => {
-                    match serde_json_canonicalizer::to_vec(&Value::String(text.to_owned())) {
-                        Ok(canonical) => sink.put(&canonical),
-                        Err(_) => {
-                            sink.put(RAW_TAG);
-                            sink.put(bytes);
-                        }
-                    }
-                }
-                _ => {
-                    sink.put(RAW_TAG);
-                    sink.put(bytes);
-                }
-            },
+            None => {
+                sink.put(RAW_TAG);
+                sink.put(bytes);
+            }
         }
     }
 

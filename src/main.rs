@@ -113,9 +113,16 @@ fn main() -> ExitCode {
 fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref(), &[])?;
     if let Some(profile) = &args.profile {
-        let known: Vec<String> = config.profiles()?.into_iter().map(|p| p.settings.name).collect();
+        let known: Vec<String> = config
+            .profiles()?
+            .into_iter()
+            .map(|p| p.settings.name)
+            .collect();
         if !known.contains(profile) {
-            anyhow::bail!("unknown profile {profile:?}; known profiles: {}", known.join(", "));
+            anyhow::bail!(
+                "unknown profile {profile:?}; known profiles: {}",
+                known.join(", ")
+            );
         }
     }
     let engine = Engine::from_config(&config)?;
@@ -170,13 +177,24 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref(), &overrides)?;
     loopwatch::server::init_logging(&config.log);
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(loopwatch::server::run(config, loopwatch::server::shutdown_signal()))
+    runtime.block_on(loopwatch::server::run(
+        config,
+        loopwatch::server::shutdown_signal(),
+    ))
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let files = scan::request_files(&args.paths)?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let sent = runtime.block_on(loopwatch::replay::replay(&args.endpoint, &files, args.delay))?;
-    println!("sent {sent} requests from {} files to {}", files.len(), args.endpoint);
+    let sent = runtime.block_on(loopwatch::replay::replay(
+        &args.endpoint,
+        &files,
+        args.delay,
+    ))?;
+    println!(
+        "sent {sent} requests from {} files to {}",
+        files.len(),
+        args.endpoint
+    );
     Ok(())
 }

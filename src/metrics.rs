@@ -84,45 +84,91 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
     use std::sync::atomic::Ordering::Relaxed;
     let mut r = Registry::with_prefix("loopwatch");
     let rs = &state.receiver_stats;
-    counter(&mut r, "spans_received", "Spans accepted by the OTLP receivers", rs.accepted_spans());
-    counter(&mut r, "requests_received", "Export requests accepted by the OTLP receivers", rs.accepted_requests());
+    counter(
+        &mut r,
+        "spans_received",
+        "Spans accepted by the OTLP receivers",
+        rs.accepted_spans(),
+    );
+    counter(
+        &mut r,
+        "requests_received",
+        "Export requests accepted by the OTLP receivers",
+        rs.accepted_requests(),
+    );
     use crate::receiver::stats::RejectReason;
     labelled_counter(
         &mut r,
         "spans_rejected",
         "Spans refused by the receivers, by reason",
-        RejectReason::ALL.iter().map(|reason| (label("reason", reason.as_str()), rs.rejected_spans(*reason))).collect(),
+        RejectReason::ALL
+            .iter()
+            .map(|reason| (label("reason", reason.as_str()), rs.rejected_spans(*reason)))
+            .collect(),
     );
     labelled_counter(
         &mut r,
         "requests_rejected",
         "Export requests refused by the receivers, by reason",
-        RejectReason::ALL.iter().map(|reason| (label("reason", reason.as_str()), rs.rejected_requests(*reason))).collect(),
+        RejectReason::ALL
+            .iter()
+            .map(|reason| {
+                (
+                    label("reason", reason.as_str()),
+                    rs.rejected_requests(*reason),
+                )
+            })
+            .collect(),
     );
     let es = &state.engine.stats;
-    counter(&mut r, "spans_processed", "Spans read by the detection path", es.spans_seen.load(Relaxed));
-    counter(&mut r, "tool_calls", "Tool-call spans seen", es.tool_calls.load(Relaxed));
+    counter(
+        &mut r,
+        "spans_processed",
+        "Spans read by the detection path",
+        es.spans_seen.load(Relaxed),
+    );
+    counter(
+        &mut r,
+        "tool_calls",
+        "Tool-call spans seen",
+        es.tool_calls.load(Relaxed),
+    );
     counter(
         &mut r,
         "tool_calls_without_arguments",
         "Tool calls whose arguments were not captured (invisible to argument-based patterns)",
         es.tool_calls_without_arguments.load(Relaxed),
     );
-    counter(&mut r, "model_responses", "Inference spans with a captured response", es.model_responses.load(Relaxed));
+    counter(
+        &mut r,
+        "model_responses",
+        "Inference spans with a captured response",
+        es.model_responses.load(Relaxed),
+    );
     counter(
         &mut r,
         "spans_without_run",
         "Tool/inference spans with an invalid trace_id and no run-key attribute (forwarded, not detected)",
         es.spans_without_run.load(Relaxed),
     );
-    counter(&mut r, "spans_annotated", "Spans that received loop.* attributes", es.spans_annotated.load(Relaxed));
+    counter(
+        &mut r,
+        "spans_annotated",
+        "Spans that received loop.* attributes",
+        es.spans_annotated.load(Relaxed),
+    );
     r.register(
         "detections",
         "Loop detections by profile, pattern and severity",
         state.metrics.detections.clone(),
     );
     let registry = &state.engine.registry;
-    gauge(&mut r, "runs_active", "Runs tracked now", registry.run_count() as i64);
+    gauge(
+        &mut r,
+        "runs_active",
+        "Runs tracked now",
+        registry.run_count() as i64,
+    );
     let gs = registry.stats();
     labelled_counter(
         &mut r,
@@ -130,22 +176,53 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
         "Runs dropped from memory, by cause",
         vec![
             (label("cause", "idle"), gs.runs_evicted_idle.load(Relaxed)),
-            (label("cause", "capacity"), gs.runs_evicted_capacity.load(Relaxed)),
+            (
+                label("cause", "capacity"),
+                gs.runs_evicted_capacity.load(Relaxed),
+            ),
         ],
     );
-    counter(&mut r, "duplicate_spans", "Spans seen again in their run (exporter retries), counted once", gs.duplicate_spans.load(Relaxed));
+    counter(
+        &mut r,
+        "duplicate_spans",
+        "Spans seen again in their run (exporter retries), counted once",
+        gs.duplicate_spans.load(Relaxed),
+    );
     if let Some(fs) = &state.forwarder {
-        counter(&mut r, "spans_forwarded", "Spans delivered to the downstream exporter endpoint", fs.forwarded_spans());
-        counter(&mut r, "requests_forwarded", "Requests delivered downstream", fs.forwarded_requests());
-        counter(&mut r, "forward_retries", "Retried export attempts", fs.retries());
+        counter(
+            &mut r,
+            "spans_forwarded",
+            "Spans delivered to the downstream exporter endpoint",
+            fs.forwarded_spans(),
+        );
+        counter(
+            &mut r,
+            "requests_forwarded",
+            "Requests delivered downstream",
+            fs.forwarded_requests(),
+        );
+        counter(
+            &mut r,
+            "forward_retries",
+            "Retried export attempts",
+            fs.retries(),
+        );
         use crate::forward::stats::DropReason;
         labelled_counter(
             &mut r,
             "spans_dropped",
             "Spans given up on after acceptance, by reason",
-            DropReason::ALL.iter().map(|d| (label("reason", d.as_str()), fs.dropped_spans(*d))).collect(),
+            DropReason::ALL
+                .iter()
+                .map(|d| (label("reason", d.as_str()), fs.dropped_spans(*d)))
+                .collect(),
         );
-        gauge(&mut r, "forward_queue_depth", "Requests waiting in the forward queue", fs.queue_depth() as i64);
+        gauge(
+            &mut r,
+            "forward_queue_depth",
+            "Requests waiting in the forward queue",
+            fs.queue_depth() as i64,
+        );
         r.register(
             "forward_latency_seconds",
             "Downstream export latency per delivered request",
@@ -156,17 +233,32 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
     let per_sink = |f: &dyn Fn(&crate::signals::hub::SinkStats) -> u64, outcome: &str| {
         sinks
             .iter()
-            .map(|s| (vec![("sink".to_string(), s.sink.to_string()), ("outcome".to_string(), outcome.to_string())], f(s)))
+            .map(|s| {
+                (
+                    vec![
+                        ("sink".to_string(), s.sink.to_string()),
+                        ("outcome".to_string(), outcome.to_string()),
+                    ],
+                    f(s),
+                )
+            })
             .collect::<Vec<_>>()
     };
     let mut signal_values = per_sink(&|s| s.delivered, "delivered");
     signal_values.extend(per_sink(&|s| s.failed_attempts, "failed_attempt"));
     signal_values.extend(per_sink(&|s| s.dropped, "dropped"));
     signal_values.extend(per_sink(&|s| s.rejected, "rejected"));
-    labelled_counter(&mut r, "signals", "Signals by sink and outcome", signal_values);
+    labelled_counter(
+        &mut r,
+        "signals",
+        "Signals by sink and outcome",
+        signal_values,
+    );
     let depth: Family<Labels, Gauge> = Family::default();
     for s in &sinks {
-        depth.get_or_create(&label("sink", s.sink)).set(s.queue_depth as i64);
+        depth
+            .get_or_create(&label("sink", s.sink))
+            .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
     let mut out = String::new();

@@ -50,7 +50,7 @@ pub struct Pipeline {
     pub engine: Arc<Engine>,
     /// `None` = detect-only (no downstream configured).
     pub forward: Option<ForwardQueue>,
-    pub signals: Option<Arc<SignalHub>>,
+    pub signals: Option<SignalHub>,
     /// Per profile index: whether its warn/kill detections publish signals.
     pub signal_profiles: Vec<bool>,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -74,7 +74,7 @@ impl SpanSink for Pipeline {
                 Some(raw) if processed.annotated_spans == 0 => raw,
                 _ => bytes::Bytes::from(request.encode_to_vec()),
             };
-            permit.send(bytes);
+            permit.send(bytes, crate::receiver::decode::span_count(&request));
         }
         for detection in &processed.detections {
             self.report(detection);
@@ -168,7 +168,12 @@ pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Si
         profile: d.profile.name.clone(),
         action: action.into(),
         pattern: d.detection.pattern.as_str().into(),
-        tool_names: d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+        tool_names: d
+            .detection
+            .tool_names
+            .iter()
+            .map(|t| t.to_string())
+            .collect(),
         count: d.detection.count as u32,
         window: d.detection.window as u32,
         fingerprints: d

@@ -281,14 +281,8 @@ impl Registry {
         for index in 0..run.events.len() {
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
                 if let Some(d) = detector.observe(&run.events[index].observation) {
-                    let rd = self.contextualize_in(
-                        &run.events,
-                        &detections,
-                        profile_index,
-                        d,
-                        0,
-                        index,
-                    );
+                    let rd =
+                        self.contextualize_in(&run.events, &detections, profile_index, d, 0, index);
                     detections.push(rd);
                 }
             }

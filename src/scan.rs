@@ -59,7 +59,12 @@ impl From<&RunDetection> for ScanDetection {
             span_id: hex_id(&d.span_id),
             profile: d.profile.name.clone(),
             pattern: d.detection.pattern.as_str().to_string(),
-            tools: d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+            tools: d
+                .detection
+                .tool_names
+                .iter()
+                .map(|t| t.to_string())
+                .collect(),
             count: d.detection.count,
             severity: d.detection.severity.as_str().to_string(),
             occurrence: d.occurrence,
@@ -119,14 +124,12 @@ pub fn read_request(path: &Path) -> Result<ExportTraceServiceRequest, ScanError>
         source,
     })?;
     match path.extension().and_then(|e| e.to_str()) {
-        Some("pb") => {
-            ExportTraceServiceRequest::decode(bytes.as_slice()).map_err(|source| {
-                ScanError::Protobuf {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            })
-        }
+        Some("pb") => ExportTraceServiceRequest::decode(bytes.as_slice()).map_err(|source| {
+            ScanError::Protobuf {
+                path: path.to_path_buf(),
+                source,
+            }
+        }),
         Some("json") => serde_json::from_slice(&bytes).map_err(|source| ScanError::Json {
             path: path.to_path_buf(),
             source,

@@ -41,13 +41,14 @@ pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -80,7 +81,10 @@ impl RunningServer {
 }
 
 /// Runs `loopwatch serve` until `shutdown` resolves.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let server = start(config).await?;
     tracing::info!(
         grpc = %server.grpc_addr,
@@ -97,7 +101,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
 /// an invalid config.
 pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let engine = Arc::new(Engine::from_config(&config)?);
-    if config.detection.fingerprint_key.as_deref().unwrap_or("").is_empty() {
+    if config
+        .detection
+        .fingerprint_key
+        .as_deref()
+        .unwrap_or("")
+        .is_empty()
+    {
         tracing::warn!(
             "no detection.fingerprint_key configured: drew a random key; external fingerprints are stable only for the life of this process"
         );
@@ -106,10 +116,15 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let metrics = Arc::new(Metrics::default());
     let signals = SignalHub::start(config.signals.clone());
 
-    let forwarder = match config.exporter.endpoint.as_deref().filter(|e| !e.is_empty()) {
+    let forwarder = match config
+        .exporter
+        .endpoint
+        .as_deref()
+        .filter(|e| !e.is_empty())
+    {
         Some(endpoint) => {
             tracing::info!(endpoint, "forwarding to the downstream OTLP endpoint");
-            let forwarder = Forwarder::start(config.exporter.clone())
+            let forwarder = Forwarder::start(&config.exporter)
                 .with_context(|| format!("exporter.endpoint {endpoint:?}"))?;
             let latency = metrics.clone();
             forwarder.stats().set_latency_hook(Arc::new(move |l| {
@@ -150,7 +165,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     };
     let grpc_addr = grpc_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
-    let admin_addr = admin_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+    let admin_addr = admin_listener
+        .as_ref()
+        .map(|l| l.local_addr())
+        .transpose()?;
 
     let (stop, stop_rx) = watch::channel(false);
     let stopped = move || {
@@ -233,7 +251,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         tracing::info!(
             spans = stats.spans_seen.load(std::sync::atomic::Ordering::Relaxed),
             tool_calls = stats.tool_calls.load(std::sync::atomic::Ordering::Relaxed),
-            annotated = stats.spans_annotated.load(std::sync::atomic::Ordering::Relaxed),
+            annotated = stats
+                .spans_annotated
+                .load(std::sync::atomic::Ordering::Relaxed),
             "loopwatch stopped"
         );
         Ok(())

@@ -23,8 +23,16 @@ fn loopwatch() -> Command {
 fn scan_json_gives_expected_detections_for_every_corpus_run() {
     for (run, expected) in corpus_expected() {
         let dir = fixtures().join("corpus").join(&run);
-        let out = loopwatch().args(["scan", "--format", "json"]).arg(&dir).output().unwrap();
-        assert!(out.status.success(), "{run}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = loopwatch()
+            .args(["scan", "--format", "json"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{run}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
         for profile in ["nudge", "stop"] {
             let got: Vec<Key> = detections
@@ -35,7 +43,12 @@ fn scan_json_gives_expected_detections_for_every_corpus_run() {
                         d["call"].as_u64(),
                         d["response"].as_u64(),
                         d["pattern"].as_str().unwrap().to_string(),
-                        d["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect(),
+                        d["tools"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|t| t.as_str().unwrap().to_string())
+                            .collect(),
                         d["count"].as_u64().unwrap(),
                         d["severity"].as_str().unwrap().to_string(),
                     )
@@ -56,7 +69,11 @@ fn scan_several_paths_form_one_stream_and_profile_filters() {
     let base = fixtures().join("corpus/pydantic-ai/v5-batch4/s1_stuck_repeat");
     let mut files: Vec<_> = corpus_files("pydantic-ai/v5-batch4/s1_stuck_repeat", "pb");
     files.reverse(); // arrival order must not matter
-    let out = loopwatch().args(["scan", "--format", "json", "--profile", "stop"]).args(&files).output().unwrap();
+    let out = loopwatch()
+        .args(["scan", "--format", "json", "--profile", "stop"])
+        .args(&files)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(detections.len(), 1);
@@ -73,11 +90,23 @@ fn scan_several_paths_form_one_stream_and_profile_filters() {
 #[test]
 fn scan_without_loops_exits_zero_and_errors_exit_nonzero() {
     let healthy = fixtures().join("corpus/pydantic-ai/v5-default/s4_healthy");
-    let out = loopwatch().args(["scan", "--format", "json"]).arg(&healthy).output().unwrap();
+    let out = loopwatch()
+        .args(["scan", "--format", "json"])
+        .arg(&healthy)
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    assert_eq!(serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap().len(), 0);
+    assert_eq!(
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout)
+            .unwrap()
+            .len(),
+        0
+    );
 
-    let out = loopwatch().args(["scan", "/nonexistent/loopwatch"]).output().unwrap();
+    let out = loopwatch()
+        .args(["scan", "/nonexistent/loopwatch"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/loopwatch"));
 
@@ -87,9 +116,16 @@ fn scan_without_loops_exits_zero_and_errors_exit_nonzero() {
     let out = loopwatch().arg("scan").arg(&bad).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("req-0001.pb") && err.contains("protobuf"), "{err}");
+    assert!(
+        err.contains("req-0001.pb") && err.contains("protobuf"),
+        "{err}"
+    );
 
-    let out = loopwatch().args(["scan", "--profile", "nope"]).arg(&healthy).output().unwrap();
+    let out = loopwatch()
+        .args(["scan", "--profile", "nope"])
+        .arg(&healthy)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
@@ -97,17 +133,34 @@ fn scan_without_loops_exits_zero_and_errors_exit_nonzero() {
 #[test]
 fn check_config_accepts_the_example_and_names_bad_keys() {
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
-    let out = loopwatch().arg("check-config").arg(&example).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = loopwatch()
+        .arg("check-config")
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("profile nudge"));
 
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("[receiver]\ngrpc_lisen = \"0.0.0.0:4317\"\n", "grpc_lisen"),
-        ("[profiles.nudge]\nrepeated_call = 1\n", "profiles.nudge.repeated_call"),
+        (
+            "[profiles.nudge]\nrepeated_call = 1\n",
+            "profiles.nudge.repeated_call",
+        ),
         ("[profiles.stop]\nwindow = 8\n", "profiles.stop"),
-        ("[profiles.nudge]\nalternating_calls = 6\n", "profiles.nudge.alternating_calls"),
-        ("[profiles.nudge]\nrepeated_result = 11\n", "profiles.nudge.repeated_result"),
+        (
+            "[profiles.nudge]\nalternating_calls = 6\n",
+            "profiles.nudge.alternating_calls",
+        ),
+        (
+            "[profiles.nudge]\nrepeated_result = 11\n",
+            "profiles.nudge.repeated_result",
+        ),
     ];
     for (text, key) in cases {
         let file = dir.path().join("c.toml");
@@ -120,15 +173,34 @@ fn check_config_accepts_the_example_and_names_bad_keys() {
     // env overrides are checked too
     let file = dir.path().join("ok.toml");
     std::fs::write(&file, "").unwrap();
-    let out = loopwatch().arg("check-config").arg(&file).env("LOOPWATCH_PROFILES__NUDGE__WINDOW", "4").output().unwrap();
+    let out = loopwatch()
+        .arg("check-config")
+        .arg(&file)
+        .env("LOOPWATCH_PROFILES__NUDGE__WINDOW", "4")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("profiles.nudge"));
 }
 
 /// Starts `loopwatch serve` on free ports; returns the child and its gRPC address.
-fn spawn_serve() -> (std::process::Child, String, std::sync::mpsc::Receiver<String>) {
+fn spawn_serve() -> (
+    std::process::Child,
+    String,
+    std::sync::mpsc::Receiver<String>,
+) {
     let mut child = loopwatch()
-        .args(["serve", "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json"])
+        .args([
+            "serve",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -155,7 +227,10 @@ fn spawn_serve() -> (std::process::Child, String, std::sync::mpsc::Receiver<Stri
 }
 
 fn sigterm(child: &std::process::Child) {
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -163,8 +238,16 @@ fn sigterm(child: &std::process::Child) {
 fn serve_then_replay_logs_the_detection_and_sigterm_exits_zero() {
     let (mut child, grpc, lines) = spawn_serve();
     let run = fixtures().join("corpus/pydantic-ai/v5-default/s1_stuck_repeat");
-    let out = loopwatch().args(["replay", "--endpoint", &format!("http://{grpc}")]).arg(&run).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = loopwatch()
+        .args(["replay", "--endpoint", &format!("http://{grpc}")])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut detections = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while detections.len() < 3 && Instant::now() < deadline {
@@ -176,11 +259,26 @@ fn serve_then_replay_logs_the_detection_and_sigterm_exits_zero() {
     }
     let summary: Vec<(String, String)> = detections
         .iter()
-        .map(|d| (d["fields"]["profile"].as_str().unwrap().to_string(), d["fields"]["pattern"].as_str().unwrap().to_string()))
+        .map(|d| {
+            (
+                d["fields"]["profile"].as_str().unwrap().to_string(),
+                d["fields"]["pattern"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert_eq!(summary.iter().filter(|(p, _)| p == "nudge").count(), 2, "{summary:?}");
-    assert_eq!(summary.iter().filter(|(p, _)| p == "stop").count(), 1, "{summary:?}");
-    assert!(summary.iter().all(|(_, pattern)| pattern == "repeated_result"));
+    assert_eq!(
+        summary.iter().filter(|(p, _)| p == "nudge").count(),
+        2,
+        "{summary:?}"
+    );
+    assert_eq!(
+        summary.iter().filter(|(p, _)| p == "stop").count(),
+        1,
+        "{summary:?}"
+    );
+    assert!(summary
+        .iter()
+        .all(|(_, pattern)| pattern == "repeated_result"));
     sigterm(&child);
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status:?}");

@@ -53,7 +53,12 @@ fn requests_of(run: &str) -> Vec<ExportTraceServiceRequest> {
 #[test]
 fn corpus_in_arrival_order() {
     for (run, expected) in corpus_expected() {
-        check(&run, &expected, &final_detections(requests_of(&run)), "arrival order");
+        check(
+            &run,
+            &expected,
+            &final_detections(requests_of(&run)),
+            "arrival order",
+        );
     }
 }
 
@@ -71,9 +76,17 @@ fn corpus_json_encoding_gives_the_same_answers() {
 #[test]
 fn corpus_in_reversed_request_and_span_order() {
     for (run, expected) in corpus_expected() {
-        let mut spans: Vec<_> = requests_of(&run).iter().flat_map(one_span_per_request).collect();
+        let mut spans: Vec<_> = requests_of(&run)
+            .iter()
+            .flat_map(one_span_per_request)
+            .collect();
         spans.reverse();
-        check(&run, &expected, &final_detections(spans), "reversed, one span per request");
+        check(
+            &run,
+            &expected,
+            &final_detections(spans),
+            "reversed, one span per request",
+        );
     }
 }
 
@@ -82,9 +95,17 @@ fn corpus_shuffled_one_span_per_request() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for (run, expected) in corpus_expected() {
         for round in 0..3 {
-            let mut spans: Vec<_> = requests_of(&run).iter().flat_map(one_span_per_request).collect();
+            let mut spans: Vec<_> = requests_of(&run)
+                .iter()
+                .flat_map(one_span_per_request)
+                .collect();
             spans.shuffle(&mut rng);
-            check(&run, &expected, &final_detections(spans), &format!("shuffled #{round}"));
+            check(
+                &run,
+                &expected,
+                &final_detections(spans),
+                &format!("shuffled #{round}"),
+            );
         }
     }
 }
@@ -92,8 +113,16 @@ fn corpus_shuffled_one_span_per_request() {
 #[test]
 fn corpus_every_request_sent_twice() {
     for (run, expected) in corpus_expected() {
-        let requests: Vec<_> = requests_of(&run).into_iter().flat_map(|r| [r.clone(), r]).collect();
-        check(&run, &expected, &final_detections(requests), "every request twice");
+        let requests: Vec<_> = requests_of(&run)
+            .into_iter()
+            .flat_map(|r| [r.clone(), r])
+            .collect();
+        check(
+            &run,
+            &expected,
+            &final_detections(requests),
+            "every request twice",
+        );
         // and the second copy of a whole run changes nothing either
         let mut twice = requests_of(&run);
         twice.extend(requests_of(&run));
@@ -110,7 +139,10 @@ fn annotations_land_on_the_completing_spans_in_arrival_order() {
     let mut annotated = Vec::new();
     for mut request in requests_of("pydantic-ai/v5-default/s1_stuck_repeat") {
         let processed = engine.process(&mut request, now);
-        assert_eq!(processed.annotated_spans, processed.detections.len().min(processed.annotated_spans));
+        assert_eq!(
+            processed.annotated_spans,
+            processed.detections.len().min(processed.annotated_spans)
+        );
         for rs in &request.resource_spans {
             for ss in &rs.scope_spans {
                 for span in &ss.spans {
@@ -124,18 +156,43 @@ fn annotations_land_on_the_completing_spans_in_arrival_order() {
     // nudge fires at calls 3 and 6, stop at call 6 (same span as nudge's second).
     assert_eq!(annotated.len(), 2);
     let attr = |span: &opentelemetry_proto::tonic::trace::v1::Span, key: &str| {
-        span.attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.clone()).and_then(|v| v.value)
+        span.attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.clone())
+            .and_then(|v| v.value)
     };
     use opentelemetry_proto::tonic::common::v1::any_value::Value;
-    assert_eq!(attr(&annotated[0], "loop.pattern"), Some(Value::StringValue("repeated_result".into())));
-    assert_eq!(attr(&annotated[0], "loop.severity"), Some(Value::StringValue("warn".into())));
-    assert_eq!(attr(&annotated[0], "loop.profile"), Some(Value::StringValue("nudge".into())));
+    assert_eq!(
+        attr(&annotated[0], "loop.pattern"),
+        Some(Value::StringValue("repeated_result".into()))
+    );
+    assert_eq!(
+        attr(&annotated[0], "loop.severity"),
+        Some(Value::StringValue("warn".into()))
+    );
+    assert_eq!(
+        attr(&annotated[0], "loop.profile"),
+        Some(Value::StringValue("nudge".into()))
+    );
     assert_eq!(attr(&annotated[0], "loop.count"), Some(Value::IntValue(3)));
-    assert_eq!(attr(&annotated[0], "loop.window"), Some(Value::IntValue(10)));
-    assert_eq!(attr(&annotated[0], "loop.occurrence"), Some(Value::IntValue(1)));
+    assert_eq!(
+        attr(&annotated[0], "loop.window"),
+        Some(Value::IntValue(10))
+    );
+    assert_eq!(
+        attr(&annotated[0], "loop.occurrence"),
+        Some(Value::IntValue(1))
+    );
     // the sixth call: stop (kill) is the most severe and writes; both profiles listed
-    assert_eq!(attr(&annotated[1], "loop.severity"), Some(Value::StringValue("kill".into())));
-    assert_eq!(attr(&annotated[1], "loop.profile"), Some(Value::StringValue("stop".into())));
+    assert_eq!(
+        attr(&annotated[1], "loop.severity"),
+        Some(Value::StringValue("kill".into()))
+    );
+    assert_eq!(
+        attr(&annotated[1], "loop.profile"),
+        Some(Value::StringValue("stop".into()))
+    );
     assert_eq!(attr(&annotated[1], "loop.count"), Some(Value::IntValue(6)));
     match attr(&annotated[1], "loop.profiles") {
         Some(Value::ArrayValue(a)) => assert_eq!(a.values.len(), 2),
@@ -154,7 +211,11 @@ fn annotations_land_on_the_completing_spans_in_arrival_order() {
     }
     // no argument or result content copied into attributes
     for span in &annotated {
-        for kv in span.attributes.iter().filter(|kv| kv.key.starts_with("loop.")) {
+        for kv in span
+            .attributes
+            .iter()
+            .filter(|kv| kv.key.starts_with("loop."))
+        {
             let text = format!("{:?}", kv.value);
             assert!(!text.contains("example.com"), "{}: {text}", kv.key);
         }

@@ -48,7 +48,11 @@ fn spans_of(request: &ExportTraceServiceRequest) -> Vec<Span> {
 }
 
 fn attr(span: &Span, key: &str) -> Option<Value> {
-    span.attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.clone()).and_then(|v| v.value)
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.clone())
+        .and_then(|v| v.value)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -58,16 +62,25 @@ enum Transport {
     HttpJson,
 }
 
-async fn send_corpus(transport: Transport, grpc: std::net::SocketAddr, http: std::net::SocketAddr) -> Vec<ExportTraceServiceRequest> {
+async fn send_corpus(
+    transport: Transport,
+    grpc: std::net::SocketAddr,
+    http: std::net::SocketAddr,
+) -> Vec<ExportTraceServiceRequest> {
     let mut sent = Vec::new();
-    let mut client = TraceServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+    let mut client = TraceServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
     let http_client = reqwest::Client::new();
     for (run, _) in corpus_expected() {
         for file in corpus_files(&run, "pb") {
             let request = read_pb(&file);
             match transport {
                 Transport::Grpc => {
-                    client.export(request.clone()).await.unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                    client
+                        .export(request.clone())
+                        .await
+                        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                 }
                 Transport::HttpProtobuf => {
                     let response = http_client
@@ -99,10 +112,14 @@ async fn send_corpus(transport: Transport, grpc: std::net::SocketAddr, http: std
 
 async fn corpus_end_to_end(transport: Transport) {
     let (downstream, downstream_addr) = Downstream::start(false).await;
-    let server = loopwatch::server::start(test_config(Some(downstream_addr))).await.unwrap();
+    let server = loopwatch::server::start(test_config(Some(downstream_addr)))
+        .await
+        .unwrap();
     let sent = send_corpus(transport, server.grpc_addr, server.http_addr).await;
     let sent_spans: usize = sent.iter().map(|r| spans_of(r).len()).sum();
-    let got = downstream.wait_for_spans(sent_spans, Duration::from_secs(20)).await;
+    let got = downstream
+        .wait_for_spans(sent_spans, Duration::from_secs(20))
+        .await;
     assert_eq!(got, sent_spans, "{transport:?}: every span forwarded");
 
     // Same span ids, each once.
@@ -115,32 +132,65 @@ async fn corpus_end_to_end(transport: Transport) {
     // Nothing but loop.* changed: every received request, loop.* removed, is a sent request.
     let sent_encoded: HashSet<Vec<u8>> = sent.iter().map(|r| r.encode_to_vec()).collect();
     for request in downstream.received.lock().unwrap().iter() {
-        assert!(sent_encoded.contains(&strip_loop_attributes(request).encode_to_vec()), "{transport:?}: a forwarded request differs from what was sent beyond loop.*");
+        assert!(
+            sent_encoded.contains(&strip_loop_attributes(request).encode_to_vec()),
+            "{transport:?}: a forwarded request differs from what was sent beyond loop.*"
+        );
     }
 
     // Final detections per run = expected.json; the completing spans carry loop.*.
-    let by_id: HashMap<Vec<u8>, Span> = received.into_iter().map(|s| (s.span_id.clone(), s)).collect();
+    let by_id: HashMap<Vec<u8>, Span> = received
+        .into_iter()
+        .map(|s| (s.span_id.clone(), s))
+        .collect();
     let mut annotated_expected = HashSet::new();
     for (run, expected) in corpus_expected() {
         let first = read_pb(&corpus_files(&run, "pb")[0]);
         let trace_id = hex::encode(&spans_of(&first)[0].trace_id);
-        let detections = server.engine.registry.detections(&trace_id).unwrap_or_default();
+        let detections = server
+            .engine
+            .registry
+            .detections(&trace_id)
+            .unwrap_or_default();
         for profile in ["nudge", "stop"] {
-            assert_eq!(keys_of(&detections, profile), expected_keys(&expected, profile), "{run} {profile} via {transport:?}");
+            assert_eq!(
+                keys_of(&detections, profile),
+                expected_keys(&expected, profile),
+                "{run} {profile} via {transport:?}"
+            );
         }
         for d in &detections {
             let span = &by_id[&d.span_id];
-            assert_eq!(attr(span, "loop.detected"), Some(Value::BoolValue(true)), "{run}: completing span annotated");
+            assert_eq!(
+                attr(span, "loop.detected"),
+                Some(Value::BoolValue(true)),
+                "{run}: completing span annotated"
+            );
             annotated_expected.insert(d.span_id.clone());
             let profiles = match attr(span, "loop.profiles") {
-                Some(Value::ArrayValue(a)) => a.values.iter().filter_map(|v| match &v.value { Some(Value::StringValue(s)) => Some(s.clone()), _ => None }).collect::<Vec<_>>(),
+                Some(Value::ArrayValue(a)) => a
+                    .values
+                    .iter()
+                    .filter_map(|v| match &v.value {
+                        Some(Value::StringValue(s)) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
                 other => panic!("loop.profiles {other:?}"),
             };
-            assert!(profiles.contains(&d.profile.name), "{run}: {profiles:?} lists {}", d.profile.name);
+            assert!(
+                profiles.contains(&d.profile.name),
+                "{run}: {profiles:?} lists {}",
+                d.profile.name
+            );
         }
     }
     // And no other span was annotated.
-    let annotated: HashSet<Vec<u8>> = by_id.values().filter(|s| attr(s, "loop.detected").is_some()).map(|s| s.span_id.clone()).collect();
+    let annotated: HashSet<Vec<u8>> = by_id
+        .values()
+        .filter(|s| attr(s, "loop.detected").is_some())
+        .map(|s| s.span_id.clone())
+        .collect();
     assert_eq!(annotated, annotated_expected);
     assert!(!annotated.is_empty());
     server.shutdown().await.unwrap();
@@ -165,17 +215,29 @@ async fn corpus_through_http_json() {
 async fn unannotated_requests_are_forwarded_byte_for_byte() {
     // s4_healthy has no detection: what the downstream decodes equals what was sent.
     let (downstream, addr) = Downstream::start(false).await;
-    let server = loopwatch::server::start(test_config(Some(addr))).await.unwrap();
-    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr)).await.unwrap();
+    let server = loopwatch::server::start(test_config(Some(addr)))
+        .await
+        .unwrap();
+    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
+        .await
+        .unwrap();
     let files = corpus_files("pydantic-ai/v5-default/s4_healthy", "pb");
     for file in &files {
         client.export(read_pb(file)).await.unwrap();
     }
     let n: usize = files.iter().map(|f| spans_of(&read_pb(f)).len()).sum();
-    assert_eq!(downstream.wait_for_spans(n, Duration::from_secs(10)).await, n);
+    assert_eq!(
+        downstream.wait_for_spans(n, Duration::from_secs(10)).await,
+        n
+    );
     let received = downstream.received.lock().unwrap().clone();
     for (file, got) in files.iter().zip(received.iter()) {
-        assert_eq!(got.encode_to_vec(), std::fs::read(file).unwrap(), "{}", file.display());
+        assert_eq!(
+            got.encode_to_vec(),
+            std::fs::read(file).unwrap(),
+            "{}",
+            file.display()
+        );
     }
     server.shutdown().await.unwrap();
 }
@@ -183,7 +245,9 @@ async fn unannotated_requests_are_forwarded_byte_for_byte() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_arguments_are_hashed_and_forwarded() {
     let (downstream, addr) = Downstream::start(false).await;
-    let server = loopwatch::server::start(test_config(Some(addr))).await.unwrap();
+    let server = loopwatch::server::start(test_config(Some(addr)))
+        .await
+        .unwrap();
     let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
         .await
         .unwrap()
@@ -194,16 +258,30 @@ async fn bad_arguments_are_hashed_and_forwarded() {
     let mut scenario = serde_json::json!({"responses": []});
     for a in arguments {
         for _ in 0..3 {
-            scenario["responses"].as_array_mut().unwrap().push(serde_json::json!({"calls": [{"tool": "t", "args": a, "result": "same"}]}));
+            scenario["responses"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({"calls": [{"tool": "t", "args": a, "result": "same"}]}));
         }
     }
     let request = scenario_request(&scenario, [9; 16], false);
     let n = spans_of(&request).len();
     client.export(request).await.unwrap();
-    assert_eq!(downstream.wait_for_spans(n, Duration::from_secs(10)).await, n);
+    assert_eq!(
+        downstream.wait_for_spans(n, Duration::from_secs(10)).await,
+        n
+    );
     // each argument kind repeated 3 times with the same result → nudge repeated_result each time
-    let detections = server.engine.registry.detections(&hex::encode([9u8; 16])).unwrap();
-    let nudge: Vec<_> = detections.iter().filter(|d| d.profile.name == "nudge").map(|d| d.detection.call).collect();
+    let detections = server
+        .engine
+        .registry
+        .detections(&hex::encode([9u8; 16]))
+        .unwrap();
+    let nudge: Vec<_> = detections
+        .iter()
+        .filter(|d| d.profile.name == "nudge")
+        .map(|d| d.detection.call)
+        .collect();
     assert_eq!(nudge, vec![Some(3), Some(6), Some(9)]);
     server.shutdown().await.unwrap();
 }
@@ -211,9 +289,14 @@ async fn bad_arguments_are_hashed_and_forwarded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_trace_ids_are_forwarded_and_never_merged() {
     let (downstream, addr) = Downstream::start(false).await;
-    let server = loopwatch::server::start(test_config(Some(addr))).await.unwrap();
-    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr)).await.unwrap();
-    let scenario = read_json(&fixtures().join("oracle/scenarios/s05_same_call_same_result_x12.json"));
+    let server = loopwatch::server::start(test_config(Some(addr)))
+        .await
+        .unwrap();
+    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
+        .await
+        .unwrap();
+    let scenario =
+        read_json(&fixtures().join("oracle/scenarios/s05_same_call_same_result_x12.json"));
     let mut total = 0;
     for trace_id in [vec![], vec![0u8; 16], vec![1u8; 8], vec![2u8; 17]] {
         let mut request = scenario_request(&scenario, [0; 16], false);
@@ -227,8 +310,17 @@ async fn invalid_trace_ids_are_forwarded_and_never_merged() {
         total += spans_of(&request).len();
         client.export(request).await.unwrap();
     }
-    assert_eq!(downstream.wait_for_spans(total, Duration::from_secs(10)).await, total);
-    assert_eq!(server.engine.registry.run_count(), 0, "invalid trace ids never form a run");
+    assert_eq!(
+        downstream
+            .wait_for_spans(total, Duration::from_secs(10))
+            .await,
+        total
+    );
+    assert_eq!(
+        server.engine.registry.run_count(),
+        0,
+        "invalid trace ids never form a run"
+    );
     server.shutdown().await.unwrap();
 }
 
@@ -239,7 +331,9 @@ async fn stalled_downstream_backpressures_then_delivers_everything() {
     config.exporter.queue_capacity = 2;
     config.exporter.timeout = Duration::from_secs(30);
     let server = loopwatch::server::start(config).await.unwrap();
-    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr)).await.unwrap();
+    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
+        .await
+        .unwrap();
     let files = corpus_files("langchain/openinference/s4_healthy", "pb");
     let request = read_pb(&files[0]);
     let per_request = spans_of(&request).len();
@@ -263,11 +357,24 @@ async fn stalled_downstream_backpressures_then_delivers_everything() {
             }
         }
     }
-    assert_eq!(refused, Some(tonic::Code::Unavailable), "a full queue refuses with UNAVAILABLE");
+    assert_eq!(
+        refused,
+        Some(tonic::Code::Unavailable),
+        "a full queue refuses with UNAVAILABLE"
+    );
     assert!(accepted >= 2, "accepted {accepted}");
     downstream.open();
     let expected = accepted * per_request;
-    assert_eq!(downstream.wait_for_spans(expected, Duration::from_secs(20)).await, expected);
+    assert_eq!(
+        downstream
+            .wait_for_spans(expected, Duration::from_secs(20))
+            .await,
+        expected
+    );
     server.shutdown().await.unwrap();
-    assert_eq!(downstream.spans().len(), expected, "nothing more, nothing less");
+    assert_eq!(
+        downstream.spans().len(),
+        expected,
+        "nothing more, nothing less"
+    );
 }

@@ -22,7 +22,10 @@ fn run_scenario(name: &str, structured: bool, per_span: bool) {
     } else {
         engine.process(&mut request.clone(), now);
     }
-    let detections = engine.registry.detections(&hex::encode([7u8; 16])).unwrap_or_default();
+    let detections = engine
+        .registry
+        .detections(&hex::encode([7u8; 16]))
+        .unwrap_or_default();
     for profile in ["nudge", "stop"] {
         assert_eq!(
             keys_of(&detections, profile),

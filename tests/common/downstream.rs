@@ -5,8 +5,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use tokio::sync::watch;
 
@@ -28,7 +32,9 @@ impl TraceService for Downstream {
             let _ = rx.wait_for(|o| *o).await;
         }
         self.received.lock().unwrap().push(request.into_inner());
-        Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
     }
 }
 
@@ -36,10 +42,14 @@ impl Downstream {
     /// Starts on 127.0.0.1:0; `stalled` = Export blocks until [`Downstream::open`].
     pub async fn start(stalled: bool) -> (Downstream, SocketAddr) {
         let gate = stalled.then(|| watch::channel(false).0);
-        let downstream = Downstream { received: Arc::default(), open: Arc::new(gate) };
+        let downstream = Downstream {
+            received: Arc::default(),
+            open: Arc::new(gate),
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let service = TraceServiceServer::new(downstream.clone()).max_decoding_message_size(64 << 20);
+        let service =
+            TraceServiceServer::new(downstream.clone()).max_decoding_message_size(64 << 20);
         tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(service)

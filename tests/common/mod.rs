@@ -1,12 +1,18 @@
 //! Shared test helpers: the corpus and the oracle scenarios as OTLP requests.
 #![allow(dead_code)]
 
+pub mod downstream;
+
 use std::path::{Path, PathBuf};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{
+    any_value::Value, AnyValue, InstrumentationScope, KeyValue,
+};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, ResourceSpans, ScopeSpans, Span, Status};
+use opentelemetry_proto::tonic::trace::v1::{
+    status::StatusCode, ResourceSpans, ScopeSpans, Span, Status,
+};
 use prost::Message;
 use serde_json::Value as Json;
 
@@ -51,7 +57,12 @@ pub fn expected_keys(expected: &Json, profile: &str) -> Vec<Key> {
                 d["call"].as_u64(),
                 d["response"].as_u64(),
                 d["pattern"].as_str().unwrap().to_string(),
-                d["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect(),
+                d["tools"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.as_str().unwrap().to_string())
+                    .collect(),
                 d["count"].as_u64().unwrap(),
                 d["severity"].as_str().unwrap().to_string(),
             )
@@ -68,7 +79,11 @@ pub fn keys_of(detections: &[loopwatch::registry::RunDetection], profile: &str) 
                 d.detection.call.map(|c| c as u64),
                 d.detection.response.map(|c| c as u64),
                 d.detection.pattern.as_str().to_string(),
-                d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+                d.detection
+                    .tool_names
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect(),
                 d.detection.count as u64,
                 d.detection.severity.as_str().to_string(),
             )
@@ -77,7 +92,11 @@ pub fn keys_of(detections: &[loopwatch::registry::RunDetection], profile: &str) 
 }
 
 pub fn kv(key: &str, value: Value) -> KeyValue {
-    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(value) }) }
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    }
 }
 
 pub fn s(v: &str) -> Value {
@@ -96,7 +115,11 @@ fn json_text(v: &Json) -> String {
 /// responses with calls carry tool_call parts), then one `execute_tool` span per call,
 /// start times increasing; an error becomes span status ERROR with the message.
 /// `structured` puts object arguments in as kvlist AnyValues instead of JSON strings.
-pub fn scenario_request(scenario: &Json, trace_id: [u8; 16], structured: bool) -> ExportTraceServiceRequest {
+pub fn scenario_request(
+    scenario: &Json,
+    trace_id: [u8; 16],
+    structured: bool,
+) -> ExportTraceServiceRequest {
     let mut spans = Vec::new();
     let mut t: u64 = 1_700_000_000_000_000_000;
     let mut next_id: u64 = 1;
@@ -118,7 +141,10 @@ pub fn scenario_request(scenario: &Json, trace_id: [u8; 16], structured: bool) -
         }
     };
     for response in scenario["responses"].as_array().unwrap() {
-        let calls = response.get("calls").and_then(|c| c.as_array()).filter(|c| !c.is_empty());
+        let calls = response
+            .get("calls")
+            .and_then(|c| c.as_array())
+            .filter(|c| !c.is_empty());
         let output = match calls {
             Some(calls) => {
                 let parts: Vec<Json> = calls
@@ -127,11 +153,16 @@ pub fn scenario_request(scenario: &Json, trace_id: [u8; 16], structured: bool) -
                     .collect();
                 serde_json::json!([{"role": "assistant", "parts": parts}])
             }
-            None => serde_json::json!([{"role": "assistant", "parts": [{"type": "text", "content": response.get("text").and_then(|t| t.as_str()).unwrap_or("")}]}]),
+            None => {
+                serde_json::json!([{"role": "assistant", "parts": [{"type": "text", "content": response.get("text").and_then(|t| t.as_str()).unwrap_or("")}]}])
+            }
         };
         spans.push(span(
             "chat scripted",
-            vec![kv("gen_ai.operation.name", s("chat")), kv("gen_ai.output.messages", s(&output.to_string()))],
+            vec![
+                kv("gen_ai.operation.name", s("chat")),
+                kv("gen_ai.output.messages", s(&output.to_string())),
+            ],
             None,
             &mut t,
         ));
@@ -155,14 +186,25 @@ pub fn scenario_request(scenario: &Json, trace_id: [u8; 16], structured: bool) -
                 code: StatusCode::Error as i32,
                 message: json_text(e),
             });
-            spans.push(span(&format!("execute_tool {tool}"), attributes, status, &mut t));
+            spans.push(span(
+                &format!("execute_tool {tool}"),
+                attributes,
+                status,
+                &mut t,
+            ));
         }
     }
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
-            resource: Some(Resource { attributes: vec![kv("service.name", s("scenario-agent"))], ..Default::default() }),
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", s("scenario-agent"))],
+                ..Default::default()
+            }),
             scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope { name: "scenario".into(), ..Default::default() }),
+                scope: Some(InstrumentationScope {
+                    name: "scenario".into(),
+                    ..Default::default()
+                }),
                 spans,
                 ..Default::default()
             }],
@@ -177,10 +219,22 @@ pub fn json_to_any(v: &Json) -> Value {
     match v {
         Json::Null => Value::StringValue("null".into()),
         Json::Bool(b) => Value::BoolValue(*b),
-        Json::Number(n) => n.as_i64().map(Value::IntValue).unwrap_or_else(|| Value::DoubleValue(n.as_f64().unwrap_or(0.0))),
+        Json::Number(n) => n
+            .as_i64()
+            .map(Value::IntValue)
+            .unwrap_or_else(|| Value::DoubleValue(n.as_f64().unwrap_or(0.0))),
         Json::String(s) => Value::StringValue(s.clone()),
-        Json::Array(a) => Value::ArrayValue(ArrayValue { values: a.iter().map(|x| AnyValue { value: Some(json_to_any(x)) }).collect() }),
-        Json::Object(o) => Value::KvlistValue(KeyValueList { values: o.iter().map(|(k, x)| kv(k, json_to_any(x))).collect() }),
+        Json::Array(a) => Value::ArrayValue(ArrayValue {
+            values: a
+                .iter()
+                .map(|x| AnyValue {
+                    value: Some(json_to_any(x)),
+                })
+                .collect(),
+        }),
+        Json::Object(o) => Value::KvlistValue(KeyValueList {
+            values: o.iter().map(|(k, x)| kv(k, json_to_any(x))).collect(),
+        }),
     }
 }
 
@@ -211,7 +265,14 @@ pub fn one_span_per_request(request: &ExportTraceServiceRequest) -> Vec<ExportTr
 pub fn scenario_names() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(fixtures().join("oracle/scenarios"))
         .unwrap()
-        .map(|e| e.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned())
+        .map(|e| {
+            e.unwrap()
+                .path()
+                .file_stem()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     names.sort();
     names
