@@ -168,7 +168,7 @@ async fn runs(
         );
     };
     let mut runs = state.engine.registry.runs();
-    runs.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
+    runs.sort_by_key(|r| std::cmp::Reverse(r.last_seen));
     let limit = query.limit.unwrap_or(100);
     let data: Vec<ApiRun> = runs
         .iter()

@@ -223,6 +223,7 @@ fn spawn_serve() -> (
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("loopwatch serve did not start");
 }
 
