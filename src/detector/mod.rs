@@ -3,6 +3,24 @@
 //! Feed a run's observations in span start-time order to [`Detector::observe`]; it returns
 //! at most one [`Detection`] per observation (DESIGN §4; `shared/oracle/reference.py` is the
 //! executable statement of the rules).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use loopwatch::detector::{Detector, Observation, Pattern, ProfileSettings, Severity};
+//!
+//! let mut nudge = Detector::new(Arc::new(ProfileSettings::nudge()));
+//! let same_call = Observation::ToolCall {
+//!     tool_name: Arc::from("fetch_url"),
+//!     call_fingerprint: Some([1; 32]),
+//!     result_fingerprint: Some([2; 32]), // the same error every time
+//! };
+//! assert_eq!(nudge.observe(&same_call), None);
+//! assert_eq!(nudge.observe(&same_call), None);
+//! let detection = nudge.observe(&same_call).expect("third identical call and result");
+//! assert_eq!(detection.pattern, Pattern::RepeatedResult);
+//! assert_eq!(detection.severity, Severity::Warn);
+//! assert_eq!((detection.call, detection.count, detection.members), (Some(3), 3, vec![0, 1, 2]));
+//! ```
 
 mod alternating;
 mod cycle;
