@@ -9,7 +9,8 @@
 //!
 //! The Python side lives in one virtualenv under `CARGO_TARGET_TMPDIR/example-venv`, created
 //! once and reused while `requirements.txt` is unchanged (its SHA-256 is the marker).
-//! Needs `python3` with `venv` and PyPI access; Redis and NATS as the other signal tests.
+//! Needs `python3` ≥ 3.11 with `venv` (or `$PYTHON`) and PyPI access; Redis and NATS as
+//! the other signal tests (skipped when unreachable, a failure when `CI` is set).
 
 mod common;
 mod signals_support;
@@ -40,7 +41,7 @@ fn example_dir() -> PathBuf {
 
 /// The venv's interpreter, creating/refreshing the venv the first time it is asked for.
 /// One venv for every test of this binary (OnceLock) and, across processes sharing the
-/// target directory, a file lock around the check-and-install.
+/// target directory, a lock directory ([`DirLock`]) around the check-and-install.
 async fn venv_python() -> PathBuf {
     static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     tokio::task::spawn_blocking(|| VENV.get_or_init(prepare_venv).clone())
@@ -59,11 +60,7 @@ fn prepare_venv() -> Result<PathBuf, String> {
     let venv = tmp.join("example-venv");
     let python = venv.join("bin").join("python");
 
-    let lock_path = tmp.join("example-venv.lock");
-    let lock =
-        std::fs::File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    lock.lock()
-        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
+    let _lock = DirLock::acquire(tmp.join("example-venv.lock"))?;
 
     let installed = std::fs::read_to_string(venv.join(MARKER)).unwrap_or_default();
     if installed.trim() == wanted && python.exists() {
@@ -94,6 +91,52 @@ fn prepare_venv() -> Result<PathBuf, String> {
     )?;
     std::fs::write(venv.join(MARKER), &wanted).map_err(|e| format!("marker: {e}"))?;
     Ok(python)
+}
+
+/// A cross-process lock: a directory, created atomically, removed on drop. Another
+/// holder's lock older than [`DirLock::STALE`] is taken to be left by a crashed process and
+/// broken. (`File::lock` would do, but is newer than the crate's MSRV.)
+struct DirLock(PathBuf);
+
+impl DirLock {
+    /// Older than this, a lock is stale (a venv install takes well under a minute).
+    const STALE: Duration = Duration::from_secs(600);
+    /// Longest wait for another process's install.
+    const WAIT: Duration = Duration::from_secs(900);
+
+    fn acquire(path: PathBuf) -> Result<DirLock, String> {
+        let deadline = std::time::Instant::now() + Self::WAIT;
+        loop {
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(DirLock(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let age = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok());
+                    if age.is_some_and(|age| age > Self::STALE) {
+                        let _ = std::fs::remove_dir(&path);
+                        continue;
+                    }
+                    if std::time::Instant::now() > deadline {
+                        return Err(format!(
+                            "{} still held after {:?}; remove it if no test is running",
+                            path.display(),
+                            Self::WAIT
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+        }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 /// Runs `command`; on failure returns its whole stdout and stderr.
