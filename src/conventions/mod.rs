@@ -75,13 +75,32 @@ pub fn call_id(attributes: &[KeyValue], key: &str) -> Option<String> {
 }
 
 /// Span status → [`CallStatus`]: OTLP `STATUS_CODE_ERROR` (2) → `Error` with the status
-/// message; `UNSET` and `OK` → `Ok`.
+/// message (or, when that is empty, the `exception.type: exception.message` of the span's
+/// OTel semconv `exception` event); `UNSET` and `OK` → `Ok`.
 pub fn call_status(span: &Span) -> CallStatus {
     match span.status.as_ref() {
         Some(status) if status.code == StatusCode::Error as i32 => CallStatus::Error {
-            message: status.message.clone(),
+            message: if status.message.is_empty() {
+                exception_message(span).unwrap_or_default()
+            } else {
+                status.message.clone()
+            },
         },
         _ => CallStatus::Ok,
+    }
+}
+
+/// `exception.type: exception.message` of the first `exception` span event (OTel
+/// semantic conventions for exceptions), if any.
+fn exception_message(span: &Span) -> Option<String> {
+    let event = span.events.iter().find(|e| e.name == "exception")?;
+    let kind = attr_str(&event.attributes, "exception.type").unwrap_or("");
+    let message = attr_str(&event.attributes, "exception.message").unwrap_or("");
+    match (kind.is_empty(), message.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(kind.to_owned()),
+        (true, false) => Some(message.to_owned()),
+        (false, false) => Some(format!("{kind}: {message}")),
     }
 }
 
@@ -99,6 +118,56 @@ pub fn json_from_any_value(value: &AnyValue) -> Option<serde_json::Value> {
         Value::BytesValue(b) => serde_json::from_slice(b).ok(),
         Value::StringValueStrindex(_) => None,
         _ => Some(crate::otlp::any_value_to_json(value)),
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, Status};
+
+    fn kv(key: &str, value: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(value.into())),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn error_status_message_falls_back_to_the_exception_event() {
+        let mut span = Span {
+            status: Some(Status {
+                code: StatusCode::Error as i32,
+                message: String::new(),
+            }),
+            events: vec![Event {
+                name: "exception".into(),
+                attributes: vec![
+                    kv("exception.type", "TimeoutError"),
+                    kv("exception.message", "upstream timed out"),
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            call_status(&span),
+            CallStatus::Error {
+                message: "TimeoutError: upstream timed out".into()
+            }
+        );
+        span.status.as_mut().unwrap().message = "boom".into();
+        assert_eq!(
+            call_status(&span),
+            CallStatus::Error {
+                message: "boom".into()
+            }
+        );
+        span.status = None;
+        assert_eq!(call_status(&span), CallStatus::Ok);
     }
 }
 
