@@ -260,6 +260,7 @@ struct SetupReport {
     /// Seconds from the first send until the sink had every acknowledged span.
     delivery_seconds: f64,
     /// Request latency (client send → acknowledgement), milliseconds.
+    latency_mean_ms: f64,
     latency_p50_ms: f64,
     latency_p99_ms: f64,
     latency_max_ms: f64,
@@ -450,6 +451,12 @@ async fn measure(
         spans_per_second: at_sink as f64 / delivery.max(1e-9),
         send_seconds,
         delivery_seconds: delivery,
+        latency_mean_ms: if total.latencies.is_empty() {
+            0.0
+        } else {
+            total.latencies.iter().sum::<Duration>().as_secs_f64() * 1e3
+                / total.latencies.len() as f64
+        },
         latency_p50_ms: percentile_ms(&total.latencies, 50.0),
         latency_p99_ms: percentile_ms(&total.latencies, 99.0),
         latency_max_ms: total
@@ -533,17 +540,27 @@ fn print_table(r: &Report) {
         r.corpus_runs, r.corpus_requests, r.corpus_spans, r.concurrency, r.duration_seconds
     );
     println!(
-        "{:<12} {:>9} {:>10} {:>10} {:>11} {:>8} {:>8} {:>8} {:>8}",
-        "setup", "requests", "spans", "at sink", "spans/s", "p50 ms", "p99 ms", "refused", "failed"
+        "{:<12} {:>9} {:>10} {:>10} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "setup",
+        "requests",
+        "spans",
+        "at sink",
+        "spans/s",
+        "mean ms",
+        "p50 ms",
+        "p99 ms",
+        "refused",
+        "failed"
     );
     for s in [&r.loopwatch, &r.passthrough] {
         println!(
-            "{:<12} {:>9} {:>10} {:>10} {:>11.0} {:>8.2} {:>8.2} {:>8} {:>8}",
+            "{:<12} {:>9} {:>10} {:>10} {:>11.0} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>8}",
             s.setup,
             s.requests,
             s.spans_sent,
             s.spans_at_sink,
             s.spans_per_second,
+            s.latency_mean_ms,
             s.latency_p50_ms,
             s.latency_p99_ms,
             s.refused,
