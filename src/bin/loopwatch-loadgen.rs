@@ -43,7 +43,11 @@ use tonic::transport::Channel;
 
 /// Loopback load generator: spans/s and latency of loopwatch vs a plain OTLP pass-through.
 #[derive(Parser, Debug)]
-#[command(name = "loopwatch-loadgen", version, about, long_about = None)]
+#[command(
+    name = "loopwatch-loadgen",
+    version,
+    about = "Loopback load generator: spans/s and latency of loopwatch vs a plain OTLP/gRPC pass-through"
+)]
 struct Args {
     /// How long each setup is loaded, e.g. `10s`, `500ms`.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
@@ -77,8 +81,9 @@ struct Run {
 
 /// Loads the corpus runs: every folder holding `req-*.pb` is one run.
 fn load_corpus(root: &Path) -> anyhow::Result<Vec<Run>> {
+    // ScanError's message already names the path and the cause.
     let files = loopwatch::scan::request_files(&[root.to_path_buf()])
-        .with_context(|| format!("corpus {}", root.display()))?;
+        .map_err(|e| anyhow::anyhow!("corpus: {e}"))?;
     let mut by_run: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
     for file in files {
         let is_request = file.extension().is_some_and(|e| e == "pb")
