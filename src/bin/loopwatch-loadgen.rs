@@ -235,7 +235,8 @@ where
         let result = tonic::transport::Server::builder()
             .add_service(service)
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener),
+                // Without TCP_NODELAY, small responses wait for delayed ACKs (~40 ms).
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                 async move {
                     let _ = stop.wait_for(|s| *s).await;
                 },
