@@ -1,1 +1,187 @@
-fn main() {}
+//! Cost of loopwatch's per-span work on corpus-like input, next to the pass-through cost.
+//!
+//! - `extract/corpus`: `conventions::extract` over every span of every corpus request.
+//! - `fingerprint/*`: `Fingerprinter::call_fingerprint` / `result_fingerprint` on typical
+//!   argument strings (small object, the same object with keys reordered, a ~5 KB result).
+//! - `engine/corpus`: `Engine::process` over every corpus request in arrival order, with a
+//!   fresh engine per iteration (so runs never saturate and detections fire as in the corpus).
+//! - `baseline/decode_encode_corpus`: prost decode + encode of the same requests, i.e. what
+//!   a plain OTLP pass-through does per request.
+//!
+//! Throughput is reported per span (criterion's `elem/s`); divide the time by the span
+//! count printed at start to get ns/span. Run with `cargo bench --bench pipeline`.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use loopwatch::config::Config;
+use loopwatch::engine::Engine;
+use loopwatch::event::{CallStatus, Payload};
+use loopwatch::fingerprint::Fingerprinter;
+use loopwatch::otlp::ExportTraceServiceRequest;
+use prost::Message;
+
+/// The encoded corpus requests (`tests/fixtures/corpus/**/req-*.pb`), runs in name order,
+/// requests of a run in arrival order.
+fn corpus_bytes() -> Vec<Vec<u8>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
+    let files: Vec<PathBuf> = loopwatch::scan::request_files(&[root])
+        .expect("corpus folder")
+        .into_iter()
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "pb")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("req-"))
+        })
+        .collect();
+    assert!(!files.is_empty(), "no corpus requests found");
+    files
+        .iter()
+        .map(|f| std::fs::read(f).expect("read corpus request"))
+        .collect()
+}
+
+fn decode(bytes: &[Vec<u8>]) -> Vec<ExportTraceServiceRequest> {
+    bytes
+        .iter()
+        .map(|b| ExportTraceServiceRequest::decode(b.as_slice()).expect("corpus request decodes"))
+        .collect()
+}
+
+fn span_count(requests: &[ExportTraceServiceRequest]) -> u64 {
+    requests
+        .iter()
+        .map(loopwatch::receiver::decode::span_count)
+        .sum()
+}
+
+fn config() -> Config {
+    let mut config = Config::default();
+    config.detection.fingerprint_key = Some("bench".into());
+    config
+}
+
+fn benches(c: &mut Criterion) {
+    let bytes = corpus_bytes();
+    let requests = decode(&bytes);
+    let spans = span_count(&requests);
+    let total_bytes: usize = bytes.iter().map(Vec::len).sum();
+    eprintln!(
+        "corpus: {} requests, {spans} spans, {total_bytes} bytes",
+        requests.len()
+    );
+
+    let mut group = c.benchmark_group("extract");
+    group.throughput(Throughput::Elements(spans));
+    group.bench_function("corpus", |b| {
+        b.iter(|| {
+            let mut found = 0usize;
+            for request in &requests {
+                for rs in &request.resource_spans {
+                    for ss in &rs.scope_spans {
+                        for span in &ss.spans {
+                            found += usize::from(
+                                loopwatch::conventions::extract(black_box(span)).is_some(),
+                            );
+                        }
+                    }
+                }
+            }
+            found
+        })
+    });
+    group.finish();
+
+    let fingerprinter = Fingerprinter::new(&config().detection.fingerprint_config());
+    let small = Payload::Text(r#"{"url":"https://example.com/a","limit":1}"#.into());
+    let reordered = Payload::Text(r#"{"limit":1,"url":"https://example.com/a"}"#.into());
+    let large = Payload::Text(large_json(5 * 1024));
+    let mut group = c.benchmark_group("fingerprint");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("call_small_object", |b| {
+        b.iter(|| fingerprinter.call_fingerprint(black_box("fetch_url"), black_box(&small)))
+    });
+    group.bench_function("call_key_order_variant", |b| {
+        b.iter(|| fingerprinter.call_fingerprint(black_box("fetch_url"), black_box(&reordered)))
+    });
+    group.bench_function("call_5kb", |b| {
+        b.iter(|| fingerprinter.call_fingerprint(black_box("search"), black_box(&large)))
+    });
+    group.bench_function("result_5kb", |b| {
+        b.iter(|| fingerprinter.result_fingerprint(black_box(&CallStatus::Ok), Some(&large)))
+    });
+    group.finish();
+    assert_eq!(
+        fingerprinter.call_fingerprint("fetch_url", &small),
+        fingerprinter.call_fingerprint("fetch_url", &reordered),
+        "key order must not change the fingerprint"
+    );
+
+    let config = config();
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(spans));
+    group.bench_function("corpus", |b| {
+        b.iter_batched(
+            || {
+                (
+                    Engine::from_config(&config).expect("default config"),
+                    requests.clone(),
+                )
+            },
+            |(engine, mut requests)| {
+                let now = Instant::now();
+                let mut annotated = 0;
+                for request in &mut requests {
+                    annotated += engine.process(request, now).annotated_spans;
+                }
+                (annotated, engine, requests)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("baseline");
+    group.throughput(Throughput::Elements(spans));
+    group.bench_function("decode_encode_corpus", |b| {
+        b.iter(|| {
+            let mut out = 0usize;
+            for raw in &bytes {
+                let request =
+                    ExportTraceServiceRequest::decode(black_box(raw.as_slice())).expect("decodes");
+                out += request.encode_to_vec().len();
+            }
+            out
+        })
+    });
+    group.finish();
+}
+
+/// A JSON object of about `size` bytes: a list of search hits, as a tool result.
+fn large_json(size: usize) -> String {
+    let mut hits = Vec::new();
+    let mut i = 0;
+    while serde_json::to_string(&hits).map_or(0, |s| s.len()) < size {
+        hits.push(serde_json::json!({
+            "rank": i,
+            "title": format!("Result number {i} about loop detection in agent traces"),
+            "url": format!("https://example.com/docs/page-{i}"),
+            "score": 1.0 / f64::from(i + 1),
+        }));
+        i += 1;
+    }
+    serde_json::json!({"query": "loop detection", "hits": hits}).to_string()
+}
+
+criterion_group! {
+    name = pipeline;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(20);
+    targets = benches
+}
+criterion_main!(pipeline);

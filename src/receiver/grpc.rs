@@ -301,7 +301,7 @@ impl GrpcReceiver {
         tonic::transport::Server::builder()
             .add_routes(self.routes)
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener),
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                 shutdown,
             )
             .await
