@@ -101,6 +101,11 @@ pub async fn serve_http(
     stats: Arc<ReceiverStats>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // No Nagle: an OTLP response must not wait ~40 ms for a delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(sink, options, stats))
         .with_graceful_shutdown(shutdown)
         .await
