@@ -309,7 +309,7 @@ pub fn parse_openmetrics(text: &str) -> Result<Scrape, String> {
         }
         let family = family_of(&scrape.types, name)
             .ok_or_else(|| at(format!("{name} belongs to no declared family")))?;
-        if scrape.types[family] == "counter" && !(value >= 0.0) {
+        if scrape.types[family] == "counter" && (value.is_nan() || value < 0.0) {
             return Err(at("negative or NaN counter".into()));
         }
         let sample = Sample {
