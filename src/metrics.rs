@@ -19,9 +19,20 @@ pub struct DetectionLabels {
     pub severity: String,
 }
 
+/// Labels of `loopwatch_signals_published_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignalLabels {
+    pub profile: String,
+    /// `warn` or `kill`.
+    pub action: String,
+}
+
 /// Metrics recorded as events happen.
 pub struct Metrics {
     pub detections: Family<DetectionLabels, Counter>,
+    /// Signals handed to the hub (before any sink), by profile and action: what every
+    /// sink should eventually deliver, with or without sinks configured.
+    pub signals_published: Family<SignalLabels, Counter>,
     /// Seconds from dequeue to the downstream's answer, per delivered request.
     pub forward_latency: Histogram,
 }
@@ -30,6 +41,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             detections: Family::default(),
+            signals_published: Family::default(),
             forward_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
         }
     }
@@ -43,6 +55,16 @@ impl Metrics {
                 profile: d.profile.name.clone(),
                 pattern: d.detection.pattern.as_str().into(),
                 severity: d.detection.severity.as_str().into(),
+            })
+            .inc();
+    }
+
+    /// Counts a signal handed to the hub.
+    pub fn record_signal(&self, signal: &crate::signals::Signal) {
+        self.signals_published
+            .get_or_create(&SignalLabels {
+                profile: signal.profile.clone(),
+                action: signal.action.clone(),
             })
             .inc();
     }
@@ -229,6 +251,11 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
             state.metrics.forward_latency.clone(),
         );
     }
+    r.register(
+        "signals_published",
+        "Signals published (warn/kill detections of profiles with signals on), by profile and action",
+        state.metrics.signals_published.clone(),
+    );
     let sinks = state.signals.stats();
     let per_sink = |f: &dyn Fn(&crate::signals::hub::SinkStats) -> u64, outcome: &str| {
         sinks

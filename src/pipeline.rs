@@ -123,6 +123,7 @@ impl Pipeline {
             .unwrap_or(true);
         if let (Some(hub), true) = (&self.signals, wants_signal) {
             if let Some(signal) = signal_of(d, &self.engine, reason) {
+                self.metrics.record_signal(&signal);
                 hub.publish(signal);
             }
         }

@@ -178,8 +178,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         }
     };
 
-    let grpc = GrpcReceiver::new(sink.clone(), options, receiver_stats.clone())
-        .add_service(crate::signals::grpc::signals_service(signals.clone()));
+    let grpc = GrpcReceiver::new(sink.clone(), options, receiver_stats.clone()).add_service(
+        crate::signals::grpc::signals_service_until(signals.clone(), stop.subscribe()),
+    );
     let grpc_task = tokio::spawn(grpc.serve(grpc_listener, stopped()));
     let http_task = tokio::spawn(serve_http(
         http_listener,

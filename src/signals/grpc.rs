@@ -88,12 +88,27 @@ pub fn matches(request: &proto::WatchRequest, signal: &Signal) -> bool {
 #[derive(Clone, Debug)]
 pub struct SignalsService {
     hub: SignalHub,
+    /// When it turns true, every open `Watch` stream ends (OK status), so a graceful
+    /// server shutdown, which waits for open streams, is not held up by watchers.
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// The tonic server for [`SignalsService`], to add to the OTLP gRPC server
-/// (`Server::builder().add_service(signals_service(hub))`).
+/// (`Server::builder().add_service(signals_service(hub))`). Its streams never end on
+/// their own: use [`signals_service_until`] in a server that shuts down gracefully.
 pub fn signals_service(hub: SignalHub) -> SignalsServer<SignalsService> {
-    SignalsServer::new(SignalsService { hub })
+    SignalsServer::new(SignalsService { hub, stop: None })
+}
+
+/// Like [`signals_service`], but every `Watch` stream ends once `stop` holds `true`.
+pub fn signals_service_until(
+    hub: SignalHub,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> SignalsServer<SignalsService> {
+    SignalsServer::new(SignalsService {
+        hub,
+        stop: Some(stop),
+    })
 }
 
 /// Server stream of `Watch`.
@@ -119,6 +134,13 @@ impl proto::signals_server::Signals for SignalsService {
             };
             futures::future::ready(out)
         });
-        Ok(Response::new(Box::pin(stream)))
+        let stream: Self::WatchStream = match self.stop.clone() {
+            Some(mut stop) => Box::pin(stream.take_until(async move {
+                // A dropped sender also ends the stream.
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            })),
+            None => Box::pin(stream),
+        };
+        Ok(Response::new(stream))
     }
 }
