@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 use crate::engine::Engine;
 use crate::forward::stats::ForwarderStats;
 use crate::metrics::Metrics;
-use crate::otlp::hex_id;
 use crate::receiver::stats::ReceiverStats;
-use crate::registry::{RunDetection, RunSummary};
+use crate::registry::RunSummary;
+use crate::report::DetectionRecord;
 use crate::signals::SignalHub;
 
 /// What the admin handlers read.
@@ -100,43 +100,6 @@ struct RunsQuery {
     limit: Option<usize>,
 }
 
-/// A detection as the API shows it.
-#[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
-pub struct ApiDetection {
-    pub trace_id: String,
-    pub span_id: String,
-    pub profile: String,
-    pub pattern: String,
-    pub severity: String,
-    pub tools: Vec<String>,
-    pub count: usize,
-    pub occurrence: u32,
-    pub call: Option<usize>,
-    pub response: Option<usize>,
-}
-
-impl From<&RunDetection> for ApiDetection {
-    fn from(d: &RunDetection) -> Self {
-        ApiDetection {
-            trace_id: hex_id(&d.trace_id),
-            span_id: hex_id(&d.span_id),
-            profile: d.profile.name.clone(),
-            pattern: d.detection.pattern.as_str().into(),
-            severity: d.detection.severity.as_str().into(),
-            tools: d
-                .detection
-                .tool_names
-                .iter()
-                .map(|t| t.to_string())
-                .collect(),
-            count: d.detection.count,
-            occurrence: d.occurrence,
-            call: d.detection.call,
-            response: d.detection.response,
-        }
-    }
-}
-
 /// A run as `/v1/runs` lists it.
 #[derive(Serialize, Deserialize, Debug)]
 pub struct ApiRun {
@@ -147,7 +110,7 @@ pub struct ApiRun {
     /// Seconds since the run's last span arrived.
     pub idle_seconds: f64,
     pub looping: bool,
-    pub detections: Vec<ApiDetection>,
+    pub detections: Vec<DetectionRecord>,
 }
 
 /// A run loops when it has a warn or kill detection (info = progress).
@@ -181,7 +144,7 @@ async fn runs(
             tool_calls: r.tool_calls,
             idle_seconds: r.last_seen.elapsed().as_secs_f64(),
             looping: is_looping(r),
-            detections: r.detections.iter().map(ApiDetection::from).collect(),
+            detections: r.detections.iter().map(DetectionRecord::from).collect(),
         })
         .collect();
     Json(Data { data }).into_response()

@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod receiver;
 pub mod registry;
 pub mod replay;
+pub mod report;
 pub mod scan;
 pub mod server;
 pub mod signals;

@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use loopwatch::config::{Config, LogFormat};
 use loopwatch::engine::Engine;
-use loopwatch::scan::{self, ScanDetection};
+use loopwatch::report::DetectionRecord;
+use loopwatch::scan;
 
 /// OpenTelemetry sidecar that detects AI-agent tool-call loops.
 #[derive(Parser, Debug)]
@@ -127,10 +128,10 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
     }
     let engine = Engine::from_config(&config)?;
     let files = scan::request_files(&args.paths)?;
-    let detections: Vec<ScanDetection> = scan::scan(&engine, &files)?
+    let detections: Vec<DetectionRecord> = scan::scan(&engine, &files)?
         .iter()
         .filter(|d| args.profile.as_ref().is_none_or(|p| &d.profile.name == p))
-        .map(ScanDetection::from)
+        .map(DetectionRecord::from)
         .collect();
     match args.format {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&detections)?),

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use prost::Message;
-use serde::Serialize;
 
 use crate::engine::Engine;
-use crate::otlp::{hex_id, ExportTraceServiceRequest};
+use crate::otlp::ExportTraceServiceRequest;
 use crate::registry::RunDetection;
+use crate::report::DetectionRecord;
 
 /// Errors reading request files.
 #[derive(Debug, thiserror::Error)]
@@ -33,45 +33,6 @@ pub enum ScanError {
     UnknownType { path: PathBuf },
     #[error("no .pb or .json request files found in {0:?}")]
     NoFiles(Vec<PathBuf>),
-}
-
-/// One detection as `scan --format json` prints it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct ScanDetection {
-    pub trace_id: String,
-    pub span_id: String,
-    pub profile: String,
-    pub pattern: String,
-    pub tools: Vec<String>,
-    pub count: usize,
-    pub severity: String,
-    pub occurrence: u32,
-    /// 1-based tool-call ordinal within the run, in start order (null for repeated_text).
-    pub call: Option<usize>,
-    /// 1-based index among the run's text-only model responses (null otherwise).
-    pub response: Option<usize>,
-}
-
-impl From<&RunDetection> for ScanDetection {
-    fn from(d: &RunDetection) -> Self {
-        ScanDetection {
-            trace_id: hex_id(&d.trace_id),
-            span_id: hex_id(&d.span_id),
-            profile: d.profile.name.clone(),
-            pattern: d.detection.pattern.as_str().to_string(),
-            tools: d
-                .detection
-                .tool_names
-                .iter()
-                .map(|t| t.to_string())
-                .collect(),
-            count: d.detection.count,
-            severity: d.detection.severity.as_str().to_string(),
-            occurrence: d.occurrence,
-            call: d.detection.call,
-            response: d.detection.response,
-        }
-    }
 }
 
 /// Expands `paths` into request files: files as given, folders recursively with entries
@@ -164,7 +125,7 @@ pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<Vec<RunDetection>, Sca
 }
 
 /// Renders detections as an aligned text table (one header line).
-pub fn render_table(detections: &[ScanDetection]) -> String {
+pub fn render_table(detections: &[DetectionRecord]) -> String {
     let header = [
         "TRACE_ID", "SPAN_ID", "PROFILE", "PATTERN", "TOOLS", "COUNT", "SEVERITY", "OCC", "CALL",
         "RESPONSE",
