@@ -30,7 +30,11 @@ fn corpus(ext: &str) -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
     walk(&root, ext, &mut paths);
     paths.sort();
-    assert!(paths.len() > 20, "corpus .{ext} files found: {}", paths.len());
+    assert!(
+        paths.len() > 20,
+        "corpus .{ext} files found: {}",
+        paths.len()
+    );
     paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
@@ -86,14 +90,20 @@ fn nasty_text(rng: &mut StdRng) -> String {
         5 => "-0.0000000000000000000000000000001e-400".into(),
         6 => "18446744073709551616123".into(),
         7 => "\u{0}\u{fffd}\u{10ffff}".repeat(depth),
-        _ => format!("{{\"n\":{},\"timestamp\":{}}}", rng.random::<u64>(), rng.random::<f64>()),
+        _ => format!(
+            "{{\"n\":{},\"timestamp\":{}}}",
+            rng.random::<u64>(),
+            rng.random::<f64>()
+        ),
     }
 }
 
 /// Structured mutations of a decoded request: ids of odd lengths, extreme and equal
 /// times, nasty argument/result values, spans duplicated.
 fn mutate_request(rng: &mut StdRng, bytes: &[u8]) -> Option<Vec<u8>> {
-    let mut request = opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(bytes).ok()?;
+    let mut request =
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(bytes)
+            .ok()?;
     for rs in &mut request.resource_spans {
         for ss in &mut rs.scope_spans {
             let mut extra = Vec::new();
@@ -104,7 +114,12 @@ fn mutate_request(rng: &mut StdRng, bytes: &[u8]) -> Option<Vec<u8>> {
                     2 => span.start_time_unix_nano = [0, u64::MAX, 1][rng.random_range(0..3)],
                     3 => span.end_time_unix_nano = span.start_time_unix_nano,
                     4 | 5 => {
-                        let key = ["gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "input.value", "gen_ai.output.messages"][rng.random_range(0..4)];
+                        let key = [
+                            "gen_ai.tool.call.arguments",
+                            "gen_ai.tool.call.result",
+                            "input.value",
+                            "gen_ai.output.messages",
+                        ][rng.random_range(0..4)];
                         let value = match rng.random_range(0..3) {
                             0 => Value::StringValue(nasty_text(rng)),
                             1 => Value::BytesValue(nasty_text(rng).into_bytes()),
@@ -137,7 +152,9 @@ fn protobuf_inputs_never_panic() {
     for round in 0..400 {
         let seed = &seeds[rng.random_range(0..seeds.len())];
         let input = match round % 4 {
-            0 => (0..rng.random_range(0..512)).map(|_| rng.random()).collect(),
+            0 => (0..rng.random_range(0..512))
+                .map(|_| rng.random())
+                .collect(),
             1 | 2 => mutate_request(&mut rng, seed).unwrap_or_default(),
             _ => mutate(&mut rng, &seeds, seed),
         };
@@ -161,7 +178,10 @@ fn json_inputs_never_panic() {
         }
         fuzz_support::json_input(&input);
     }
-    assert!(decoded > 0, "some mutated JSON still decodes (the path is exercised)");
+    assert!(
+        decoded > 0,
+        "some mutated JSON still decodes (the path is exercised)"
+    );
 }
 
 #[test]
@@ -171,7 +191,9 @@ fn fingerprint_inputs_never_panic() {
     for round in 0..1500 {
         let mut input = vec![rng.random_range(0..8u8)];
         input.extend(match round % 3 {
-            0 => (0..rng.random_range(0..256)).map(|_| rng.random()).collect::<Vec<u8>>(),
+            0 => (0..rng.random_range(0..256))
+                .map(|_| rng.random())
+                .collect::<Vec<u8>>(),
             1 => seeds[rng.random_range(0..seeds.len())].clone(),
             _ => {
                 let seed = seeds[rng.random_range(0..seeds.len())].clone();

@@ -87,7 +87,11 @@ fn key(d: &RunDetection) -> Key {
         d.detection.call,
         d.detection.response,
         d.detection.pattern.as_str(),
-        d.detection.tool_names.iter().map(|t| t.to_string()).collect(),
+        d.detection
+            .tool_names
+            .iter()
+            .map(|t| t.to_string())
+            .collect(),
         d.detection.count,
         d.detection.severity.as_str(),
         d.profile.name.clone(),

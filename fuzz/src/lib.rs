@@ -54,7 +54,10 @@ pub fn process_request(request: ExportTraceServiceRequest) {
     assert_eq!(span_count(&back), spans, "annotation keeps every span");
     let mut retry = request.clone();
     let again = first.process(&mut retry, now);
-    assert!(again.detections.is_empty(), "a retried request detects nothing new");
+    assert!(
+        again.detections.is_empty(),
+        "a retried request detects nothing new"
+    );
 
     let second = engine(Some("gen_ai.conversation.id"));
     for mut single in one_span_per_request(&request).into_iter().rev() {
@@ -104,7 +107,10 @@ pub fn fingerprint_input(data: &[u8]) {
         let a = fingerprinter.call_fingerprint(&tool, payload);
         assert_eq!(a, fingerprinter.call_fingerprint(&tool, payload));
         let r = fingerprinter.result_fingerprint(&CallStatus::Ok, Some(payload));
-        assert_eq!(r, fingerprinter.result_fingerprint(&CallStatus::Ok, Some(payload)));
+        assert_eq!(
+            r,
+            fingerprinter.result_fingerprint(&CallStatus::Ok, Some(payload))
+        );
         let _ = fingerprinter.result_fingerprint(&error, Some(payload));
     }
     // Valid UTF-8 text and the same bytes are one value.
