@@ -254,7 +254,9 @@ proptest! {
 
     #[test]
     fn key_order_number_spelling_and_volatile_keys_never_change_a_fingerprint(
-        v in value(),
+        // Arguments are an object (a top-level JSON string would be unwrapped once more
+        // when it arrives as text, by design).
+        v in value().prop_map(|v| json!({ "args": v })),
         seed in any::<u64>(),
     ) {
         let f = Fingerprinter::default();
