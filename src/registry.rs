@@ -3,15 +3,20 @@
 //!
 //! Exporters send spans in end order and may split a run over several requests, so a
 //! span can arrive after later-starting ones. Appending in order (the common case) feeds
-//! the detectors incrementally; a span that lands before the end of the sequence makes the
-//! run replay its whole sequence through fresh detectors, so the final set of detections
-//! never depends on batching or arrival order. Detections that the replay finds and that
-//! were not reported before are reported as new.
+//! the detectors incrementally, O(window) per event and profile. A request holding spans
+//! that land before the end of the sequence makes the run replay its kept events once (per
+//! request, not per late span), so the final set of detections never depends on batching
+//! or arrival order; that costs O(kept events · window), at most `max_events_per_run`.
+//! Detections that a replay finds and that were never reported are reported as new; each
+//! (profile, completing span, pattern) is reported at most once in the life of the run.
 //!
 //! Memory is bounded by an idle TTL and a cap on runs (least recently seen evicted first),
-//! and by a cap on events kept per run.
+//! and by a cap on events kept per run. Forgotten events are folded into a base detector
+//! state, so call ordinals, occurrences and later detections are unchanged by forgetting;
+//! a late span that starts before every kept event is then left out of detection. The
+//! list of a run's detections is kept whole (it grows by at most one per call and profile).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +24,7 @@ use std::time::{Duration, Instant};
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::detector::{Detection, Detector, Observation, ProfileSettings};
+use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
 use crate::fingerprint::Fingerprint;
 
 /// Registry limits. Config section `[registry]`.
@@ -95,10 +100,31 @@ pub struct RunDetection {
 }
 
 impl RunDetection {
-    fn identity(&self) -> (usize, &[u8], crate::detector::Pattern) {
-        (self.profile_index, &self.span_id, self.detection.pattern)
+    fn identity(&self) -> Identity {
+        (
+            self.profile_index,
+            self.span_id.clone(),
+            self.detection.pattern,
+        )
     }
 }
+
+fn occurrence_key(d: &RunDetection) -> OccurrenceKey {
+    (
+        d.profile_index,
+        d.detection.pattern,
+        d.detection.fingerprints.clone(),
+    )
+}
+
+/// Every pattern (to forget a span's identities).
+const PATTERNS: [Pattern; 5] = [
+    Pattern::RepeatedResult,
+    Pattern::AlternatingCalls,
+    Pattern::Cycle,
+    Pattern::RepeatedCall,
+    Pattern::RepeatedText,
+];
 
 /// A repeated call in a run: what `GET /v1/traces/{trace_id}/loops` lists.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,16 +146,34 @@ pub struct RunSummary {
     pub last_seen: Instant,
 }
 
+/// Key under which detections are counted for `occurrence`.
+type OccurrenceKey = (usize, Pattern, Vec<Fingerprint>);
+/// What makes a detection "the same" across replays: (profile index, completing span_id,
+/// pattern). A run holds each span_id once, so this names at most one detection.
+type Identity = (usize, Vec<u8>, Pattern);
+
 struct RunState {
+    /// Kept events in order (ties: end time, then span_id); span_ids unique.
     events: Vec<RunEvent>,
+    /// span_ids of `events` (the dedupe key; an empty span_id is a key like any other).
     seen: HashSet<Vec<u8>>,
+    /// Detector state after every kept event (fed incrementally while spans arrive in order).
     detectors: Vec<Detector>,
+    /// Detector state after the forgotten events only: a replay starts here, so forgetting
+    /// events never changes ordinals, occurrences or what later calls are compared with.
+    base: Vec<Detector>,
+    /// Every detection of the run in sequence order: those completed by forgotten events
+    /// (the first `base_detections`), then those of kept events.
     detections: Vec<RunDetection>,
-    /// Events forgotten from the front (cap), in all.
+    base_detections: usize,
+    /// Detections per (profile, pattern, fingerprints) in `detections`.
+    occurrences: HashMap<OccurrenceKey, u32>,
+    /// Identities already returned by `observe` for kept events: a detection is reported
+    /// once even if a replay drops it and a later replay finds it again.
+    reported: HashSet<Identity>,
+    /// Events forgotten from the front (cap), in all, and how many of them were tool calls.
     forgotten: usize,
-    /// Events forgotten since the current detectors started counting observations:
-    /// detector index − `index_offset` = index into `events`.
-    index_offset: usize,
+    forgotten_tool_calls: usize,
     last_seen: Instant,
     service_name: Option<Arc<str>>,
     agent_name: Option<Arc<str>>,
@@ -180,7 +224,14 @@ impl Registry {
 
     /// Adds events (any runs, any order) and returns the detections not reported before,
     /// in run order then sequence order. A span already seen in its run (same span_id) is
-    /// ignored. `now` drives the idle TTL and LRU (the detector itself reads no clock).
+    /// ignored and counted in `duplicate_spans`. `now` drives the idle TTL and LRU (the
+    /// detector itself reads no clock).
+    ///
+    /// Cost: events arriving in order cost O(window) each per profile. A request holding
+    /// spans that start before the run's last kept event re-orders the run and replays it
+    /// once (not once per late span): O(kept events · window) per profile, bounded by
+    /// `max_events_per_run`. A detection is reported at most once per (profile, completing
+    /// span, pattern), whatever replays find later.
     pub fn observe(&self, mut events: Vec<RunEvent>, now: Instant) -> Vec<RunDetection> {
         events.sort_by(|a, b| {
             a.run_key
@@ -212,9 +263,13 @@ impl Registry {
             events: Vec::new(),
             seen: HashSet::new(),
             detectors: self.fresh_detectors(),
+            base: self.fresh_detectors(),
             detections: Vec::new(),
+            base_detections: 0,
+            occurrences: HashMap::new(),
+            reported: HashSet::new(),
             forgotten: 0,
-            index_offset: 0,
+            forgotten_tool_calls: 0,
             last_seen: now,
             service_name: None,
             agent_name: None,
@@ -231,40 +286,44 @@ impl Registry {
     fn insert_batch(&self, run: &mut RunState, batch: &[RunEvent], out: &mut Vec<RunDetection>) {
         let mut needs_replay = false;
         for event in batch {
-            if !run.seen.insert(event.span_id.clone()) {
+            if run.seen.contains(&event.span_id) {
                 self.stats.duplicate_spans.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
+            let in_order = run
+                .events
+                .last()
+                .is_none_or(|last| last.order_key() < event.order_key());
+            let position = if in_order {
+                run.events.len()
+            } else {
+                run.events
+                    .partition_point(|e| e.order_key() < event.order_key())
+            };
+            if position == 0 && run.forgotten > 0 {
+                // Starts before every event still held: its place among the forgotten
+                // ones is unknown, so it is left out of detection (still forwarded).
+                self.stats.events_forgotten.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            run.seen.insert(event.span_id.clone());
             if run.service_name.is_none() {
                 run.service_name = event.service_name.clone();
             }
             if run.agent_name.is_none() {
                 run.agent_name = event.agent_name.clone();
             }
-            let in_order = run
-                .events
-                .last()
-                .is_none_or(|last| last.order_key() < event.order_key());
+            run.events.insert(position, event.clone());
             if in_order && !needs_replay {
-                run.events.push(event.clone());
                 let index = run.events.len() - 1;
-                for profile_index in 0..run.detectors.len() {
-                    if let Some(d) = run.detectors[profile_index].observe(&event.observation) {
-                        let rd = self.contextualize(run, profile_index, d, run.index_offset, index);
-                        run.detections.push(rd.clone());
-                        out.push(rd);
+                let mut detectors = std::mem::take(&mut run.detectors);
+                for (profile_index, detector) in detectors.iter_mut().enumerate() {
+                    if let Some(d) = detector.observe(&run.events[index].observation) {
+                        self.record(run, profile_index, d, index, out);
                     }
                 }
+                run.detectors = detectors;
             } else {
-                let position = run
-                    .events
-                    .partition_point(|e| e.order_key() < event.order_key());
-                if position == 0 && run.forgotten > 0 {
-                    // Older than everything we still hold: its place is unknown.
-                    self.stats.events_forgotten.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                run.events.insert(position, event.clone());
                 needs_replay = true;
             }
         }
@@ -274,76 +333,45 @@ impl Registry {
         self.enforce_event_cap(run);
     }
 
-    /// Re-runs the whole sequence through fresh detectors; reports detections not seen before.
+    /// Re-runs the kept events from the base state; reports detections not reported before.
     fn replay(&self, run: &mut RunState, out: &mut Vec<RunDetection>) {
-        let mut detectors = self.fresh_detectors();
-        let mut detections: Vec<RunDetection> = Vec::new();
+        let dropped = run.detections.split_off(run.base_detections);
+        for d in &dropped {
+            if let Some(n) = run.occurrences.get_mut(&occurrence_key(d)) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        let mut detectors = run.base.clone();
         for index in 0..run.events.len() {
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
                 if let Some(d) = detector.observe(&run.events[index].observation) {
-                    let rd =
-                        self.contextualize_in(&run.events, &detections, profile_index, d, 0, index);
-                    detections.push(rd);
+                    self.record(run, profile_index, d, index, out);
                 }
             }
         }
-        let old: HashSet<_> = run.detections.iter().map(RunDetection::identity).collect();
-        for d in &detections {
-            if !old.contains(&d.identity()) {
-                out.push(d.clone());
-            }
-        }
-        run.detections = detections;
         run.detectors = detectors;
-        run.index_offset = 0;
     }
 
-    fn contextualize(
+    /// Attaches span context to a detection completed by `events[index]`, counts its
+    /// occurrence, appends it to the run and reports it unless reported before.
+    fn record(
         &self,
-        run: &RunState,
+        run: &mut RunState,
         profile_index: usize,
         detection: Detection,
-        offset: usize,
         index: usize,
-    ) -> RunDetection {
-        self.contextualize_in(
-            &run.events,
-            &run.detections,
-            profile_index,
-            detection,
-            offset,
-            index,
-        )
-    }
-
-    /// Attaches span context to a detection; `offset` converts the detector's observation
-    /// indices (which count forgotten events) into indices of `events`.
-    fn contextualize_in(
-        &self,
-        events: &[RunEvent],
-        earlier: &[RunDetection],
-        profile_index: usize,
-        detection: Detection,
-        offset: usize,
-        index: usize,
-    ) -> RunDetection {
-        let completing = &events[index];
+        out: &mut Vec<RunDetection>,
+    ) {
+        let completing = &run.events[index];
+        // Detector indices count every observation since the run began, forgotten ones too.
         let span_ids = detection
             .members
             .iter()
-            .filter_map(|m| m.checked_sub(offset))
-            .filter_map(|i| events.get(i))
+            .filter_map(|m| m.checked_sub(run.forgotten))
+            .filter_map(|i| run.events.get(i))
             .map(|e| e.span_id.clone())
             .collect();
-        let occurrence = 1 + earlier
-            .iter()
-            .filter(|e| {
-                e.profile_index == profile_index
-                    && e.detection.pattern == detection.pattern
-                    && e.detection.fingerprints == detection.fingerprints
-            })
-            .count() as u32;
-        RunDetection {
+        let mut rd = RunDetection {
             profile_index,
             profile: self.profiles[profile_index].clone(),
             detection,
@@ -352,25 +380,51 @@ impl Registry {
             span_id: completing.span_id.clone(),
             span_ids,
             time_unix_nano: completing.end_time_unix_nano,
-            occurrence,
+            occurrence: 0,
             service_name: completing.service_name.clone(),
             agent_name: completing.agent_name.clone(),
+        };
+        let count = run.occurrences.entry(occurrence_key(&rd)).or_insert(0);
+        *count += 1;
+        rd.occurrence = *count;
+        if run.reported.insert(rd.identity()) {
+            out.push(rd.clone());
         }
+        run.detections.push(rd);
     }
 
-    /// Keeps at most `max_events_per_run` events. Detector state is kept, so detection
-    /// continues; only re-ordering of very late spans is lost.
+    /// Keeps at most `max_events_per_run` events. The forgotten ones are fed to the base
+    /// detectors, so detection continues exactly; only re-ordering of spans that start
+    /// before every kept event is lost.
     fn enforce_event_cap(&self, run: &mut RunState) {
         let cap = self.config.max_events_per_run.max(1);
-        if run.events.len() > cap {
-            let excess = run.events.len() - cap;
-            run.events.drain(..excess);
-            run.forgotten += excess;
-            run.index_offset += excess;
-            self.stats
-                .events_forgotten
-                .fetch_add(excess as u64, Ordering::Relaxed);
+        if run.events.len() <= cap {
+            return;
         }
+        let excess = run.events.len() - cap;
+        for event in run.events.drain(..excess) {
+            for detector in &mut run.base {
+                if detector.observe(&event.observation).is_some() {
+                    // Already in `detections`: the base replays what was detected.
+                    run.base_detections += 1;
+                }
+            }
+            if matches!(event.observation, Observation::ToolCall { .. }) {
+                run.forgotten_tool_calls += 1;
+            }
+            run.seen.remove(&event.span_id);
+            for profile_index in 0..self.profiles.len() {
+                for pattern in PATTERNS {
+                    run.reported
+                        .remove(&(profile_index, event.span_id.clone(), pattern));
+                }
+            }
+        }
+        run.base_detections = run.base_detections.min(run.detections.len());
+        run.forgotten += excess;
+        self.stats
+            .events_forgotten
+            .fetch_add(excess as u64, Ordering::Relaxed);
     }
 
     /// Evicts least recently seen runs when adding `key` would exceed `max_runs`.
@@ -430,7 +484,7 @@ impl Registry {
     pub fn repeated_calls(&self, run_key: &str) -> Option<Vec<RepeatedCall>> {
         let run = self.runs.get(run_key)?;
         let mut by_fingerprint: Vec<RepeatedCall> = Vec::new();
-        let mut ordinal = 0;
+        let mut ordinal = run.forgotten_tool_calls;
         for event in &run.events {
             if let Observation::ToolCall {
                 tool_name,
@@ -471,8 +525,12 @@ fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
             .iter()
             .filter(|e| matches!(e.observation, Observation::ToolCall { .. }))
             .count()
-            + run.forgotten,
+            + run.forgotten_tool_calls,
         detections: run.detections.clone(),
         last_seen: run.last_seen,
     }
 }
+
+#[cfg(test)]
+#[path = "registry_tests.rs"]
+mod tests;

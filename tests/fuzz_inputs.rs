@@ -1,0 +1,205 @@
+//! The fuzz targets of `fuzz/` (libFuzzer, nightly) as a plain test on stable: seeded
+//! random and mutated inputs from the corpus through the same functions. Nothing may
+//! panic; the functions assert their own invariants (see `fuzz/src/lib.rs`).
+
+#[path = "../fuzz/src/lib.rs"]
+mod fuzz_support;
+
+use std::path::{Path, PathBuf};
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use prost::Message;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn corpus(ext: &str) -> Vec<Vec<u8>> {
+    fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, ext, out);
+            } else if path.extension().and_then(|e| e.to_str()) == Some(ext)
+                && path.file_name().and_then(|n| n.to_str()) != Some("expected.json")
+                && path.file_name().and_then(|n| n.to_str()) != Some("runs.json")
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
+    walk(&root, ext, &mut paths);
+    paths.sort();
+    assert!(
+        paths.len() > 20,
+        "corpus .{ext} files found: {}",
+        paths.len()
+    );
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+/// libFuzzer-style byte mutations: flips, truncation, insertion, deletion, splicing.
+fn mutate(rng: &mut StdRng, seeds: &[Vec<u8>], data: &[u8]) -> Vec<u8> {
+    let mut out = data.to_vec();
+    for _ in 0..rng.random_range(1..=4) {
+        let len = out.len();
+        match rng.random_range(0..6) {
+            0 if len > 0 => {
+                let i = rng.random_range(0..len);
+                out[i] ^= 1 << rng.random_range(0..8);
+            }
+            1 if len > 0 => out.truncate(rng.random_range(0..len)),
+            2 => {
+                let i = rng.random_range(0..=len);
+                let b = [0u8, 0xff, b'{', b'"', b'[', b'0', 0x80, 0x0a][rng.random_range(0..8)];
+                out.insert(i, b);
+            }
+            3 if len > 0 => {
+                let i = rng.random_range(0..len);
+                let j = (i + rng.random_range(1..64)).min(len);
+                out.drain(i..j);
+            }
+            4 if len > 1 => {
+                let i = rng.random_range(0..len);
+                let j = (i + rng.random_range(1..256)).min(len);
+                let chunk = out[i..j].to_vec();
+                let at = rng.random_range(0..=len);
+                out.splice(at..at, chunk);
+            }
+            _ => {
+                let other = &seeds[rng.random_range(0..seeds.len())];
+                let cut = rng.random_range(0..=out.len());
+                let from = rng.random_range(0..=other.len());
+                out.truncate(cut);
+                out.extend_from_slice(&other[from..]);
+            }
+        }
+    }
+    out
+}
+
+/// Argument and id values that have broken parsers before.
+fn nasty_text(rng: &mut StdRng) -> String {
+    let depth = rng.random_range(1..3000);
+    match rng.random_range(0..9) {
+        0 => "[".repeat(depth) + &"]".repeat(depth),
+        1 => "{\"a\":".repeat(depth) + "1" + &"}".repeat(depth),
+        2 => "[".repeat(depth),
+        3 => format!("\"{}\"", "\\\"[".repeat(depth)),
+        4 => "1e999999".into(),
+        5 => "-0.0000000000000000000000000000001e-400".into(),
+        6 => "18446744073709551616123".into(),
+        7 => "\u{0}\u{fffd}\u{10ffff}".repeat(depth),
+        _ => format!(
+            "{{\"n\":{},\"timestamp\":{}}}",
+            rng.random::<u64>(),
+            rng.random::<f64>()
+        ),
+    }
+}
+
+/// Structured mutations of a decoded request: ids of odd lengths, extreme and equal
+/// times, nasty argument/result values, spans duplicated.
+fn mutate_request(rng: &mut StdRng, bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut request =
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(bytes)
+            .ok()?;
+    for rs in &mut request.resource_spans {
+        for ss in &mut rs.scope_spans {
+            let mut extra = Vec::new();
+            for span in &mut ss.spans {
+                match rng.random_range(0..10) {
+                    0 => span.trace_id = vec![0; rng.random_range(0..20)],
+                    1 => span.span_id = vec![rng.random(); rng.random_range(0..10)],
+                    2 => span.start_time_unix_nano = [0, u64::MAX, 1][rng.random_range(0..3)],
+                    3 => span.end_time_unix_nano = span.start_time_unix_nano,
+                    4 | 5 => {
+                        let key = [
+                            "gen_ai.tool.call.arguments",
+                            "gen_ai.tool.call.result",
+                            "input.value",
+                            "gen_ai.output.messages",
+                        ][rng.random_range(0..4)];
+                        let value = match rng.random_range(0..3) {
+                            0 => Value::StringValue(nasty_text(rng)),
+                            1 => Value::BytesValue(nasty_text(rng).into_bytes()),
+                            _ => Value::IntValue(rng.random()),
+                        };
+                        span.attributes.push(KeyValue {
+                            key: key.into(),
+                            value: Some(AnyValue { value: Some(value) }),
+                            ..Default::default()
+                        });
+                    }
+                    6 => extra.push(span.clone()),
+                    7 => span.attributes.retain(|_| rng.random_bool(0.5)),
+                    _ => {}
+                }
+            }
+            ss.spans.extend(extra);
+        }
+    }
+    Some(request.encode_to_vec())
+}
+
+#[test]
+fn protobuf_inputs_never_panic() {
+    let seeds = corpus("pb");
+    let mut rng = StdRng::seed_from_u64(0x10_0b);
+    for seed in &seeds {
+        fuzz_support::protobuf_input(seed);
+    }
+    for round in 0..400 {
+        let seed = &seeds[rng.random_range(0..seeds.len())];
+        let input = match round % 4 {
+            0 => (0..rng.random_range(0..512))
+                .map(|_| rng.random())
+                .collect(),
+            1 | 2 => mutate_request(&mut rng, seed).unwrap_or_default(),
+            _ => mutate(&mut rng, &seeds, seed),
+        };
+        fuzz_support::protobuf_input(&input);
+    }
+}
+
+#[test]
+fn json_inputs_never_panic() {
+    let seeds = corpus("json");
+    let mut rng = StdRng::seed_from_u64(0x15_0b);
+    for seed in &seeds {
+        fuzz_support::json_input(seed);
+    }
+    let mut decoded = 0;
+    for _ in 0..600 {
+        let seed = &seeds[rng.random_range(0..seeds.len())];
+        let input = mutate(&mut rng, &seeds, seed);
+        if loopwatch::receiver::decode::decode_json(&input).is_ok() {
+            decoded += 1;
+        }
+        fuzz_support::json_input(&input);
+    }
+    assert!(
+        decoded > 0,
+        "some mutated JSON still decodes (the path is exercised)"
+    );
+}
+
+#[test]
+fn fingerprint_inputs_never_panic() {
+    let mut rng = StdRng::seed_from_u64(0xf1_9e);
+    let seeds: Vec<Vec<u8>> = (0..64).map(|_| nasty_text(&mut rng).into_bytes()).collect();
+    for round in 0..1500 {
+        let mut input = vec![rng.random_range(0..8u8)];
+        input.extend(match round % 3 {
+            0 => (0..rng.random_range(0..256))
+                .map(|_| rng.random())
+                .collect::<Vec<u8>>(),
+            1 => seeds[rng.random_range(0..seeds.len())].clone(),
+            _ => {
+                let seed = seeds[rng.random_range(0..seeds.len())].clone();
+                mutate(&mut rng, &seeds, &seed)
+            }
+        });
+        fuzz_support::fingerprint_input(&input);
+    }
+}
