@@ -193,7 +193,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         args.delay,
     ))?;
     println!(
-        "sent {sent} requests from {} files to {}",
+        "sent {sent} request(s) from {} file(s) to {}",
         files.len(),
         args.endpoint
     );

@@ -36,7 +36,8 @@ pub enum ScanError {
 }
 
 /// Expands `paths` into request files: files as given, folders recursively with entries
-/// in name order. Only `.pb` and `.json` files inside folders are taken.
+/// in name order. Only `.pb` and `.json` files inside folders are taken, and a `.json`
+/// file whose `.pb` twin (same name) is beside it is skipped: the two hold one request.
 pub fn request_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ScanError> {
     let mut files = Vec::new();
     for path in paths {
@@ -61,8 +62,15 @@ fn collect(path: &Path, explicit: bool, out: &mut Vec<PathBuf>) -> Result<(), Sc
             .collect::<Result<_, _>>()
             .map_err(io)?;
         entries.sort();
-        for entry in entries {
-            collect(&entry, false, out)?;
+        for entry in &entries {
+            // A recording often holds each request twice (req-0001.pb and its OTLP/JSON
+            // twin req-0001.json): take the protobuf one only.
+            if entry.extension().and_then(|e| e.to_str()) == Some("json")
+                && entries.contains(&entry.with_extension("pb"))
+            {
+                continue;
+            }
+            collect(entry, false, out)?;
         }
     } else if explicit || is_request_file(path) {
         out.push(path.to_path_buf());
@@ -173,4 +181,37 @@ pub fn render_table(detections: &[DetectionRecord]) -> String {
         out.push_str("(no loops detected)\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folders_expand_in_name_order_and_skip_json_twins_of_pb_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "req-0002.json",
+            "req-0001.pb",
+            "req-0001.json",
+            "runs.json",
+            "notes.txt",
+            "req-0003.pb",
+        ] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let files = request_files(&[dir.path().to_path_buf()]).unwrap();
+        let names: Vec<_> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["req-0001.pb", "req-0002.json", "req-0003.pb"]);
+        // a file named explicitly is always taken
+        let explicit = request_files(&[dir.path().join("req-0001.json")]).unwrap();
+        assert_eq!(explicit.len(), 1);
+        assert!(matches!(
+            request_files(&[dir.path().join("missing")]),
+            Err(ScanError::Io { .. })
+        ));
+    }
 }

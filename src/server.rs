@@ -27,8 +27,10 @@ pub fn init_logging(log: &LogConfig) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&log.level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match log.format {
         LogFormat::Json => builder.json().try_init(),
@@ -89,7 +91,9 @@ pub async fn run(
     tracing::info!(
         grpc = %server.grpc_addr,
         http = %server.http_addr,
-        admin = ?server.admin_addr,
+        admin = %server
+            .admin_addr
+            .map_or_else(|| "off".to_string(), |a| a.to_string()),
         "loopwatch listening"
     );
     shutdown.await;

@@ -249,6 +249,9 @@ fn serve_then_replay_logs_the_detection_and_sigterm_exits_zero() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // the folder holds req-0001.pb and its JSON twin: one request is sent
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("sent 1 request(s)"), "{stdout}");
     let mut detections = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while detections.len() < 3 && Instant::now() < deadline {
