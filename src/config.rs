@@ -180,12 +180,43 @@ impl Default for ShutdownConfig {
 pub enum ConfigError {
     #[error("config file {0} does not exist")]
     MissingFile(String),
+    /// Parse errors, one per bad key: `key: what is wrong (where it came from)`.
     #[error("invalid configuration: {0}")]
-    Invalid(#[from] Box<figment::Error>),
+    Invalid(String),
     #[error("invalid configuration: {key}: {reason}")]
     Key { key: String, reason: String },
     #[error("invalid configuration: {0}")]
     Other(String),
+}
+
+/// One line per figment error: the dotted key (without figment's profile prefix), what is
+/// wrong, and the source (file or `LOOPWATCH_` environment variable).
+fn describe(error: figment::Error) -> ConfigError {
+    let lines: Vec<String> = error
+        .into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            let origin = e
+                .metadata
+                .as_ref()
+                .map(|m| match &m.source {
+                    Some(source) => format!(" (in {source})"),
+                    None => format!(" (in {})", m.name),
+                })
+                .unwrap_or_default();
+            // figment quotes the whole list: expected `one of `a`, `b``
+            let mut what = e.kind.to_string().replace("`one of ", "one of ");
+            if what.ends_with("``") {
+                what.pop();
+            }
+            if key.is_empty() {
+                format!("{what}{origin}")
+            } else {
+                format!("{key}: {what}{origin}")
+            }
+        })
+        .collect();
+    ConfigError::Invalid(lines.join("; "))
 }
 
 /// A profile ready to run, with its signal switch.
@@ -223,9 +254,7 @@ impl Config {
                 return Err(ConfigError::MissingFile(f.display().to_string()));
             }
         }
-        let config: Config = Self::figment(file, overrides)
-            .extract()
-            .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        let config: Config = Self::figment(file, overrides).extract().map_err(describe)?;
         config.validate()?;
         Ok(config)
     }
@@ -235,7 +264,7 @@ impl Config {
         let config: Config = Figment::from(Serialized::defaults(Config::default()))
             .merge(Toml::string(text))
             .extract()
-            .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+            .map_err(describe)?;
         config.validate()?;
         Ok(config)
     }
@@ -249,6 +278,17 @@ impl Config {
         self.exporter
             .validate()
             .map_err(|e| ConfigError::Other(format!("exporter: {e}")))?;
+        if let Some(endpoint) = self.exporter.endpoint.as_deref().filter(|e| !e.is_empty()) {
+            let valid = endpoint.parse::<http::Uri>().ok().filter(|u| {
+                matches!(u.scheme_str(), Some("http") | Some("https")) && u.host().is_some()
+            });
+            if valid.is_none() {
+                return Err(ConfigError::Key {
+                    key: "exporter.endpoint".into(),
+                    reason: format!("{endpoint:?} is not an http:// or https:// URL with a host"),
+                });
+            }
+        }
         Ok(())
     }
 

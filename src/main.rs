@@ -128,7 +128,13 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
     }
     let engine = Engine::from_config(&config)?;
     let files = scan::request_files(&args.paths)?;
-    let detections: Vec<DetectionRecord> = scan::scan(&engine, &files)?
+    let outcome = scan::scan(&engine, &files)?;
+    eprintln!(
+        "scanned {} request(s), {} span(s), {} agent run(s) with tool calls or model responses",
+        outcome.requests, outcome.spans, outcome.runs
+    );
+    let detections: Vec<DetectionRecord> = outcome
+        .detections
         .iter()
         .filter(|d| args.profile.as_ref().is_none_or(|p| &d.profile.name == p))
         .map(DetectionRecord::from)
@@ -147,8 +153,8 @@ fn check_config(file: PathBuf) -> anyhow::Result<()> {
     for p in profiles {
         let s = p.settings;
         println!(
-            "profile {}: action={:?} window={} repeated_call={} repeated_result={} alternating_calls={} cycle={} max_cycle_period={} repeated_text={} signals={}",
-            s.name, s.action, s.window, s.repeated_call, s.repeated_result, s.alternating_calls, s.cycle, s.max_cycle_period, s.repeated_text, p.signals
+            "profile {}: action={} window={} repeated_call={} repeated_result={} alternating_calls={} cycle={} max_cycle_period={} repeated_text={} signals={}",
+            s.name, s.action.as_str(), s.window, s.repeated_call, s.repeated_result, s.alternating_calls, s.cycle, s.max_cycle_period, s.repeated_text, p.signals
         );
     }
     Ok(())

@@ -4,35 +4,29 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use prost::Message;
-
 use crate::engine::Engine;
 use crate::otlp::ExportTraceServiceRequest;
+use crate::receiver::decode::{decode_json, decode_protobuf};
 use crate::registry::RunDetection;
 use crate::report::DetectionRecord;
 
 /// Errors reading request files.
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("{path}: not a valid OTLP protobuf ExportTraceServiceRequest: {source}")]
-    Protobuf {
+    #[error("{path}: not a valid OTLP ExportTraceServiceRequest: {error}")]
+    Decode {
         path: PathBuf,
-        source: prost::DecodeError,
-    },
-    #[error("{path}: not a valid OTLP/JSON ExportTraceServiceRequest: {source}")]
-    Json {
-        path: PathBuf,
-        source: serde_json::Error,
+        error: crate::receiver::error::ReceiveError,
     },
     #[error("{path}: unknown file type (expected .pb or .json)")]
     UnknownType { path: PathBuf },
-    #[error("no .pb or .json request files found in {0:?}")]
-    NoFiles(Vec<PathBuf>),
+    #[error("no .pb or .json request files found in {0}")]
+    NoFiles(String),
 }
 
 /// Expands `paths` into request files: files as given, folders recursively with entries
@@ -44,15 +38,16 @@ pub fn request_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ScanError> {
         collect(path, true, &mut files)?;
     }
     if files.is_empty() {
-        return Err(ScanError::NoFiles(paths.to_vec()));
+        let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(ScanError::NoFiles(names.join(", ")));
     }
     Ok(files)
 }
 
 fn collect(path: &Path, explicit: bool, out: &mut Vec<PathBuf>) -> Result<(), ScanError> {
-    let io = |source| ScanError::Io {
+    let io = |error| ScanError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
@@ -86,36 +81,50 @@ fn is_request_file(path: &Path) -> bool {
         && path.file_name().and_then(|n| n.to_str()) != Some("expected.json")
 }
 
-/// Reads one request file: `.pb` is protobuf, `.json` is OTLP/JSON.
+/// Reads one request file: `.pb` is protobuf, `.json` is OTLP/JSON (decoded exactly as the
+/// receivers decode them, so errors name the same problems).
 pub fn read_request(path: &Path) -> Result<ExportTraceServiceRequest, ScanError> {
-    let bytes = std::fs::read(path).map_err(|source| ScanError::Io {
+    let bytes = std::fs::read(path).map_err(|error| ScanError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("pb") => ExportTraceServiceRequest::decode(bytes.as_slice()).map_err(|source| {
-            ScanError::Protobuf {
+    let decoded = match path.extension().and_then(|e| e.to_str()) {
+        Some("pb") => decode_protobuf(&bytes),
+        Some("json") => decode_json(&bytes),
+        _ => {
+            return Err(ScanError::UnknownType {
                 path: path.to_path_buf(),
-                source,
-            }
-        }),
-        Some("json") => serde_json::from_slice(&bytes).map_err(|source| ScanError::Json {
-            path: path.to_path_buf(),
-            source,
-        }),
-        _ => Err(ScanError::UnknownType {
-            path: path.to_path_buf(),
-        }),
-    }
+            })
+        }
+    };
+    decoded.map_err(|error| ScanError::Decode {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
+/// What a scan read and found.
+#[derive(Debug, Default)]
+pub struct ScanOutcome {
+    /// Final detections: runs in order of first appearance, then profile order, then
+    /// sequence order.
+    pub detections: Vec<RunDetection>,
+    pub requests: usize,
+    pub spans: usize,
+    /// Runs with at least one tool call or model response.
+    pub runs: usize,
 }
 
 /// Feeds every request file through `engine` as one stream and returns the final
-/// detections: runs in order of first appearance, then profile order, then sequence order.
-pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<Vec<RunDetection>, ScanError> {
+/// detections with counts of what was read.
+pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<ScanOutcome, ScanError> {
     let mut run_order: Vec<std::sync::Arc<str>> = Vec::new();
+    let mut outcome = ScanOutcome::default();
     let now = Instant::now();
     for file in files {
         let mut request = read_request(file)?;
+        outcome.requests += 1;
+        outcome.spans += crate::receiver::decode::span_count(&request) as usize;
         let processed = engine.process(&mut request, now);
         for d in processed.detections {
             if !run_order.contains(&d.run_key) {
@@ -123,13 +132,13 @@ pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<Vec<RunDetection>, Sca
             }
         }
     }
-    let mut out = Vec::new();
     for run_key in &run_order {
         let mut detections = engine.registry.detections(run_key).unwrap_or_default();
         detections.sort_by_key(|d| d.profile_index);
-        out.extend(detections);
+        outcome.detections.extend(detections);
     }
-    Ok(out)
+    outcome.runs = engine.registry.run_count();
+    Ok(outcome)
 }
 
 /// Renders detections as an aligned text table (one header line).

@@ -161,6 +161,10 @@ fn check_config_accepts_the_example_and_names_bad_keys() {
             "[profiles.nudge]\nrepeated_result = 11\n",
             "profiles.nudge.repeated_result",
         ),
+        (
+            "[exporter]\nendpoint = \"not a url\"\n",
+            "exporter.endpoint",
+        ),
     ];
     for (text, key) in cases {
         let file = dir.path().join("c.toml");

@@ -10,6 +10,16 @@ pub enum Action {
     Kill,
 }
 
+impl Action {
+    /// `"warn"` or `"kill"`, as in config and signals.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Warn => "warn",
+            Action::Kill => "kill",
+        }
+    }
+}
+
 /// A profile's thresholds. Counts are tool calls (text responses for `repeated_text`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

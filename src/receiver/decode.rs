@@ -95,6 +95,13 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, Receiv
 /// empty allowed). Errors name the field path, e.g.
 /// `resourceSpans[0].scopeSpans[0].spans[2].traceId`.
 pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveError> {
+    // serde would also read a struct from a JSON array; an OTLP/JSON request is an object.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ReceiveError::InvalidJson {
+            path: ".".to_owned(),
+            message: "an OTLP/JSON ExportTraceServiceRequest is a JSON object".to_owned(),
+        });
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let request: ExportTraceServiceRequest =
         serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -207,5 +214,17 @@ mod tests {
             }
             other => panic!("expected InvalidJson, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn json_request_must_be_an_object() {
+        for body in [&b"[]"[..], b"  [1,2]", b"null", b"\"x\""] {
+            assert!(
+                matches!(decode_json(body), Err(ReceiveError::InvalidJson { .. })),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        assert!(decode_json(b" {}").is_ok());
     }
 }
