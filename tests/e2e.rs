@@ -26,6 +26,22 @@ pub fn test_config(downstream: Option<std::net::SocketAddr>) -> Config {
     config
 }
 
+/// A recording downstream, loopwatch forwarding to it, and a gRPC client of loopwatch.
+async fn start_with_downstream() -> (
+    Downstream,
+    loopwatch::server::RunningServer,
+    TraceServiceClient<tonic::transport::Channel>,
+) {
+    let (downstream, addr) = Downstream::start(false).await;
+    let server = loopwatch::server::start(test_config(Some(addr)))
+        .await
+        .unwrap();
+    let client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
+        .await
+        .unwrap();
+    (downstream, server, client)
+}
+
 fn strip_loop_attributes(request: &ExportTraceServiceRequest) -> ExportTraceServiceRequest {
     let mut r = request.clone();
     for rs in &mut r.resource_spans {
@@ -214,13 +230,8 @@ async fn corpus_through_http_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unannotated_requests_are_forwarded_byte_for_byte() {
     // s4_healthy has no detection: what the downstream decodes equals what was sent.
-    let (downstream, addr) = Downstream::start(false).await;
-    let server = loopwatch::server::start(test_config(Some(addr)))
-        .await
-        .unwrap();
-    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
+    let (downstream, server, client) = start_with_downstream().await;
+    let mut client = client;
     let files = corpus_files("pydantic-ai/v5-default/s4_healthy", "pb");
     for file in &files {
         client.export(read_pb(file)).await.unwrap();
@@ -244,14 +255,8 @@ async fn unannotated_requests_are_forwarded_byte_for_byte() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_arguments_are_hashed_and_forwarded() {
-    let (downstream, addr) = Downstream::start(false).await;
-    let server = loopwatch::server::start(test_config(Some(addr)))
-        .await
-        .unwrap();
-    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap()
-        .max_encoding_message_size(64 << 20);
+    let (downstream, server, client) = start_with_downstream().await;
+    let mut client = client.max_encoding_message_size(64 << 20);
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(2 << 20));
     let arguments = ["not json at all {", big.as_str(), deep.as_str()];
@@ -288,13 +293,8 @@ async fn bad_arguments_are_hashed_and_forwarded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_trace_ids_are_forwarded_and_never_merged() {
-    let (downstream, addr) = Downstream::start(false).await;
-    let server = loopwatch::server::start(test_config(Some(addr)))
-        .await
-        .unwrap();
-    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
+    let (downstream, server, client) = start_with_downstream().await;
+    let mut client = client;
     let scenario =
         read_json(&fixtures().join("oracle/scenarios/s05_same_call_same_result_x12.json"));
     let mut total = 0;
