@@ -71,8 +71,9 @@ pub struct Data<T> {
 }
 
 async fn trace_loops(State(state): State<AdminState>, Path(trace_id): Path<String>) -> Response {
-    let key = trace_id.to_ascii_lowercase();
-    match state.engine.registry.repeated_calls(&key) {
+    let registry = &state.engine.registry;
+    let key = registry.run_key_for_trace(&trace_id.to_ascii_lowercase());
+    match key.and_then(|key| registry.repeated_calls(&key)) {
         None => error(StatusCode::NOT_FOUND, &format!("unknown trace {trace_id}")),
         Some(calls) => Json(Data {
             data: calls

@@ -469,6 +469,24 @@ impl Registry {
         self.runs.get(run_key).map(|r| r.detections.clone())
     }
 
+    /// The key of the run holding a span of `trace_id` (lowercase hex): the trace_id itself
+    /// when runs are keyed by trace, else the first run (by key) with an event of that trace.
+    /// The fallback scans every run's kept events: for admin queries, not the span path.
+    pub fn run_key_for_trace(&self, trace_id_hex: &str) -> Option<Arc<str>> {
+        if let Some(run) = self.runs.get(trace_id_hex) {
+            return Some(run.key().clone());
+        }
+        let trace_id = hex::decode(trace_id_hex).ok()?;
+        let mut keys: Vec<Arc<str>> = self
+            .runs
+            .iter()
+            .filter(|run| run.events.iter().any(|e| e.trace_id == trace_id))
+            .map(|run| run.key().clone())
+            .collect();
+        keys.sort();
+        keys.into_iter().next()
+    }
+
     /// A summary of one run.
     pub fn run(&self, run_key: &str) -> Option<RunSummary> {
         self.runs.get(run_key).map(|r| summarize(r.key(), &r))
