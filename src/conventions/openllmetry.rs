@@ -1,12 +1,18 @@
 //! OpenLLMetry (Traceloop) tool spans: `traceloop.span.kind` = `tool`.
 //!
 //! Tool name `traceloop.entity.name` (else the span name without its `.tool` suffix),
-//! arguments `traceloop.entity.input` (Traceloop's JSON of the call, kept as found),
-//! result `traceloop.entity.output`; no call id. Traceloop LLM spans are read by
-//! [`super::model_response`] (`gen_ai.completion.N.*`).
+//! arguments `traceloop.entity.input`, result `traceloop.entity.output`; no call id.
+//! Traceloop LLM spans are read by [`super::model_response`] (`gen_ai.completion.N.*`).
+//!
+//! The `@tool` decorator records `{"args": [...], "kwargs": {...}}`, stable per call, kept
+//! as found. The LangChain callback handler records the callback's whole context:
+//! input `{"input_str", "tags", "metadata", "inputs", "kwargs"}` and output
+//! `{"output", "kwargs"}`, where `metadata` carries per-step LangGraph checkpoint ids; so
+//! for that shape the arguments are `inputs` (else `input_str`) and the result is `output`.
+//! Otherwise two identical calls would never fingerprint alike.
 
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
 use crate::otlp::{attr_str, Span};
 
 /// Convention label on events from this module.
@@ -25,13 +31,36 @@ pub fn extract(span: &Span) -> Option<ExtractedEvent> {
         kind: EventKind::ToolCall(ToolCall {
             tool_name: name.to_owned(),
             call_id: None,
-            arguments: payload_attr(attrs, &["traceloop.entity.input"]),
-            result: payload_attr(attrs, &["traceloop.entity.output"]),
+            arguments: payload_attr(attrs, &["traceloop.entity.input"])
+                .map(|p| unwrap_callback(p, &["inputs", "input_str"], "input_str")),
+            result: payload_attr(attrs, &["traceloop.entity.output"])
+                .map(|p| unwrap_callback(p, &["output"], "kwargs")),
             status: call_status(span),
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,
     })
+}
+
+/// For the LangChain callback shape (a JSON object holding `marker`), the first non-null
+/// of `fields`; any other payload unchanged.
+fn unwrap_callback(payload: Payload, fields: &[&str], marker: &str) -> Payload {
+    let object = match &payload {
+        Payload::Text(text) => serde_json::from_str::<serde_json::Value>(text).ok(),
+        Payload::Json(value) => Some(value.clone()),
+        Payload::Bytes(_) => None,
+    };
+    let Some(serde_json::Value::Object(map)) = object else {
+        return payload;
+    };
+    if !map.contains_key(marker) {
+        return payload;
+    }
+    fields
+        .iter()
+        .filter_map(|f| map.get(*f))
+        .find(|v| !v.is_null())
+        .map_or(payload, |v| Payload::Json(v.clone()))
 }
 
 #[cfg(test)]
@@ -87,5 +116,44 @@ mod tests {
         assert_eq!(c.arguments, None);
         let task = span("plan.task", vec![kvs("traceloop.span.kind", "task")]);
         assert_eq!(extract(&task), None);
+    }
+
+    #[test]
+    fn langchain_callback_context_is_unwrapped_to_inputs_and_output() {
+        let call = |checkpoint: &str, call_id: &str| {
+            let sp = span(
+                "search.tool",
+                vec![
+                    kvs("traceloop.span.kind", "tool"),
+                    kvs("traceloop.entity.name", "search"),
+                    kvs(
+                        "traceloop.entity.input",
+                        &format!(
+                            r#"{{"input_str":"{{'q': 'otlp'}}","tags":[],"metadata":{{"langgraph_checkpoint_ns":"tools:{checkpoint}"}},"inputs":{{"q":"otlp"}},"kwargs":{{"tool_call_id":"{call_id}"}}}}"#
+                        ),
+                    ),
+                    kvs(
+                        "traceloop.entity.output",
+                        &format!(r#"{{"output":"no results","kwargs":{{"run_id":"{call_id}"}}}}"#),
+                    ),
+                ],
+            );
+            let EventKind::ToolCall(c) = extract(&sp).expect("tool call").kind else {
+                panic!("not a tool call")
+            };
+            c
+        };
+        let a = call("0b1c", "call_1");
+        let b = call("9f8e", "call_2");
+        assert_eq!(
+            a.arguments,
+            Some(Payload::Json(serde_json::json!({"q": "otlp"})))
+        );
+        assert_eq!(a.arguments, b.arguments);
+        assert_eq!(
+            a.result,
+            Some(Payload::Json(serde_json::json!("no results")))
+        );
+        assert_eq!(a.result, b.result);
     }
 }
