@@ -2,8 +2,8 @@
 //! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
-//! Order: [`genai`] tool spans, [`openinference`], [`openllmetry`], [`pydantic_legacy`], then
-//! inference spans ([`model_response`]). Before any of them, Logfire pending spans
+//! Order: [`genai`] tool spans, [`openinference`], [`openllmetry`], [`pydantic_legacy`],
+//! [`vercel_ai`], then inference spans ([`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
@@ -12,6 +12,7 @@ pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
+pub mod vercel_ai;
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
@@ -33,6 +34,7 @@ pub fn extract(span: &Span) -> Option<ExtractedEvent> {
     openinference::extract(span)
         .or_else(|| openllmetry::extract(span))
         .or_else(|| pydantic_legacy::extract(span))
+        .or_else(|| vercel_ai::extract(span))
         .or_else(|| model_response::extract(span))
 }
 
