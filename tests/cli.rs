@@ -38,21 +38,7 @@ fn scan_json_gives_expected_detections_for_every_corpus_run() {
             let got: Vec<Key> = detections
                 .iter()
                 .filter(|d| d["profile"] == profile)
-                .map(|d| {
-                    (
-                        d["call"].as_u64(),
-                        d["response"].as_u64(),
-                        d["pattern"].as_str().unwrap().to_string(),
-                        d["tools"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|t| t.as_str().unwrap().to_string())
-                            .collect(),
-                        d["count"].as_u64().unwrap(),
-                        d["severity"].as_str().unwrap().to_string(),
-                    )
-                })
+                .map(key_of)
                 .collect();
             assert_eq!(got, expected_keys(&expected, profile), "{run} {profile}");
         }

@@ -47,26 +47,30 @@ pub fn read_pb(path: &Path) -> ExportTraceServiceRequest {
 /// The comparable part of a detection: (call, response, pattern, tools, count, severity).
 pub type Key = (Option<u64>, Option<u64>, String, Vec<String>, u64, String);
 
+/// The comparable part of one detection in the JSON shape of `expected.json` and of
+/// `scan --format json`.
+pub fn key_of(d: &Json) -> Key {
+    (
+        d["call"].as_u64(),
+        d["response"].as_u64(),
+        d["pattern"].as_str().unwrap().to_string(),
+        d["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect(),
+        d["count"].as_u64().unwrap(),
+        d["severity"].as_str().unwrap().to_string(),
+    )
+}
+
 pub fn expected_keys(expected: &Json, profile: &str) -> Vec<Key> {
     expected[profile]
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| {
-            (
-                d["call"].as_u64(),
-                d["response"].as_u64(),
-                d["pattern"].as_str().unwrap().to_string(),
-                d["tools"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|t| t.as_str().unwrap().to_string())
-                    .collect(),
-                d["count"].as_u64().unwrap(),
-                d["severity"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(key_of)
         .collect()
 }
 
