@@ -143,42 +143,33 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
             .collect(),
     );
     let es = &state.engine.stats;
-    counter(
-        &mut r,
-        "spans_processed",
-        "Spans read by the detection path",
-        es.spans_seen.load(Relaxed),
-    );
-    counter(
-        &mut r,
-        "tool_calls",
-        "Tool-call spans seen",
-        es.tool_calls.load(Relaxed),
-    );
-    counter(
-        &mut r,
-        "tool_calls_without_arguments",
-        "Tool calls whose arguments were not captured (invisible to argument-based patterns)",
-        es.tool_calls_without_arguments.load(Relaxed),
-    );
-    counter(
-        &mut r,
-        "model_responses",
-        "Inference spans with a captured response",
-        es.model_responses.load(Relaxed),
-    );
-    counter(
-        &mut r,
-        "spans_without_run",
-        "Tool/inference spans with an invalid trace_id and no run-key attribute (forwarded, not detected)",
-        es.spans_without_run.load(Relaxed),
-    );
-    counter(
-        &mut r,
-        "spans_annotated",
-        "Spans that received loop.* attributes",
-        es.spans_annotated.load(Relaxed),
-    );
+    let engine_counters = [
+        ("spans_processed", "Spans read by the detection path", &es.spans_seen),
+        ("tool_calls", "Tool-call spans seen", &es.tool_calls),
+        (
+            "tool_calls_without_arguments",
+            "Tool calls whose arguments were not captured (invisible to argument-based patterns)",
+            &es.tool_calls_without_arguments,
+        ),
+        (
+            "model_responses",
+            "Inference spans with a captured response",
+            &es.model_responses,
+        ),
+        (
+            "spans_without_run",
+            "Tool/inference spans with an invalid trace_id and no run-key attribute (forwarded, not detected)",
+            &es.spans_without_run,
+        ),
+        (
+            "spans_annotated",
+            "Spans that received loop.* attributes",
+            &es.spans_annotated,
+        ),
+    ];
+    for (name, help, value) in engine_counters {
+        counter(&mut r, name, help, value.load(Relaxed));
+    }
     r.register(
         "detections",
         "Loop detections by profile, pattern and severity",
@@ -211,24 +202,22 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
         gs.duplicate_spans.load(Relaxed),
     );
     if let Some(fs) = &state.forwarder {
-        counter(
-            &mut r,
-            "spans_forwarded",
-            "Spans delivered to the downstream exporter endpoint",
-            fs.forwarded_spans(),
-        );
-        counter(
-            &mut r,
-            "requests_forwarded",
-            "Requests delivered downstream",
-            fs.forwarded_requests(),
-        );
-        counter(
-            &mut r,
-            "forward_retries",
-            "Retried export attempts",
-            fs.retries(),
-        );
+        let forward_counters = [
+            (
+                "spans_forwarded",
+                "Spans delivered to the downstream exporter endpoint",
+                fs.forwarded_spans(),
+            ),
+            (
+                "requests_forwarded",
+                "Requests delivered downstream",
+                fs.forwarded_requests(),
+            ),
+            ("forward_retries", "Retried export attempts", fs.retries()),
+        ];
+        for (name, help, value) in forward_counters {
+            counter(&mut r, name, help, value);
+        }
         use crate::forward::stats::DropReason;
         labelled_counter(
             &mut r,
@@ -257,24 +246,25 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
         state.metrics.signals_published.clone(),
     );
     let sinks = state.signals.stats();
-    let per_sink = |f: &dyn Fn(&crate::signals::hub::SinkStats) -> u64, outcome: &str| {
-        sinks
-            .iter()
-            .map(|s| {
-                (
-                    vec![
-                        ("sink".to_string(), s.sink.to_string()),
-                        ("outcome".to_string(), outcome.to_string()),
-                    ],
-                    f(s),
-                )
+    let signal_values = sinks
+        .iter()
+        .flat_map(|s| {
+            [
+                ("delivered", s.delivered),
+                ("failed_attempt", s.failed_attempts),
+                ("dropped", s.dropped),
+                ("rejected", s.rejected),
+            ]
+            .into_iter()
+            .map(|(outcome, value)| {
+                let labels = vec![
+                    ("sink".to_string(), s.sink.to_string()),
+                    ("outcome".to_string(), outcome.to_string()),
+                ];
+                (labels, value)
             })
-            .collect::<Vec<_>>()
-    };
-    let mut signal_values = per_sink(&|s| s.delivered, "delivered");
-    signal_values.extend(per_sink(&|s| s.failed_attempts, "failed_attempt"));
-    signal_values.extend(per_sink(&|s| s.dropped, "dropped"));
-    signal_values.extend(per_sink(&|s| s.rejected, "rejected"));
+        })
+        .collect();
     labelled_counter(
         &mut r,
         "signals",
