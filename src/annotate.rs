@@ -1,7 +1,9 @@
 //! `loop.*` attributes on the span that completes a detection (DESIGN §5).
 //!
-//! Only attributes are added (existing `loop.*` keys are replaced); nothing else in the
-//! span changes, and no argument or result content is ever copied into attributes.
+//! Only attributes are added (an existing attribute with one of loopwatch's own keys, e.g.
+//! from a second loopwatch in the path, is replaced; other `loop.*` keys are left alone);
+//! nothing else in the span changes, and no argument or result content is ever copied
+//! into attributes.
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
 
@@ -74,7 +76,6 @@ pub fn annotate_span(
         return;
     };
     let det = &main.detection;
-    span.attributes.retain(|kv| !kv.key.starts_with("loop."));
     let mut profiles: Vec<String> = Vec::new();
     for d in detections {
         if !profiles.contains(&d.profile.name) {
@@ -112,6 +113,8 @@ pub fn annotate_span(
         ("loop.profiles", strings(profiles.into_iter())),
     ];
     span.attributes
+        .retain(|kv| !attributes.iter().any(|(key, _)| *key == kv.key));
+    span.attributes
         .extend(attributes.into_iter().map(|(key, value)| KeyValue {
             key: key.to_string(),
             value: Some(AnyValue { value: Some(value) }),
@@ -131,4 +134,71 @@ fn strings(items: impl Iterator<Item = String>) -> Value {
             })
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detector::{Detection, ProfileSettings, Severity};
+    use std::sync::Arc;
+
+    #[test]
+    fn replaces_its_own_keys_and_keeps_every_other_attribute() {
+        let detection = RunDetection {
+            profile_index: 0,
+            profile: Arc::new(ProfileSettings::nudge()),
+            detection: Detection {
+                pattern: Pattern::RepeatedCall,
+                tool_names: vec![Arc::from("read_file")],
+                count: 5,
+                window: 10,
+                severity: Severity::Warn,
+                fingerprints: vec![[7; 32]],
+                members: vec![0, 1, 2, 3, 4],
+                call: Some(5),
+                response: None,
+            },
+            run_key: Arc::from("run"),
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            span_ids: vec![vec![3; 8], vec![2; 8]],
+            time_unix_nano: 1,
+            occurrence: 1,
+            service_name: None,
+            agent_name: None,
+        };
+        let kv = |key: &str, value: Value| KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..KeyValue::default()
+        };
+        let mut span = Span {
+            attributes: vec![
+                kv("loop.iteration", Value::IntValue(4)),
+                kv("loop.count", Value::IntValue(99)),
+                kv("gen_ai.tool.name", Value::StringValue("read_file".into())),
+            ],
+            ..Default::default()
+        };
+        annotate_span(&mut span, &[&detection], &|_| "0123456789abcdef".into());
+        let get = |key: &str| {
+            let found: Vec<_> = span.attributes.iter().filter(|kv| kv.key == key).collect();
+            assert!(found.len() <= 1, "{key} written twice");
+            found
+                .first()
+                .and_then(|kv| kv.value.clone())
+                .and_then(|v| v.value)
+        };
+        assert_eq!(get("loop.iteration"), Some(Value::IntValue(4)));
+        assert_eq!(get("loop.count"), Some(Value::IntValue(5)));
+        assert_eq!(
+            get("gen_ai.tool.name"),
+            Some(Value::StringValue("read_file".into()))
+        );
+        assert_eq!(
+            get("loop.first_span_id"),
+            Some(Value::StringValue("0303030303030303".into()))
+        );
+        assert_eq!(span.attributes.len(), 2 + 12);
+    }
 }

@@ -157,6 +157,7 @@ pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Si
             &d.run_key,
             &d.profile.name,
             d.detection.pattern.as_str(),
+            &d.detection.fingerprints,
             d.occurrence,
         ),
         occurrence: d.occurrence,

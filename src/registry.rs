@@ -14,7 +14,8 @@
 //! and by a cap on events kept per run. Forgotten events are folded into a base detector
 //! state, so call ordinals, occurrences and later detections are unchanged by forgetting;
 //! a late span that starts before every kept event is then left out of detection. The
-//! list of a run's detections is kept whole (it grows by at most one per call and profile).
+//! list of a run's detections keeps those of kept events plus at most `max_events_per_run`
+//! of forgotten ones (it grows by at most one per call and profile).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -421,6 +422,11 @@ impl Registry {
             }
         }
         run.base_detections = run.base_detections.min(run.detections.len());
+        // Detections of forgotten events are history: keep at most `cap` of them, so a run
+        // that loops for ever holds bounded memory (occurrence counts live in `occurrences`).
+        let old_detections = run.base_detections.saturating_sub(cap);
+        run.detections.drain(..old_detections);
+        run.base_detections -= old_detections;
         run.forgotten += excess;
         self.stats
             .events_forgotten

@@ -278,3 +278,23 @@ fn empty_span_ids_and_equal_start_times_never_panic() {
     r.observe(vec![call("z", 1, 0, 1), call("z", 2, u64::MAX - 1, 1)], now);
     assert_eq!(r.run("z").map(|s| s.tool_calls), Some(2));
 }
+
+#[test]
+fn a_run_that_loops_for_ever_keeps_a_bounded_detection_list() {
+    let capped = registry(RegistryConfig {
+        max_events_per_run: 4,
+        ..RegistryConfig::default()
+    });
+    let now = Instant::now();
+    let mut reported = 0;
+    for i in 3..=400 {
+        reported += capped.observe(same_calls("a", i..=i), now).len();
+    }
+    // every detection was reported once, but only a bounded tail is kept
+    assert!(reported > 100, "reported {reported}");
+    let kept = capped.detections("a").unwrap_or_default();
+    assert!(kept.len() <= 4 + 4, "kept {}", kept.len());
+    // occurrences keep counting across what was dropped
+    let last = kept.last().expect("detections kept");
+    assert!(last.occurrence as usize > kept.len(), "{}", last.occurrence);
+}

@@ -237,10 +237,24 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let done = tokio::spawn(async move {
         let _ = done_rx.wait_for(|s| *s).await;
         ready.store(false, std::sync::atomic::Ordering::Relaxed);
-        // 1. receivers stop accepting and finish in-flight requests.
-        let (g, h) = tokio::join!(grpc_task, http_task);
-        g.context("grpc receiver task")?.context("grpc receiver")?;
-        h.context("http receiver task")?.context("http receiver")?;
+        // 1. receivers stop accepting and finish in-flight requests, within the deadline:
+        //    a client stalled mid-request must not keep the process from draining.
+        let aborts = [grpc_task.abort_handle(), http_task.abort_handle()];
+        match tokio::time::timeout(drain_timeout, async { tokio::join!(grpc_task, http_task) })
+            .await
+        {
+            Ok((g, h)) => {
+                g.context("grpc receiver task")?.context("grpc receiver")?;
+                h.context("http receiver task")?.context("http receiver")?;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    ?drain_timeout,
+                    "in-flight requests did not finish before the drain timeout; closing their connections"
+                );
+                aborts.iter().for_each(|a| a.abort());
+            }
+        }
         // 2. the forward queue drains within the deadline.
         if let Some(forwarder) = forwarder {
             let report = forwarder.shutdown(drain_timeout).await;

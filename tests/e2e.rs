@@ -378,3 +378,29 @@ async fn stalled_downstream_backpressures_then_delivers_everything() {
         "nothing more, nothing less"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_stalled_mid_request_does_not_block_shutdown() {
+    use tokio::io::AsyncWriteExt;
+    let (_downstream, addr) = Downstream::start(false).await;
+    let mut config = test_config(Some(addr));
+    config.shutdown.drain_timeout = Duration::from_secs(1);
+    let server = loopwatch::server::start(config).await.unwrap();
+    let mut stalled = tokio::net::TcpStream::connect(server.http_addr)
+        .await
+        .unwrap();
+    stalled
+        .write_all(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 100\r\n\r\nabcde",
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(15), server.shutdown())
+        .await
+        .expect("shutdown finishes despite the stalled client")
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(stalled);
+}

@@ -102,8 +102,9 @@ fn model_response(span: &Span) -> Option<ModelResponse> {
             .strip_prefix("contents.")
             .and_then(|r| r.strip_suffix(".message_content.text"))
         {
-            if let Ok(sub) = sub.parse::<u64>() {
-                texts.insert((index, sub + 1), value);
+            // content parts sort after `content` (0); an index at u64::MAX cannot be shifted
+            if let Some(sub) = sub.parse::<u64>().ok().and_then(|s| s.checked_add(1)) {
+                texts.insert((index, sub), value);
             }
         }
     }
@@ -223,6 +224,22 @@ mod tests {
         );
         let hidden = span("generation", vec![kvs("openinference.span.kind", "LLM")]);
         assert_eq!(extract(&hidden), None);
+        // an out-of-range content index is skipped, never an overflow
+        let huge = span(
+            "generation",
+            vec![
+                kvs("openinference.span.kind", "LLM"),
+                kvs("llm.output_messages.0.message.content", "kept"),
+                kvs(
+                    "llm.output_messages.0.message.contents.18446744073709551615.message_content.text",
+                    "skipped",
+                ),
+            ],
+        );
+        assert_eq!(
+            extract(&huge).expect("response").kind,
+            EventKind::ModelResponse(ModelResponse::Text("kept".into()))
+        );
     }
 
     #[test]

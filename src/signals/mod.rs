@@ -31,7 +31,8 @@ pub const SIGNAL_SCHEMA: &str = "loopwatch.signal.v1";
 pub struct Signal {
     /// Always `"loopwatch.signal.v1"`.
     pub schema: String,
-    /// Stable for the same (run_key, profile, pattern, occurrence): lowercase hex, 32 chars.
+    /// Stable for the same (run_key, profile, pattern, loop fingerprints, occurrence):
+    /// lowercase hex, 32 chars ([`signal_id`]).
     pub id: String,
     /// 1-based count of detections of this loop (same profile, pattern, fingerprints) in the run.
     pub occurrence: u32,
@@ -62,17 +63,30 @@ pub struct Signal {
 }
 
 /// Signal id: the first 32 lowercase hex chars of SHA-256 over
-/// `run_key \0 profile \0 pattern \0 occurrence` (occurrence in decimal).
+/// `run_key \0 profile \0 pattern \0 fingerprints \0 occurrence` (the loop's internal
+/// SHA-256 call fingerprints, 32 bytes each, in pattern order; occurrence in decimal).
 ///
 /// Stable across re-delivery and restarts for the same detection, so consumers (and the
 /// NATS JetStream duplicate window, which gets it as `Nats-Msg-Id`) de-duplicate on it.
-pub fn signal_id(run_key: &str, profile: &str, pattern: &str, occurrence: u32) -> String {
+/// The fingerprints tell apart two loops of one pattern in one run, whose occurrences
+/// both start at 1 (`occurrence` counts re-detections of the same loop).
+pub fn signal_id(
+    run_key: &str,
+    profile: &str,
+    pattern: &str,
+    fingerprints: &[crate::fingerprint::Fingerprint],
+    occurrence: u32,
+) -> String {
     let mut hasher = Sha256::new();
     hasher.update(run_key.as_bytes());
     hasher.update([0u8]);
     hasher.update(profile.as_bytes());
     hasher.update([0u8]);
     hasher.update(pattern.as_bytes());
+    hasher.update([0u8]);
+    for fingerprint in fingerprints {
+        hasher.update(fingerprint);
+    }
     hasher.update([0u8]);
     hasher.update(occurrence.to_string().as_bytes());
     let mut id = hex::encode(hasher.finalize());
@@ -90,6 +104,7 @@ mod tests {
             "4bf92f3577b34da6a3ce929d0e0e4736",
             "stop",
             "repeated_call",
+            &[],
             1,
         );
         assert_eq!(id.len(), 32);
@@ -102,13 +117,14 @@ mod tests {
                 "4bf92f3577b34da6a3ce929d0e0e4736",
                 "stop",
                 "repeated_call",
+                &[],
                 1
             )
         );
-        // sha256("run\0stop\0cycle\02") computed independently with Python hashlib.
+        // sha256("run\0stop\0cycle\0\02") computed independently with Python hashlib.
         assert_eq!(
-            signal_id("run", "stop", "cycle", 2),
-            "ca342e329291e4a68f49a9625017eb0a"
+            signal_id("run", "stop", "cycle", &[], 2),
+            "14c3f61e28209b1c3c4b286ba254f5b8"
         );
     }
 
@@ -120,7 +136,7 @@ mod tests {
         assert_eq!(schema["properties"]["schema"]["const"], SIGNAL_SCHEMA);
         let signal = Signal {
             schema: SIGNAL_SCHEMA.to_owned(),
-            id: signal_id("r", "stop", "cycle", 1),
+            id: signal_id("r", "stop", "cycle", &[], 1),
             occurrence: 1,
             severity: "kill".to_owned(),
             time_unix_nano: 1,
@@ -171,11 +187,19 @@ mod tests {
 
     #[test]
     fn signal_id_separates_every_input() {
-        let base = signal_id("run", "stop", "cycle", 1);
-        assert_ne!(base, signal_id("run", "stop", "cycle", 2));
-        assert_ne!(base, signal_id("run", "nudge", "cycle", 1));
-        assert_ne!(base, signal_id("run", "stop", "repeated_call", 1));
-        assert_ne!(base, signal_id("run2", "stop", "cycle", 1));
-        assert_ne!(signal_id("ab", "c", "p", 1), signal_id("a", "bc", "p", 1));
+        let base = signal_id("run", "stop", "cycle", &[], 1);
+        assert_ne!(base, signal_id("run", "stop", "cycle", &[], 2));
+        assert_ne!(base, signal_id("run", "nudge", "cycle", &[], 1));
+        assert_ne!(base, signal_id("run", "stop", "repeated_call", &[], 1));
+        assert_ne!(base, signal_id("run2", "stop", "cycle", &[], 1));
+        assert_ne!(
+            signal_id("ab", "c", "p", &[], 1),
+            signal_id("a", "bc", "p", &[], 1)
+        );
+        // two loops of one pattern in one run, each at occurrence 1
+        assert_ne!(
+            signal_id("run", "stop", "cycle", &[[1; 32]], 1),
+            signal_id("run", "stop", "cycle", &[[2; 32]], 1)
+        );
     }
 }

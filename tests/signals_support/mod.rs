@@ -55,7 +55,7 @@ pub fn signal(run_key: &str, n: u32, action: &str, service_name: Option<&str>) -
     let profile = if action == "kill" { "stop" } else { "nudge" };
     Signal {
         schema: SIGNAL_SCHEMA.to_owned(),
-        id: signal_id(run_key, profile, "repeated_call", n),
+        id: signal_id(run_key, profile, "repeated_call", &[], n),
         occurrence: n,
         severity: action.to_owned(),
         time_unix_nano: 1_700_000_000_000_000_000 + u64::from(n),
