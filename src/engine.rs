@@ -10,7 +10,7 @@ use crate::annotate::annotate_span;
 use crate::conventions;
 use crate::detector::Observation;
 use crate::event::{EventKind, ModelResponse, Payload};
-use crate::fingerprint::{normalize_text, FingerprintKey, Fingerprinter};
+use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
 
@@ -193,7 +193,7 @@ impl Engine {
             EventKind::ModelResponse(ModelResponse::Text(text)) => {
                 self.stats.model_responses.fetch_add(1, Ordering::Relaxed);
                 Observation::TextResponse {
-                    normalized_text: normalize_text(text),
+                    text_fingerprint: text_fingerprint(text),
                 }
             }
             EventKind::ModelResponse(ModelResponse::ToolCalls) => {

@@ -238,6 +238,12 @@ impl Fingerprinter {
     }
 }
 
+/// SHA-256 of [`normalize_text`]`(text)`: what repeated_text compares (two responses are
+/// the same text when their fingerprints are equal).
+pub fn text_fingerprint(text: &str) -> Fingerprint {
+    Sha256::digest(normalize_text(text).as_bytes()).into()
+}
+
 /// Lower-cases, collapses whitespace runs to one space and trims (reference `norm_text`:
 /// `re.sub(r"\s+", " ", t.strip().lower())`). Whitespace is Python's `str.isspace`, i.e.
 /// Unicode White_Space plus U+001C..U+001F.

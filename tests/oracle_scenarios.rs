@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use loopwatch::detector::{detect_all, Detection, Observation, ProfileSettings};
 use loopwatch::event::{CallStatus, Payload};
-use loopwatch::fingerprint::{normalize_text, Fingerprinter};
+use loopwatch::fingerprint::{text_fingerprint, Fingerprinter};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -59,7 +59,7 @@ fn observations(scenario: &Value, fingerprinter: &Fingerprinter) -> Vec<Observat
                 }
             }
             _ => out.push(Observation::TextResponse {
-                normalized_text: normalize_text(
+                text_fingerprint: text_fingerprint(
                     response.get("text").and_then(Value::as_str).unwrap_or(""),
                 ),
             }),

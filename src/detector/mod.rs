@@ -48,9 +48,10 @@ pub enum Observation {
         /// never shows progress).
         result_fingerprint: Option<Fingerprint>,
     },
-    /// A model response without tool calls; `normalized_text` is lower-cased with
-    /// whitespace collapsed and trimmed ([`crate::fingerprint::normalize_text`]).
-    TextResponse { normalized_text: String },
+    /// A model response without tool calls; `text_fingerprint` is the SHA-256 of its text
+    /// lower-cased with whitespace collapsed and trimmed
+    /// ([`crate::fingerprint::text_fingerprint`]), so a run keeps 32 bytes per response.
+    TextResponse { text_fingerprint: Fingerprint },
     /// A model response that requested tool calls: resets the repeated_text streak.
     ToolCallResponse,
 }
@@ -200,10 +201,10 @@ impl Detector {
                 self.text.reset();
                 None
             }
-            Observation::TextResponse { normalized_text } => {
+            Observation::TextResponse { text_fingerprint } => {
                 self.responses += 1;
                 let threshold = self.settings.repeated_text;
-                let members = self.text.observe(normalized_text, index, threshold)?;
+                let members = self.text.observe(*text_fingerprint, index, threshold)?;
                 Some(Detection {
                     pattern: Pattern::RepeatedText,
                     tool_names: Vec::new(),

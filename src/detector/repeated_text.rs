@@ -1,8 +1,6 @@
 //! `repeated_text`: `threshold` consecutive model responses without tool calls whose
 //! normalised text is the same; any tool call in between resets the streak.
 
-use sha2::{Digest, Sha256};
-
 use crate::fingerprint::Fingerprint;
 
 /// The current streak of identical text responses.
@@ -25,11 +23,10 @@ impl TextStreak {
     /// (the streak then starts over, as in the reference).
     pub(crate) fn observe(
         &mut self,
-        normalized_text: &str,
+        digest: Fingerprint,
         index: usize,
         threshold: usize,
     ) -> Option<Vec<usize>> {
-        let digest: Fingerprint = Sha256::digest(normalized_text.as_bytes()).into();
         if self.previous != Some(digest) {
             self.members.clear();
         }
@@ -47,28 +44,35 @@ impl TextStreak {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fingerprint::text_fingerprint;
 
     #[test]
     fn fires_on_n_identical_in_a_row_then_restarts() {
         let mut s = TextStreak::default();
-        assert_eq!(s.observe("done", 0, 3), None);
-        assert_eq!(s.observe("done", 1, 3), None);
-        assert_eq!(s.observe("done", 2, 3), Some(vec![0, 1, 2]));
-        assert_eq!(s.observe("done", 3, 3), None);
-        assert_eq!(s.observe("done", 4, 3), None);
-        assert_eq!(s.observe("done", 5, 3), Some(vec![3, 4, 5]));
+        assert_eq!(s.observe(text_fingerprint("done"), 0, 3), None);
+        assert_eq!(s.observe(text_fingerprint("done"), 1, 3), None);
+        assert_eq!(
+            s.observe(text_fingerprint("done"), 2, 3),
+            Some(vec![0, 1, 2])
+        );
+        assert_eq!(s.observe(text_fingerprint("done"), 3, 3), None);
+        assert_eq!(s.observe(text_fingerprint("done"), 4, 3), None);
+        assert_eq!(
+            s.observe(text_fingerprint("done"), 5, 3),
+            Some(vec![3, 4, 5])
+        );
     }
 
     #[test]
     fn a_different_text_or_a_reset_breaks_the_streak() {
         let mut s = TextStreak::default();
-        s.observe("a", 0, 3);
-        s.observe("a", 1, 3);
-        assert_eq!(s.observe("b", 2, 3), None);
-        assert_eq!(s.observe("b", 3, 3), None);
+        s.observe(text_fingerprint("a"), 0, 3);
+        s.observe(text_fingerprint("a"), 1, 3);
+        assert_eq!(s.observe(text_fingerprint("b"), 2, 3), None);
+        assert_eq!(s.observe(text_fingerprint("b"), 3, 3), None);
         s.reset();
-        assert_eq!(s.observe("b", 4, 3), None);
-        assert_eq!(s.observe("b", 5, 3), None);
-        assert_eq!(s.observe("b", 6, 3), Some(vec![4, 5, 6]));
+        assert_eq!(s.observe(text_fingerprint("b"), 4, 3), None);
+        assert_eq!(s.observe(text_fingerprint("b"), 5, 3), None);
+        assert_eq!(s.observe(text_fingerprint("b"), 6, 3), Some(vec![4, 5, 6]));
     }
 }

@@ -34,7 +34,7 @@ fn call(tool: &str, arg: u8, result: Option<u8>) -> Observation {
 
 fn text(t: &str) -> Observation {
     Observation::TextResponse {
-        normalized_text: t.into(),
+        text_fingerprint: crate::fingerprint::text_fingerprint(t),
     }
 }
 
