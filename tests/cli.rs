@@ -19,20 +19,29 @@ fn loopwatch() -> Command {
     c
 }
 
+/// Runs `command`, asserts it exits 0 (showing its stderr otherwise), returns its output.
+fn succeeds(command: &mut Command) -> std::process::Output {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `command`, asserts it exits non-zero, returns its stderr.
+fn fails(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    assert!(!out.status.success(), "{command:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn scan_json_gives_expected_detections_for_every_corpus_run() {
     for (run, expected) in corpus_expected() {
         let dir = fixtures().join("corpus").join(&run);
-        let out = loopwatch()
-            .args(["scan", "--format", "json"])
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{run}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = succeeds(loopwatch().args(["scan", "--format", "json"]).arg(&dir));
         let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
         for profile in ["nudge", "stop"] {
             let got: Vec<Key> = detections
@@ -55,12 +64,11 @@ fn scan_several_paths_form_one_stream_and_profile_filters() {
     let base = fixtures().join("corpus/pydantic-ai/v5-batch4/s1_stuck_repeat");
     let mut files: Vec<_> = corpus_files("pydantic-ai/v5-batch4/s1_stuck_repeat", "pb");
     files.reverse(); // arrival order must not matter
-    let out = loopwatch()
-        .args(["scan", "--format", "json", "--profile", "stop"])
-        .args(&files)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = succeeds(
+        loopwatch()
+            .args(["scan", "--format", "json", "--profile", "stop"])
+            .args(&files),
+    );
     let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(detections.len(), 1);
     assert_eq!(detections[0]["pattern"], "repeated_result");
@@ -76,12 +84,7 @@ fn scan_several_paths_form_one_stream_and_profile_filters() {
 #[test]
 fn scan_without_loops_exits_zero_and_errors_exit_nonzero() {
     let healthy = fixtures().join("corpus/pydantic-ai/v5-default/s4_healthy");
-    let out = loopwatch()
-        .args(["scan", "--format", "json"])
-        .arg(&healthy)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = succeeds(loopwatch().args(["scan", "--format", "json"]).arg(&healthy));
     assert_eq!(
         serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout)
             .unwrap()
@@ -89,46 +92,30 @@ fn scan_without_loops_exits_zero_and_errors_exit_nonzero() {
         0
     );
 
-    let out = loopwatch()
-        .args(["scan", "/nonexistent/loopwatch"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/loopwatch"));
+    let err = fails(loopwatch().args(["scan", "/nonexistent/loopwatch"]));
+    assert!(err.contains("/nonexistent/loopwatch"), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("req-0001.pb");
     std::fs::write(&bad, b"\xff\xff\xff garbage").unwrap();
-    let out = loopwatch().arg("scan").arg(&bad).output().unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails(loopwatch().arg("scan").arg(&bad));
     assert!(
         err.contains("req-0001.pb") && err.contains("protobuf"),
         "{err}"
     );
 
-    let out = loopwatch()
-        .args(["scan", "--profile", "nope"])
-        .arg(&healthy)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+    let err = fails(
+        loopwatch()
+            .args(["scan", "--profile", "nope"])
+            .arg(&healthy),
+    );
+    assert!(err.contains("nope"), "{err}");
 }
 
 #[test]
 fn check_config_accepts_the_example_and_names_bad_keys() {
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
-    let out = loopwatch()
-        .arg("check-config")
-        .arg(&example)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(loopwatch().arg("check-config").arg(&example));
     assert!(String::from_utf8_lossy(&out.stdout).contains("profile nudge"));
 
     let dir = tempfile::tempdir().unwrap();
@@ -155,22 +142,19 @@ fn check_config_accepts_the_example_and_names_bad_keys() {
     for (text, key) in cases {
         let file = dir.path().join("c.toml");
         std::fs::write(&file, text).unwrap();
-        let out = loopwatch().arg("check-config").arg(&file).output().unwrap();
-        assert!(!out.status.success(), "{text} should be refused");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = fails(loopwatch().arg("check-config").arg(&file));
         assert!(err.contains(key), "{text}: error {err:?} should name {key}");
     }
     // env overrides are checked too
     let file = dir.path().join("ok.toml");
     std::fs::write(&file, "").unwrap();
-    let out = loopwatch()
-        .arg("check-config")
-        .arg(&file)
-        .env("LOOPWATCH_PROFILES__NUDGE__WINDOW", "4")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("profiles.nudge"));
+    let err = fails(
+        loopwatch()
+            .arg("check-config")
+            .arg(&file)
+            .env("LOOPWATCH_PROFILES__NUDGE__WINDOW", "4"),
+    );
+    assert!(err.contains("profiles.nudge"), "{err}");
 }
 
 /// Starts `loopwatch serve` on free ports; returns the child and its gRPC address.
@@ -229,15 +213,10 @@ fn sigterm(child: &std::process::Child) {
 fn serve_then_replay_logs_the_detection_and_sigterm_exits_zero() {
     let (mut child, grpc, lines) = spawn_serve();
     let run = fixtures().join("corpus/pydantic-ai/v5-default/s1_stuck_repeat");
-    let out = loopwatch()
-        .args(["replay", "--endpoint", &format!("http://{grpc}")])
-        .arg(&run)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        loopwatch()
+            .args(["replay", "--endpoint", &format!("http://{grpc}")])
+            .arg(&run),
     );
     // the folder holds req-0001.pb and its JSON twin: one request is sent
     let stdout = String::from_utf8_lossy(&out.stdout);
