@@ -5,6 +5,7 @@
 
 pub mod annotate;
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod conventions;
 pub mod detector;
@@ -12,6 +13,7 @@ pub mod engine;
 pub mod event;
 pub mod fingerprint;
 pub mod forward;
+pub mod listen;
 pub mod metrics;
 pub mod otlp;
 pub mod pipeline;
@@ -20,5 +22,7 @@ pub mod registry;
 pub mod replay;
 pub mod report;
 pub mod scan;
+pub mod security;
 pub mod server;
 pub mod signals;
+pub mod tls;

@@ -61,6 +61,8 @@ pub struct ForwarderConfig {
     pub max_backoff: Duration,
     /// Export RPCs in flight at once (default 4).
     pub concurrency: usize,
+    /// `[exporter.tls]`: CA, client certificate and server name for an `https://` endpoint.
+    pub tls: crate::tls::ClientTlsConfig,
 }
 
 impl Default for ForwarderConfig {
@@ -74,6 +76,7 @@ impl Default for ForwarderConfig {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
             concurrency: 4,
+            tls: crate::tls::ClientTlsConfig::default(),
         }
     }
 }
@@ -120,6 +123,9 @@ pub enum ForwardError {
         /// Why.
         message: String,
     },
+    /// `[exporter.tls]` cannot be loaded or does not fit the endpoint.
+    #[error("exporter.tls: {0}")]
+    Tls(String),
     /// `exporter.endpoint` is not a valid URI.
     #[error("exporter.endpoint `{endpoint}` is not a valid URI: {message}")]
     InvalidEndpoint {
@@ -158,7 +164,7 @@ impl Forwarder {
         let client = config
             .endpoint
             .as_deref()
-            .map(|e| ExportClient::new(e, config.compression, config.timeout))
+            .map(|e| ExportClient::with_tls(e, config.compression, config.timeout, &config.tls))
             .transpose()?;
         let stats = Arc::new(ForwarderStats::default());
         let (queue, rx) = ForwardQueue::new(config.queue_capacity, Arc::clone(&stats));
