@@ -11,9 +11,12 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+pub mod exporter;
+pub mod security;
+
+use self::exporter::ForwarderConfig;
 use crate::detector::{Action, ProfileSettings};
 use crate::fingerprint::FingerprintConfig;
-use crate::forward::ForwarderConfig;
 use crate::receiver::ReceiverConfig;
 use crate::registry::RegistryConfig;
 use crate::signals::SignalsConfig;
@@ -303,7 +306,7 @@ impl Config {
                 });
             }
         }
-        crate::security::validate(self).map_err(ConfigError::Other)?;
+        security::validate(self).map_err(ConfigError::Other)?;
         Ok(())
     }
 

@@ -155,7 +155,6 @@ pub fn one_span(id: u8) -> ExportTraceServiceRequest {
             }],
             ..Default::default()
         }],
-        ..Default::default()
     }
 }
 
