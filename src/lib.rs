@@ -9,14 +9,17 @@
 
 pub mod annotate;
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod conventions;
 pub mod detector;
 pub mod engine;
 pub mod event;
 pub mod fingerprint;
+pub mod fleet;
 pub mod forward;
 pub mod ingest;
+pub mod listen;
 pub mod metrics;
 pub mod otlp;
 pub mod pipeline;
@@ -26,5 +29,8 @@ pub mod replay;
 pub mod report;
 pub mod retry;
 pub mod scan;
+pub mod security;
 pub mod server;
 pub mod signals;
+pub mod tls;
+pub mod ui;

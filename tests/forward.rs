@@ -101,6 +101,7 @@ fn config(addr: SocketAddr) -> ForwarderConfig {
         // one request per export unless a test turns batching on
         batch_max_bytes: 1,
         batch_timeout: Duration::ZERO,
+        ..ForwarderConfig::default()
     }
 }
 

@@ -1,6 +1,6 @@
 //! `[exporter]` section: where and how the span path forwards (read by [`crate::forward`]).
 //!
-//! A leaf module (no crate imports), so the top-level [`crate::config`] does not depend on
+//! A leaf module (no crate imports but the TLS settings of [`crate::tls`]), so the top-level [`crate::config`] does not depend on
 //! the forwarder, and the forwarder depends only on this section.
 
 use std::time::Duration;
@@ -62,6 +62,8 @@ pub struct ForwarderConfig {
     /// what is already queued is batched, adding no latency).
     #[serde(with = "humantime_serde")]
     pub batch_timeout: Duration,
+    /// `[exporter.tls]`: CA, client certificate and server name for an `https://` endpoint.
+    pub tls: crate::tls::ClientTlsConfig,
 }
 
 impl Default for ForwarderConfig {
@@ -77,6 +79,7 @@ impl Default for ForwarderConfig {
             concurrency: 10,
             batch_max_bytes: 1024 * 1024,
             batch_timeout: Duration::ZERO,
+            tls: crate::tls::ClientTlsConfig::default(),
         }
     }
 }

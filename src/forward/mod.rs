@@ -36,6 +36,9 @@ pub enum ForwardError {
     /// A config value is out of range.
     #[error(transparent)]
     InvalidConfig(#[from] InvalidExporterConfig),
+    /// `[exporter.tls]` cannot be loaded or does not fit the endpoint.
+    #[error("exporter.tls: {0}")]
+    Tls(String),
     /// `exporter.endpoint` is not a valid URI.
     #[error("exporter.endpoint `{endpoint}` is not a valid URI: {message}")]
     InvalidEndpoint {
@@ -91,7 +94,7 @@ impl Forwarder {
         config.validate()?;
         let endpoint = config.endpoint.as_deref().filter(|e| !e.is_empty());
         let client = endpoint
-            .map(|e| ExportClient::new(e, config.compression, config.timeout))
+            .map(|e| ExportClient::with_tls(e, config.compression, config.timeout, &config.tls))
             .transpose()?;
         let stats = Arc::new(ForwarderStats::default());
         let health = endpoint.map(|e| Arc::new(DownstreamHealth::new(e)));

@@ -63,6 +63,12 @@ pub struct ReceiverConfig {
     /// is read or decoded, so a refused request costs almost nothing.
     #[serde(with = "humantime_serde")]
     pub admission_wait: Duration,
+    /// `[receiver.tls]`: TLS (and mTLS) on both receivers.
+    pub tls: crate::tls::ServerTlsConfig,
+    /// `[receiver.auth]`: optional token check on both receivers.
+    pub auth: crate::auth::ReceiverAuthConfig,
+    /// `[receiver.connections]`: per-listener connection limit, HTTP/2 and idle limits.
+    pub connections: crate::listen::ConnectionConfig,
 }
 
 impl Default for ReceiverConfig {
@@ -73,6 +79,9 @@ impl Default for ReceiverConfig {
             max_recv_msg_size_mib: DEFAULT_MAX_RECV_MSG_SIZE_MIB,
             retry_after: Duration::from_secs(1),
             admission_wait: DEFAULT_ADMISSION_WAIT,
+            tls: Default::default(),
+            auth: Default::default(),
+            connections: Default::default(),
         }
     }
 }
