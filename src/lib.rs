@@ -23,4 +23,5 @@ pub mod report;
 pub mod scan;
 pub mod server;
 pub mod signals;
+pub mod startup;
 pub mod ui;

@@ -87,6 +87,7 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let summary = crate::startup::StartupSummary::of(&config)?;
     let server = start(config).await?;
     tracing::info!(
         grpc = %server.grpc_addr,
@@ -94,6 +95,9 @@ pub async fn run(
         admin = %server
             .admin_addr
             .map_or_else(|| "off".to_string(), |a| a.to_string()),
+        downstream = %summary.downstream,
+        sinks = %summary.sinks,
+        profiles = %summary.profiles,
         "loopwatch listening"
     );
     shutdown.await;
