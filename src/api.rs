@@ -42,6 +42,19 @@ pub struct AdminState {
     pub ready: Arc<AtomicBool>,
 }
 
+impl AdminState {
+    /// The counters and live metrics `/metrics` renders.
+    pub fn metric_sources(&self) -> crate::metrics::MetricSources<'_> {
+        crate::metrics::MetricSources {
+            engine: &self.engine,
+            signals: &self.signals,
+            metrics: &self.metrics,
+            receiver_stats: &self.receiver_stats,
+            forwarder: self.forwarder.as_deref(),
+        }
+    }
+}
+
 /// The admin router.
 pub fn router(state: AdminState) -> Router {
     Router::new()
@@ -217,7 +230,7 @@ async fn summary(State(state): State<AdminState>) -> Json<Summary> {
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    match crate::metrics::render(&state) {
+    match crate::metrics::render(&state.metric_sources()) {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,

@@ -131,10 +131,26 @@ fn label(k: &str, v: &str) -> Labels {
     vec![(k.to_string(), v.to_string())]
 }
 
+/// What [`render`] reads: the live [`Metrics`] and the counters other modules keep. Built by
+/// the admin API (or anything else that exposes metrics) from its own state, so this module
+/// does not depend on the API.
+#[derive(Clone, Copy)]
+pub struct MetricSources<'a> {
+    pub engine: &'a crate::engine::Engine,
+    pub signals: &'a crate::signals::SignalHub,
+    pub metrics: &'a Metrics,
+    pub receiver_stats: &'a crate::receiver::stats::ReceiverStats,
+    /// `None` in detect-only mode (no forward metrics are rendered).
+    pub forwarder: Option<&'a crate::forward::stats::ForwarderStats>,
+}
+
 /// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
 ///
 /// Counter names end in `_total` on the wire (the encoder adds the suffix).
-pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error> {
+///
+/// # Errors
+/// A formatting error from the encoder (writing to a `String` does not fail in practice).
+pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut r = Registry::with_prefix("loopwatch");
     let rs = &state.receiver_stats;
