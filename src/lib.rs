@@ -29,4 +29,5 @@ pub mod scan;
 pub mod server;
 pub mod signals;
 pub mod startup;
+pub mod telemetry;
 pub mod ui;

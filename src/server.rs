@@ -210,6 +210,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         downstream: config.exporter.endpoint.clone().filter(|e| !e.is_empty()),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
+    let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
+        .context("telemetry.endpoint")?;
     let ready = admin_state.ready.clone();
     let admin_task = admin_listener.map(|l| {
         let app = api::router(admin_state);
@@ -273,6 +275,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         }
         // 3. signals flush best-effort.
         done_signals.shutdown(drain_timeout).await;
+        // 4. self-telemetry exports its last values.
+        if let Some(telemetry) = telemetry {
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        }
         sweeper.abort();
         if let Some(admin) = admin_task {
             let _ = admin.await;
