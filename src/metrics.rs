@@ -115,7 +115,10 @@ impl Metrics {
 
     /// Detections so far by (profile, pattern, severity, service.name, gen_ai.agent.name).
     pub fn detection_counts(&self) -> Vec<(DetectionKey, u64)> {
-        let counts = self.detection_counts.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = self
+            .detection_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
 
@@ -368,7 +371,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
-    render_fleet(&mut r, &state.metrics);
+    render_fleet(&mut r, state.metrics);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;
     Ok(out)

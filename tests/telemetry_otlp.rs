@@ -104,7 +104,9 @@ async fn own_metrics_reach_a_real_otlp_metrics_receiver() {
     let mut config = test_config(None);
     config.telemetry.endpoint = Some(format!("http://{addr}"));
     config.telemetry.interval = Duration::from_millis(200);
-    let server = loopwatch::server::start(config).await.expect("server starts");
+    let server = loopwatch::server::start(config)
+        .await
+        .expect("server starts");
     let requests = run_requests("pydantic-ai/v5-default/s1_stuck_repeat");
     let spans: usize = requests.iter().map(span_count).sum();
     export_all(server.grpc_addr, &requests).await;
@@ -132,7 +134,9 @@ async fn own_metrics_reach_a_real_otlp_metrics_receiver() {
         .find(|(_, a)| a.contains(&("severity".into(), "kill".into())))
         .expect("the stop profile's kill");
     assert_eq!(kill.0, 1);
-    assert!(kill.1.contains(&("pattern".into(), "repeated_result".into())));
+    assert!(kill
+        .1
+        .contains(&("pattern".into(), "repeated_result".into())));
     assert!(kill.1.iter().any(|(k, _)| k == "service.name"));
     let (runs, _) = latest(&received, "loopwatch.runs.started").expect("runs started");
     assert_eq!(sum_points(&runs).iter().map(|p| p.0).sum::<i64>(), 1);

@@ -37,7 +37,10 @@ pub enum TelemetryConfigError {
     #[error("telemetry.endpoint: {0:?} is not an http:// or https:// URL with a host")]
     BadEndpoint(String),
     #[error("telemetry.endpoint: {endpoint:?} is loopwatch's own OTLP receiver ({listen}); send self-telemetry to a collector")]
-    OwnReceiver { endpoint: String, listen: SocketAddr },
+    OwnReceiver {
+        endpoint: String,
+        listen: SocketAddr,
+    },
     #[error("telemetry.interval: must be at least 100ms")]
     Interval,
 }
@@ -98,10 +101,20 @@ mod tests {
 
     #[test]
     fn refuses_its_own_receivers() {
-        let own: Vec<SocketAddr> = vec!["0.0.0.0:4317".parse().unwrap(), "0.0.0.0:4318".parse().unwrap()];
-        for endpoint in ["http://127.0.0.1:4317", "http://localhost:4318", "http://[::1]:4317"] {
+        let own: Vec<SocketAddr> = vec![
+            "0.0.0.0:4317".parse().unwrap(),
+            "0.0.0.0:4318".parse().unwrap(),
+        ];
+        for endpoint in [
+            "http://127.0.0.1:4317",
+            "http://localhost:4318",
+            "http://[::1]:4317",
+        ] {
             let err = with(endpoint).validate(&own).unwrap_err();
-            assert!(matches!(err, TelemetryConfigError::OwnReceiver { .. }), "{endpoint}: {err}");
+            assert!(
+                matches!(err, TelemetryConfigError::OwnReceiver { .. }),
+                "{endpoint}: {err}"
+            );
             assert!(err.to_string().starts_with("telemetry.endpoint"), "{err}");
         }
         let own_ip: Vec<SocketAddr> = vec!["10.1.2.3:4317".parse().unwrap()];
@@ -123,7 +136,9 @@ mod tests {
     fn names_bad_settings() {
         assert_eq!(
             with("otel-collector:4317").validate(&[]),
-            Err(TelemetryConfigError::BadEndpoint("otel-collector:4317".into()))
+            Err(TelemetryConfigError::BadEndpoint(
+                "otel-collector:4317".into()
+            ))
         );
         let fast = TelemetryConfig {
             interval: Duration::from_millis(10),
