@@ -33,4 +33,6 @@ pub mod security;
 pub mod server;
 pub mod signals;
 pub mod tls;
+pub mod startup;
+pub mod telemetry;
 pub mod ui;
