@@ -697,3 +697,42 @@ async fn certificates_reload_when_the_files_change() {
     assert_eq!(export_tls(addr, new.tonic_client(None)).await, Ok(()));
     server.shutdown().await.expect("shutdown");
 }
+
+#[test]
+fn check_config_reads_security_keys_from_the_environment() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+    let run = |vars: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+        command
+            .arg("check-config")
+            .arg(&example)
+            .env_remove("RUST_LOG");
+        for (k, v) in vars {
+            command.env(k, v);
+        }
+        let out = command.output().expect("run loopwatch");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(run(&[]).0);
+    let (ok, stderr) = run(&[("LOOPWATCH_RECEIVER__CONNECTIONS__MAX_CONNECTIONS", "0")]);
+    assert!(
+        !ok && stderr.contains("receiver.connections.max_connections: must be at least 1"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&[(
+        "LOOPWATCH_ADMIN__AUTH_TOKEN_FILE",
+        "/nonexistent/admin-token",
+    )]);
+    assert!(
+        !ok && stderr.contains("admin.auth_token_file: /nonexistent/admin-token"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&[("LOOPWATCH_RECEIVER__TLS__CERT_FILE", "/nonexistent/tls.crt")]);
+    assert!(
+        !ok && stderr.contains("receiver.tls: cert_file needs key_file"),
+        "{stderr}"
+    );
+}
