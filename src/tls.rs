@@ -321,6 +321,51 @@ impl ClientTlsConfig {
     }
 }
 
+impl ClientTlsConfig {
+    /// The Redis client's certificates (`rediss://`): `None` when no CA or client
+    /// certificate is set (the client then uses its built-in roots).
+    ///
+    /// # Errors
+    /// [`TlsError`] naming an unreadable file, a certificate without a key, or a
+    /// `server_name` (the Redis client verifies the URL's host).
+    pub fn redis_certificates(&self) -> Result<Option<redis::TlsCertificates>, TlsError> {
+        if self.server_name.is_some() {
+            return Err(TlsError::Settings(
+                "server_name is not supported for Redis; put the name in the URL".into(),
+            ));
+        }
+        let root_cert = match &self.ca_file {
+            Some(ca) => {
+                root_store(ca)?;
+                Some(read(ca)?)
+            }
+            None => None,
+        };
+        let client_tls = match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                read_certs(cert)?;
+                read_key(key)?;
+                Some(redis::ClientTlsConfig {
+                    client_cert: read(cert)?,
+                    client_key: read(key)?,
+                })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(TlsError::Settings(
+                    "cert_file and key_file go together".into(),
+                ))
+            }
+        };
+        Ok(
+            (root_cert.is_some() || client_tls.is_some()).then_some(redis::TlsCertificates {
+                client_tls,
+                root_cert,
+            }),
+        )
+    }
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| TlsError::File {
         path: path.to_owned(),

@@ -33,6 +33,23 @@ pub fn validate(config: &Config) -> Result<(), String> {
             ));
         }
     }
+    let redis = &config.signals.redis;
+    if redis.tls.is_set() {
+        if !redis
+            .url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("rediss://"))
+        {
+            return Err(
+                "signals.redis.tls: set, but signals.redis.url is not rediss:// (TLS settings are never ignored)"
+                    .into(),
+            );
+        }
+        redis
+            .tls
+            .redis_certificates()
+            .map_err(|e| format!("signals.redis.tls: {e}"))?;
+    }
     Ok(())
 }
 
