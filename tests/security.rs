@@ -837,3 +837,56 @@ async fn rediss_through_a_tls_terminating_proxy() {
     );
     untrusting.shutdown(Duration::from_millis(200)).await;
 }
+
+#[tokio::test]
+async fn nats_over_tls_through_a_tls_terminating_proxy() {
+    use futures::StreamExt;
+    use signals_support::{fast_retry, service_up, signal, unique, NATS_ADDR, NATS_URL};
+    if !service_up(NATS_ADDR).await {
+        return;
+    }
+    let pki = Pki::new();
+    let proxy = tls_proxy(&pki, NATS_ADDR).await;
+    let prefix = unique("lwtls");
+    let plain = async_nats::connect(NATS_URL).await.expect("nats");
+    let mut sub = plain
+        .subscribe(format!("{prefix}.>"))
+        .await
+        .expect("subscribe");
+    plain.flush().await.expect("flush");
+
+    let mut config = loopwatch::signals::SignalsConfig::default();
+    config.nats.url = Some(format!("tls://127.0.0.1:{}", proxy.port()));
+    config.nats.subject_prefix = prefix.clone();
+    config.nats.jetstream = false;
+    config.nats.tls.ca_file = Some(pki.ca.clone());
+    config.nats.tls_first = true;
+    config.retry = fast_retry();
+    let hub = loopwatch::signals::SignalHub::start(config);
+    let kill = signal(&unique("run"), 1, "kill", Some("checkout"));
+    hub.publish(kill.clone());
+    let msg = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("signal over NATS TLS within 10s")
+        .expect("subscription open");
+    assert_eq!(msg.subject.as_str(), format!("{prefix}.kill.checkout"));
+    assert_eq!(msg.payload, serde_json::to_vec(&kill).expect("json"));
+    hub.shutdown(Duration::from_secs(2)).await;
+
+    // Without the CA the proxy's certificate is not trusted: nothing is published.
+    let mut config = loopwatch::signals::SignalsConfig::default();
+    config.nats.url = Some(format!("tls://127.0.0.1:{}", proxy.port()));
+    config.nats.subject_prefix = prefix;
+    config.nats.jetstream = false;
+    config.nats.tls_first = true;
+    config.retry = fast_retry();
+    let untrusting = loopwatch::signals::SignalHub::start(config);
+    untrusting.publish(signal(&unique("run"), 2, "kill", Some("checkout")));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), sub.next())
+            .await
+            .is_err(),
+        "published through an untrusted certificate"
+    );
+    untrusting.shutdown(Duration::from_millis(200)).await;
+}

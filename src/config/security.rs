@@ -50,6 +50,12 @@ pub fn validate(config: &Config) -> Result<(), String> {
             .redis_certificates()
             .map_err(|e| format!("signals.redis.tls: {e}"))?;
     }
+    let nats = &config.signals.nats;
+    if nats.tls.is_set() || nats.tls_first {
+        nats.tls
+            .nats_options(async_nats::ConnectOptions::new(), nats.tls_first)
+            .map_err(|e| format!("signals.nats.tls: {e}"))?;
+    }
     Ok(())
 }
 
@@ -67,6 +73,12 @@ mod tests {
         assert_eq!(example.receiver.auth, default.receiver.auth);
         assert_eq!(example.receiver.connections, default.receiver.connections);
         assert_eq!(example.exporter.tls, default.exporter.tls);
+        assert_eq!(example.signals.redis.tls, default.signals.redis.tls);
+        assert_eq!(example.signals.nats.tls, default.signals.nats.tls);
+        assert_eq!(
+            example.signals.nats.tls_first,
+            default.signals.nats.tls_first
+        );
         assert_eq!(example.admin, default.admin);
         assert_eq!(default.admin.listen, "127.0.0.1:8787");
         assert_eq!(default.admin.connections.max_connections, 64);
