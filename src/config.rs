@@ -352,14 +352,18 @@ impl Config {
             }
         };
         let preset_tools: Vec<ToolRule> = match base.remove("tools") {
-            Some(tools) => tools.try_into().map_err(|e| ConfigError::Other(format!("preset tools: {e}")))?,
+            Some(tools) => tools
+                .try_into()
+                .map_err(|e| ConfigError::Other(format!("preset tools: {e}")))?,
             None => Vec::new(),
         };
         let mut settings: ProfileSettings = Figment::from(Serialized::defaults(base))
             .merge(Serialized::defaults(own))
             .extract()
             .map_err(|e| match describe(e) {
-                ConfigError::Invalid(text) => ConfigError::Invalid(format!("profiles.{name}.{text}")),
+                ConfigError::Invalid(text) => {
+                    ConfigError::Invalid(format!("profiles.{name}.{text}"))
+                }
                 other => other,
             })?;
         settings.name = name.to_string();
@@ -379,7 +383,8 @@ impl Config {
                 .enumerate()
                 .map(|(i, t)| (format!("{}.tools[{i}]", key("preset")), t)),
         );
-        settings.tools = std::sync::Arc::new(ToolRules::compile(&settings, &entries).map_err(key_error)?);
+        settings.tools =
+            std::sync::Arc::new(ToolRules::compile(&settings, &entries).map_err(key_error)?);
         Ok(Some(settings))
     }
 }

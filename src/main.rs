@@ -114,11 +114,7 @@ fn main() -> ExitCode {
 fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref(), &[])?;
     if let Some(profile) = &args.profile {
-        let known: Vec<String> = config
-            .profiles()?
-            .into_iter()
-            .map(|p| p.name)
-            .collect();
+        let known: Vec<String> = config.profiles()?.into_iter().map(|p| p.name).collect();
         if !known.contains(profile) {
             anyhow::bail!(
                 "unknown profile {profile:?}; known profiles: {}",

@@ -443,7 +443,9 @@ async fn signals_can_be_switched_off_per_profile() {
     let mut config = sink_config(&names, None, REDIS_URL, false);
     config.profiles.insert(
         "nudge".into(),
-        [("signals".to_string(), false.into())].into_iter().collect(),
+        [("signals".to_string(), false.into())]
+            .into_iter()
+            .collect(),
     );
     let server = loopwatch::server::start(config).await.unwrap();
     let admin = server.admin_addr.unwrap();

@@ -19,7 +19,9 @@ pub(crate) struct Escalation {
 impl Escalation {
     /// Counts one more detection of this loop; returns how many there have been (1-based).
     pub(crate) fn count(&mut self, pattern: Pattern, fingerprints: &[Fingerprint]) -> usize {
-        if self.counts.len() >= MAX_LOOPS && !self.counts.contains_key(&(pattern, fingerprints.to_vec())) {
+        if self.counts.len() >= MAX_LOOPS
+            && !self.counts.contains_key(&(pattern, fingerprints.to_vec()))
+        {
             self.counts.clear();
         }
         let n = self

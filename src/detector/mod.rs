@@ -283,7 +283,12 @@ impl Detector {
             .or_else(|| repeated_call::check(window, current.limits.repeated_call))
     }
 
-    fn severity(&mut self, progress: bool, pattern: Pattern, fingerprints: &[Fingerprint]) -> Severity {
+    fn severity(
+        &mut self,
+        progress: bool,
+        pattern: Pattern,
+        fingerprints: &[Fingerprint],
+    ) -> Severity {
         if progress {
             return Severity::Info;
         }
@@ -300,7 +305,10 @@ impl Detector {
 
 /// The threshold of a pattern over several calls: the largest of theirs, 0 (off) if any
 /// of them has it off.
-fn joint<'a>(calls: impl Iterator<Item = &'a CallRecord>, field: impl Fn(&Limits) -> usize) -> usize {
+fn joint<'a>(
+    calls: impl Iterator<Item = &'a CallRecord>,
+    field: impl Fn(&Limits) -> usize,
+) -> usize {
     let mut out = 0;
     for call in calls {
         match field(&call.limits) {

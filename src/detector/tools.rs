@@ -316,7 +316,11 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(too_big.key, "tools[0].repeated_call");
-        assert!(too_big.reason.contains("profile nudge"), "{}", too_big.reason);
+        assert!(
+            too_big.reason.contains("profile nudge"),
+            "{}",
+            too_big.reason
+        );
         let bad_regex = FingerprintRules::compile(
             &[ToolRule {
                 transient_errors: Some("429 (".into()),
