@@ -96,7 +96,12 @@ fn wait_span(sibling: &Span, start: u64, id: u64, same_args: bool) -> Span {
 fn runs() -> Vec<Vec<ExportTraceServiceRequest>> {
     corpus_expected()
         .into_iter()
-        .map(|(run, _)| corpus_files(&run, "pb").iter().map(|f| read_pb(f)).collect())
+        .map(|(run, _)| {
+            corpus_files(&run, "pb")
+                .iter()
+                .map(|f| read_pb(f))
+                .collect()
+        })
         .collect()
 }
 
@@ -158,7 +163,15 @@ fn without_the_rule_the_inserted_calls_do_count() {
         .runs()
         .iter()
         .flat_map(|r| r.detections.iter())
-        .filter(|d| d.detection.tool_names.iter().any(|t| &**t == "wait_for_job"))
+        .filter(|d| {
+            d.detection
+                .tool_names
+                .iter()
+                .any(|t| &**t == "wait_for_job")
+        })
         .count();
-    assert!(waits >= 1, "five identical wait_for_job calls are a loop without the rule");
+    assert!(
+        waits >= 1,
+        "five identical wait_for_job calls are a loop without the rule"
+    );
 }
