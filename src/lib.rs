@@ -14,6 +14,7 @@ pub mod fingerprint;
 pub mod forward;
 pub mod metrics;
 pub mod otlp;
+pub mod otlp_json;
 pub mod pipeline;
 pub mod receiver;
 pub mod registry;
