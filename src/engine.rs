@@ -14,6 +14,9 @@ use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
 
+#[path = "engine_calls.rs"]
+mod calls;
+
 /// How spans are grouped into runs and fingerprinted.
 #[derive(Clone, Debug, Default)]
 pub struct EngineOptions {
@@ -127,6 +130,7 @@ impl Engine {
                         continue;
                     };
                     let observation = self.observation(&extracted.kind);
+                    let call = self.call_context(span, &extracted);
                     events.push(RunEvent {
                         run_key,
                         trace_id: span.trace_id.clone(),
@@ -136,6 +140,7 @@ impl Engine {
                         service_name: service_name.clone(),
                         agent_name: extracted.agent_name.as_deref().map(Arc::from),
                         observation,
+                        call,
                     });
                     locations.push(((r, s, i), (span.trace_id.clone(), span.span_id.clone())));
                 }

@@ -9,6 +9,7 @@
 
 pub mod genai;
 pub mod langfuse;
+pub mod message_parts;
 pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;
