@@ -43,6 +43,8 @@ pub struct Config {
     pub log: LogConfig,
     /// `[shutdown]`
     pub shutdown: ShutdownConfig,
+    /// `[[conventions.custom]]`: user mappings for conventions loopwatch does not ship.
+    pub conventions: crate::conventions::custom::ConventionsConfig,
 }
 
 /// `[detection]`
@@ -289,6 +291,9 @@ impl Config {
     /// Checks everything a running server would trip over: profiles and signal sinks.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.profiles()?;
+        self.conventions
+            .validate()
+            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
         self.signals
             .validate()
             .map_err(|e| ConfigError::Other(e.to_string()))?;

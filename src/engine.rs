@@ -26,6 +26,8 @@ pub struct EngineOptions {
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
     pub match_tool_name_without_arguments: bool,
+    /// `[[conventions.custom]]` mappings, tried before the built-in conventions.
+    pub custom_conventions: Vec<crate::conventions::custom::CustomConvention>,
 }
 
 /// Counters of what the engine saw (read by `/metrics`).
@@ -122,7 +124,9 @@ impl Engine {
             for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
                 for (i, span) in scope_spans.spans.iter().enumerate() {
                     self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
-                    let Some(extracted) = conventions::extract(span) else {
+                    let Some(extracted) =
+                        conventions::extract_with(&self.options.custom_conventions, span)
+                    else {
                         continue;
                     };
                     let Some(run_key) = self.run_key(span, resource) else {
@@ -232,6 +236,7 @@ impl Engine {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
                 .filter(|a| !a.is_empty()),
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
+            custom_conventions: config.conventions.custom.clone(),
         };
         Ok(Engine::new(
             registry,

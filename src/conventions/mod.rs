@@ -7,6 +7,7 @@
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
+pub mod custom;
 pub mod genai;
 pub mod langfuse;
 pub mod message_parts;
@@ -28,7 +29,15 @@ use crate::otlp::{attr, attr_str, Span};
 /// Logfire pending spans, and inference spans whose output was not captured).
 /// Framework wrappers around arguments and results are removed ([`wrappers`]).
 pub fn extract(span: &Span) -> Option<ExtractedEvent> {
-    let mut event = extract_raw(span)?;
+    extract_with(&[], span)
+}
+
+/// [`extract`] with the user's `[[conventions.custom]]` mappings tried first.
+pub fn extract_with(custom: &[custom::CustomConvention], span: &Span) -> Option<ExtractedEvent> {
+    if is_pending(span) {
+        return None;
+    }
+    let mut event = custom::extract(custom, span).or_else(|| extract_raw(span))?;
     if let EventKind::ToolCall(call) = &mut event.kind {
         call.arguments = call.arguments.take().map(wrappers::normalize_arguments);
         call.result = call.result.take().map(wrappers::normalize_result);
