@@ -2,16 +2,20 @@
 //! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
-//! Order: [`genai`] tool spans, [`openinference`], [`openllmetry`], [`pydantic_legacy`],
+//! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
+//! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
+//! [`smolagents`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], then inference spans ([`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
 pub mod genai;
+pub mod llamaindex;
 pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
+pub mod smolagents;
 pub mod vercel_ai;
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
@@ -27,11 +31,17 @@ pub fn extract(span: &Span) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
     }
+    if openllmetry::is_tool_span(span) {
+        // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
+        return openllmetry::extract(span);
+    }
     if genai::is_tool_span(span) {
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
         return genai::extract_tool(span);
     }
-    openinference::extract(span)
+    llamaindex::extract(span)
+        .or_else(|| smolagents::extract(span))
+        .or_else(|| openinference::extract(span))
         .or_else(|| openllmetry::extract(span))
         .or_else(|| pydantic_legacy::extract(span))
         .or_else(|| vercel_ai::extract(span))

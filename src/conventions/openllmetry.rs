@@ -18,10 +18,15 @@ use crate::otlp::{attr_str, Span};
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "openllmetry";
 
+/// True for a Traceloop `tool` span (`traceloop.span.kind` = `tool`).
+pub fn is_tool_span(span: &Span) -> bool {
+    attr_str(&span.attributes, "traceloop.span.kind") == Some("tool")
+}
+
 /// The tool call of a Traceloop `tool` span; `None` for other spans.
 pub fn extract(span: &Span) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
-    if attr_str(attrs, "traceloop.span.kind") != Some("tool") {
+    if !is_tool_span(span) {
         return None;
     }
     let from_span_name = span.name.strip_suffix(".tool").unwrap_or(&span.name);
