@@ -38,6 +38,8 @@ PAIRS = {
     "llamaindex/openllmetry": ("llamaindex", ["frameworks/llamaindex.py", "--instrumentation", "openllmetry"], True, None),
     "autogen/native": ("autogen", ["frameworks/autogen.py", "--instrumentation", "native"], False, None),
     "autogen/openinference": ("autogen", ["frameworks/autogen.py", "--instrumentation", "openinference"], True, None),
+    "openai-agents/openllmetry": ("oa-openllmetry", ["frameworks/openai_agents_openllmetry.py"], True, None),
+    "openai-agents/openllmetry-nocontent": ("oa-openllmetry", ["frameworks/openai_agents_openllmetry.py", "--no-content"], False, None),
     "vercel-ai/native": ("node", ["node/vercel_ai.mjs"], True, None),
     "vercel-ai/native-nocontent": ("node", ["node/vercel_ai.mjs", "--no-content"], False, None),
 }
