@@ -2,16 +2,24 @@
 //!
 //! Pipeline (DESIGN §1): receiver → extract ([`conventions`]) → [`registry`] →
 //! [`detector`] (pure, synchronous) → [`annotate`] → [`forward`], with [`signals`] on the side.
+//!
+//! Layout: every import points down. [`receiver`] → [`ingest`] (the receiver ↔ span-path
+//! contract) ← [`pipeline`] (the span path) → [`forward`]; OTLP wire helpers live in
+//! [`otlp`], config sections beside their [`config`] parent or their component.
 
 pub mod annotate;
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod conventions;
 pub mod detector;
 pub mod engine;
 pub mod event;
 pub mod fingerprint;
+pub mod fleet;
 pub mod forward;
+pub mod ingest;
+pub mod listen;
 pub mod metrics;
 pub mod otlp;
 pub mod pipeline;
@@ -20,5 +28,8 @@ pub mod registry;
 pub mod replay;
 pub mod report;
 pub mod scan;
+pub mod security;
 pub mod server;
 pub mod signals;
+pub mod tls;
+pub mod ui;

@@ -1,36 +1,8 @@
 //! The span path behind the receivers: extract → registry/detect → annotate → forward.
+//!
+//! Receivers talk to it only through the contract in [`crate::ingest`] (re-exported here).
 
-use bytes::Bytes;
-
-use crate::otlp::ExportTraceServiceRequest;
-
-/// One OTLP trace export as a receiver got it.
-#[derive(Clone, Debug)]
-pub struct IncomingRequest {
-    /// The decoded request.
-    pub request: ExportTraceServiceRequest,
-    /// The original protobuf encoding (after decompression) when the request arrived as
-    /// protobuf; forwarded untouched when no span was annotated. `None` for OTLP/JSON.
-    pub raw_protobuf: Option<Bytes>,
-}
-
-/// Why a request was not accepted. Receivers map it to a retryable status.
-#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
-pub enum AcceptError {
-    /// The forward queue is full: gRPC `UNAVAILABLE`, HTTP 503 with `Retry-After`.
-    #[error("forward queue is full")]
-    QueueFull,
-    /// The process is shutting down: gRPC `UNAVAILABLE`, HTTP 503.
-    #[error("shutting down")]
-    ShuttingDown,
-}
-
-/// What the receivers hand requests to. `accept` must not block: it either takes the
-/// request (processing and queueing it for forwarding) or refuses it.
-pub trait SpanSink: Send + Sync + 'static {
-    /// Takes one request. On `Err` nothing of the request was kept, so the client may retry.
-    fn accept(&self, request: IncomingRequest) -> Result<(), AcceptError>;
-}
+pub use crate::ingest::{AcceptError, IncomingRequest, SpanSink};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -74,7 +46,7 @@ impl SpanSink for Pipeline {
                 Some(raw) if processed.annotated_spans == 0 => raw,
                 _ => bytes::Bytes::from(request.encode_to_vec()),
             };
-            permit.send(bytes, crate::receiver::decode::span_count(&request));
+            permit.send(bytes, crate::otlp::span_count(&request));
         }
         for detection in &processed.detections {
             self.report(detection);

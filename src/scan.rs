@@ -124,7 +124,7 @@ pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<ScanOutcome, ScanError
     for file in files {
         let mut request = read_request(file)?;
         outcome.requests += 1;
-        outcome.spans += crate::receiver::decode::span_count(&request) as usize;
+        outcome.spans += crate::otlp::span_count(&request) as usize;
         let processed = engine.process(&mut request, now);
         for d in processed.detections {
             if !run_order.contains(&d.run_key) {
