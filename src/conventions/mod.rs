@@ -4,11 +4,12 @@
 //!
 //! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
 //! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
-//! [`smolagents`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
+//! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], then inference spans ([`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
+pub mod dspy;
 pub mod genai;
 pub mod llamaindex;
 pub mod model_response;
@@ -41,6 +42,7 @@ pub fn extract(span: &Span) -> Option<ExtractedEvent> {
     }
     llamaindex::extract(span)
         .or_else(|| smolagents::extract(span))
+        .or_else(|| dspy::extract(span))
         .or_else(|| openinference::extract(span))
         .or_else(|| openllmetry::extract(span))
         .or_else(|| pydantic_legacy::extract(span))

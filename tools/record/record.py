@@ -28,10 +28,14 @@ import scenarios  # noqa: E402
 
 # run folder (framework/variant) -> (environment, command, content captured, final tool)
 # environment: a venv under .venvs/ (python) or "node" (node/ with its node_modules).
-# final tool: frameworks whose agent ends with a tool call instead of a text answer.
+# final tool: frameworks whose agent ends with a tool call instead of a text answer:
+# (tool, arguments, result); "{text}" stands for the scripted final text.
+FINAL_ANSWER = ("final_answer", {"answer": "{text}"}, "{text}")  # smolagents
+DSPY_FINISH = ("finish", {}, "Completed.")  # dspy.ReAct
 PAIRS = {
-    "smolagents/openinference": ("smolagents", ["frameworks/smolagents_oi.py"], True, "final_answer"),
-    "smolagents/openinference-nocontent": ("smolagents", ["frameworks/smolagents_oi.py", "--no-content"], False, "final_answer"),
+    "dspy/openinference": ("dspy", ["frameworks/dspy_oi.py"], True, DSPY_FINISH),
+    "smolagents/openinference": ("smolagents", ["frameworks/smolagents_oi.py"], True, FINAL_ANSWER),
+    "smolagents/openinference-nocontent": ("smolagents", ["frameworks/smolagents_oi.py", "--no-content"], False, FINAL_ANSWER),
     "langchain/openllmetry": ("lc-openllmetry", ["frameworks/langchain_openllmetry.py"], True, None),
     "langchain/openllmetry-nocontent": ("lc-openllmetry", ["frameworks/langchain_openllmetry.py", "--no-content"], False, None),
     "llamaindex/openinference": ("llamaindex", ["frameworks/llamaindex.py", "--instrumentation", "openinference"], True, None),
@@ -63,7 +67,9 @@ def script_scenario(scenario, content, final_tool):
     for turn in scenarios.turns(scenario):
         if isinstance(turn, str):
             if final_tool:
-                call = {"tool": final_tool, "args": {"answer": turn}, "result": turn}
+                tool, args, result = final_tool
+                args = {k: turn if v == "{text}" else v for k, v in args.items()}
+                call = {"tool": tool, "args": args, "result": turn if result == "{text}" else result}
                 responses.append({"calls": [call]})
             else:
                 responses.append({"text": turn})
