@@ -344,3 +344,35 @@ fn recorded_runs_extract_the_scripted_calls_in_start_order() {
     }
     assert!(checked >= 40, "runs checked: {checked}");
 }
+
+#[test]
+fn recorded_runs_give_the_same_answers_in_any_arrival_order() {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let expected = recorded_expected();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    for run in recorded_runs() {
+        let name = run["run"].as_str().unwrap();
+        if MISREAD_DETECTIONS.contains(&name) {
+            continue;
+        }
+        let spans: Vec<_> = pb_requests(name)
+            .iter()
+            .flat_map(one_span_per_request)
+            .collect();
+        let mut reversed = spans.clone();
+        reversed.reverse();
+        let mut shuffled = spans;
+        shuffled.shuffle(&mut rng);
+        for (how, requests) in [("reversed", reversed), ("shuffled", shuffled)] {
+            let (_engine, detections) = feed(requests);
+            for profile in ["nudge", "stop"] {
+                assert_eq!(
+                    keys_of(&detections, profile),
+                    expected_keys(&expected[name], profile),
+                    "{name} ({how}, one span per request), profile {profile}"
+                );
+            }
+        }
+    }
+}
