@@ -27,9 +27,11 @@ sys.path.insert(0, HERE)
 import scenarios  # noqa: E402
 
 # run folder (framework/variant) -> (environment, command, content captured, final tool)
+# content captured: True, False, or ARGS_ONLY (arguments recorded, results not).
 # environment: a venv under .venvs/ (python) or "node" (node/ with its node_modules).
 # final tool: frameworks whose agent ends with a tool call instead of a text answer:
 # (tool, arguments, result); "{text}" stands for the scripted final text.
+ARGS_ONLY = "args-only"
 FINAL_ANSWER = ("final_answer", {"answer": "{text}"}, "{text}")  # smolagents
 DSPY_FINISH = ("finish", {}, "Completed.")  # dspy.ReAct
 PAIRS = {
@@ -40,6 +42,8 @@ PAIRS = {
     "langchain/openllmetry-nocontent": ("lc-openllmetry", ["frameworks/langchain_openllmetry.py", "--no-content"], False, None),
     "llamaindex/openinference": ("llamaindex", ["frameworks/llamaindex.py", "--instrumentation", "openinference"], True, None),
     "llamaindex/openllmetry": ("llamaindex", ["frameworks/llamaindex.py", "--instrumentation", "openllmetry"], True, None),
+    # OpenLLMetry writes tool.name / tool.arguments even with content off; results go.
+    "llamaindex/openllmetry-nocontent": ("llamaindex", ["frameworks/llamaindex.py", "--instrumentation", "openllmetry", "--no-content"], ARGS_ONLY, None),
     "autogen/native": ("autogen", ["frameworks/autogen.py", "--instrumentation", "native"], False, None),
     "autogen/openinference": ("autogen", ["frameworks/autogen.py", "--instrumentation", "openinference"], True, None),
     "openai-agents/openllmetry": ("oa-openllmetry", ["frameworks/openai_agents_openllmetry.py"], True, None),
@@ -78,10 +82,12 @@ def script_scenario(scenario, content, final_tool):
         for tool, args, _id, result in turn:
             calls.append({"tool": tool, "args": args, "result": result})
         responses.append({"calls": calls})
-    if not content:
+    if content is not True:
         for r in responses:
             for c in r.get("calls", []):
-                c.pop("args"), c.pop("result")
+                if content is False:
+                    c.pop("args")
+                c.pop("result")
             if "text" in r:
                 r["text"] = ""
     return {"description": scenario, "responses": responses}
@@ -149,12 +155,12 @@ def label():
                 "spans": span_count(folder),
                 "tool_calls": len(calls),
                 "sequence": [
-                    f"{c['tool']}({canonical_args(c['args'])})" if content else f"{c['tool']}(?)"
+                    f"{c['tool']}({canonical_args(c['args'])})" if content is not False else f"{c['tool']}(?)"
                     for c in full_calls
                 ],
                 "scripted_call_ids": [c[2] for c in scenarios.calls(scenario)],
-                "args_present": content,
-                "results_present": content,
+                "args_present": content is not False,
+                "results_present": content is True,
                 "text_responses": sum(1 for r in scn["responses"] if "text" in r),
                 "request_files": files,
             })
