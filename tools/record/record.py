@@ -48,9 +48,13 @@ PAIRS = {
     "autogen/openinference": ("autogen", ["frameworks/autogen.py", "--instrumentation", "openinference"], True, None),
     "openai-agents/openllmetry": ("oa-openllmetry", ["frameworks/openai_agents_openllmetry.py"], True, None),
     "openai-agents/openllmetry-nocontent": ("oa-openllmetry", ["frameworks/openai_agents_openllmetry.py", "--no-content"], False, None),
+    "semantic-kernel/native": ("sk", ["frameworks/sk_native.py"], True, None),
+    "semantic-kernel/native-nocontent": ("sk", ["frameworks/sk_native.py", "--no-content"], False, None),
     "vercel-ai/native": ("node", ["node/vercel_ai.mjs"], True, None),
     "vercel-ai/native-nocontent": ("node", ["node/vercel_ai.mjs", "--no-content"], False, None),
 }
+# Frameworks that qualify tool names: the name they report is prefix + the script's name.
+TOOL_PREFIX = {"semantic-kernel/": "corpus-"}
 SCENARIOS = list(scenarios.SCENARIOS)
 
 
@@ -64,7 +68,7 @@ def oracle():
     sys.exit("reference.py not found: set LOOPWATCH_ORACLE to the oracle's reference.py")
 
 
-def script_scenario(scenario, content, final_tool):
+def script_scenario(scenario, content, final_tool, prefix=""):
     """The oracle scenario of one scripted run: every call with its args and result
     (omitted when content capture is off: invisible to argument-based patterns)."""
     responses = []
@@ -80,7 +84,7 @@ def script_scenario(scenario, content, final_tool):
             continue
         calls = []
         for tool, args, _id, result in turn:
-            calls.append({"tool": tool, "args": args, "result": result})
+            calls.append({"tool": prefix + tool, "args": args, "result": result})
         responses.append({"calls": calls})
     if content is not True:
         for r in responses:
@@ -142,9 +146,10 @@ def label():
             folder = os.path.join(CORPUS, pair, scenario)
             if not os.path.isdir(folder):
                 continue
-            scn = script_scenario(scenario, content, final_tool)
+            prefix = next((p for k, p in TOOL_PREFIX.items() if pair.startswith(k)), "")
+            scn = script_scenario(scenario, content, final_tool, prefix)
             calls = [c for r in scn["responses"] for c in r.get("calls", [])]
-            full = script_scenario(scenario, True, final_tool)
+            full = script_scenario(scenario, True, final_tool, prefix)
             full_calls = [c for r in full["responses"] for c in r.get("calls", [])]
             name = f"{pair}/{scenario}"
             files = sorted(f for f in os.listdir(folder) if f.endswith(".pb"))

@@ -21,6 +21,7 @@ venv llamaindex llama-index-core==0.14.25 llama-index-llms-openai==0.8.3 \
     openinference-instrumentation-llama-index==4.6.1 opentelemetry-instrumentation-llamaindex==0.62.4 $OTEL
 venv oa-openllmetry openai-agents==0.24.0 opentelemetry-instrumentation-openai-agents==0.62.4 $OTEL
 venv dspy dspy==3.4.1 openinference-instrumentation-dspy==0.1.48 $OTEL
+venv sk semantic-kernel==1.45.0 $OTEL
 venv autogen autogen-agentchat==0.7.5 autogen-ext==0.7.5 openinference-instrumentation-autogen-agentchat==0.1.22 $OTEL
 
 (cd node && npm install --no-audit --no-fund --save-exact \
