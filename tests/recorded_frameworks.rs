@@ -28,21 +28,11 @@ use serde_json::Value as Json;
 /// miscounted, and so the detections of the runs in [`MISREAD_DETECTIONS`] land on the
 /// wrong call ordinals. Each must still misread (the tests fail when one is fixed, so the
 /// entry gets removed).
-const KNOWN_MISREAD: &[(&str, &str)] = &[(
-    "autogen/openinference/",
-    "one call traced twice: the OpenInference TOOL span (arguments, result) wraps \
-     autogen-core's own execute_tool span (call id, no content) and both count \
-     (issue 6 item 3, the one-call rule)",
-)];
+const KNOWN_MISREAD: &[(&str, &str)] = &[];
 
 /// The runs of [`KNOWN_MISREAD`] pairs whose detections differ from the labels (the
 /// healthy run detects nothing either way).
-const MISREAD_DETECTIONS: &[&str] = &[
-    "autogen/openinference/s1_stuck_repeat",
-    "autogen/openinference/s2_poll_progress",
-    "autogen/openinference/s3_alternating",
-    "autogen/openinference/s5_volatile_args",
-];
+const MISREAD_DETECTIONS: &[&str] = &[];
 
 fn known_misread(run: &str) -> Option<&'static str> {
     KNOWN_MISREAD
