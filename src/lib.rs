@@ -19,6 +19,7 @@ pub mod fingerprint;
 pub mod fleet;
 pub mod forward;
 pub mod ingest;
+pub mod lifecycle;
 pub mod listen;
 pub mod metrics;
 pub mod otlp;

@@ -317,7 +317,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         );
         r.register(
             "forward_latency_seconds",
-            "Downstream export latency per delivered request",
+            "Downstream export latency per successful export RPC (one batch of requests)",
             state.metrics.forward_latency.clone(),
         );
     }
@@ -367,7 +367,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
-    render_fleet(&mut r, &state.metrics);
+    render_fleet(&mut r, state.metrics);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;
     Ok(out)
