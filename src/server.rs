@@ -100,6 +100,7 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let summary = crate::startup::StartupSummary::of(&config)?;
     let server = start(config).await?;
     tracing::info!(
         grpc = %server.grpc_addr,
@@ -107,6 +108,9 @@ pub async fn run(
         admin = %server
             .admin_addr
             .map_or_else(|| "off".to_string(), |a| a.to_string()),
+        downstream = %summary.downstream,
+        sinks = %summary.sinks,
+        profiles = %summary.profiles,
         "loopwatch listening"
     );
     tokio::select! {
@@ -253,6 +257,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         exporter_health: forwarder.as_ref().and_then(|f| f.health()),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
+    let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
+        .context("telemetry.endpoint")?;
     let ready = admin_state.ready.clone();
     // Run stage 2: the admin listener and housekeeping; stopped last, so /readyz answers
     // 503 while the span path drains.
@@ -321,7 +327,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         };
         // Stop stage 3: signals flush best-effort within theirs.
         done_signals.shutdown(drain_timeout).await;
-        // Stop stage 4: admin and housekeeping.
+        // Stop stage 4: self-telemetry exports its last values.
+        if let Some(telemetry) = telemetry {
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        }
+        // Stop stage 5: admin and housekeeping.
         let _ = admin.drain(drain_timeout).await;
         let stats = &done_engine.stats;
         tracing::info!(
