@@ -23,6 +23,7 @@ pub mod lifecycle;
 pub mod listen;
 pub mod metrics;
 pub mod otlp;
+pub mod otlp_json;
 pub mod pipeline;
 pub mod receiver;
 pub mod registry;
