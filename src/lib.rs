@@ -22,3 +22,4 @@ pub mod report;
 pub mod scan;
 pub mod server;
 pub mod signals;
+pub mod wire;

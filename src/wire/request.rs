@@ -1,0 +1,228 @@
+//! One received `ExportTraceServiceRequest` read from its bytes: validated as prost would
+//! (minus UTF-8), every span located by byte range, and only what detection reads
+//! materialised: per resource the attributes asked for (`service.name`, the run-key
+//! attribute), per span its [`super::decode::span`] view. Nothing else is copied.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::Span;
+
+use super::decode;
+use super::reader::{Fields, WireError, RECURSION_LIMIT};
+use super::schema::{check, Msg};
+
+/// The resource of one `ResourceSpans`, reduced to the attributes detection asked for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireResource {
+    /// The asked-for attributes, in wire order (all `resource` occurrences merged).
+    pub resource: Resource,
+    /// `service.name`, when it is a string attribute.
+    pub service_name: Option<Arc<str>>,
+}
+
+/// One span of the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireSpan {
+    /// Index into [`WireRequest::resources`].
+    pub resource: usize,
+    /// (resource_spans, scope_spans, span) indices, as in the decoded request.
+    pub index: (usize, usize, usize),
+    /// Absolute byte range of the span message (without its key and length prefix).
+    pub range: Range<usize>,
+    /// What detection reads of the span.
+    pub span: Span,
+}
+
+/// A request read from its bytes, kept whole for forwarding.
+#[derive(Debug, Clone)]
+pub struct WireRequest {
+    /// The request exactly as received (after decompression).
+    pub bytes: Bytes,
+    /// One entry per `ResourceSpans`, in order.
+    pub resources: Vec<WireResource>,
+    /// Every span, in request order.
+    pub spans: Vec<WireSpan>,
+}
+
+impl WireRequest {
+    /// Reads `bytes` as an OTLP `ExportTraceServiceRequest`. `resource_keys` names the
+    /// resource attributes to keep (besides `service.name`). Fails with a [`WireError`]
+    /// exactly where prost's decoding fails, except that invalid UTF-8 is read lossily.
+    pub fn read(bytes: Bytes, resource_keys: &[&str]) -> Result<WireRequest, WireError> {
+        let buf = bytes.as_ref();
+        check(Msg::Request, buf, 0..buf.len(), RECURSION_LIMIT)?;
+        let mut resources = Vec::new();
+        let mut spans = Vec::new();
+        for (r, resource_spans) in len_fields(buf, 0..buf.len(), 1).enumerate() {
+            let resource_index = resources.len();
+            let mut resource = WireResource::default();
+            let mut s = 0;
+            for field in Fields::new(buf, resource_spans?, u32::MAX) {
+                let field = field?;
+                match (field.number, field.len_range()) {
+                    (1, Some(range)) => read_resource(buf, range, resource_keys, &mut resource)?,
+                    (2, Some(range)) => {
+                        for (i, span) in len_fields(buf, range, 2).enumerate() {
+                            let range = span?;
+                            spans.push(WireSpan {
+                                resource: resource_index,
+                                index: (r, s, i),
+                                span: decode::span(buf, range.clone())?,
+                                range,
+                            });
+                        }
+                        s += 1;
+                    }
+                    _ => {}
+                }
+            }
+            resource.service_name =
+                crate::otlp::service_name(Some(&resource.resource)).map(Arc::from);
+            resources.push(resource);
+        }
+        Ok(WireRequest {
+            bytes,
+            resources,
+            spans,
+        })
+    }
+
+    /// The number of spans in the request.
+    pub fn span_count(&self) -> u64 {
+        self.spans.len() as u64
+    }
+}
+
+/// The value ranges of the length-delimited fields numbered `number` of the message in
+/// `buf[range]`.
+fn len_fields(
+    buf: &[u8],
+    range: Range<usize>,
+    number: u32,
+) -> impl Iterator<Item = Result<Range<usize>, WireError>> + '_ {
+    Fields::new(buf, range, u32::MAX).filter_map(move |field| match field {
+        Err(e) => Some(Err(e)),
+        Ok(f) if f.number == number => f.len_range().map(Ok),
+        Ok(_) => None,
+    })
+}
+
+fn read_resource(
+    buf: &[u8],
+    range: Range<usize>,
+    keys: &[&str],
+    into: &mut WireResource,
+) -> Result<(), WireError> {
+    for attribute in len_fields(buf, range, 1) {
+        let attribute = attribute?;
+        let key = decode::key_of(buf, attribute.clone())?;
+        if key == b"service.name" || keys.iter().any(|k| k.as_bytes() == key) {
+            into.resource
+                .attributes
+                .push(decode::key_value(buf, attribute)?);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+    use prost::Message;
+
+    fn kv(key: &str, value: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(value.into())),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn request() -> ExportTraceServiceRequest {
+        let span = |id: u8| Span {
+            trace_id: vec![1; 16],
+            span_id: vec![id; 8],
+            name: format!("span {id}"),
+            attributes: vec![kv("gen_ai.tool.name", "search")],
+            ..Default::default()
+        };
+        ExportTraceServiceRequest {
+            resource_spans: vec![
+                ResourceSpans {
+                    resource: Some(Resource {
+                        attributes: vec![
+                            kv("host.name", "h"),
+                            kv("service.name", "svc"),
+                            kv("session.id", "s-1"),
+                        ],
+                        ..Default::default()
+                    }),
+                    scope_spans: vec![
+                        ScopeSpans {
+                            spans: vec![span(1), span(2)],
+                            ..Default::default()
+                        },
+                        ScopeSpans {
+                            spans: vec![span(3)],
+                            ..Default::default()
+                        },
+                    ],
+                    ..Default::default()
+                },
+                ResourceSpans {
+                    scope_spans: vec![ScopeSpans {
+                        spans: vec![span(4)],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn locates_every_span_and_keeps_only_the_asked_resource_attributes() {
+        let decoded = request();
+        let bytes = Bytes::from(decoded.encode_to_vec());
+        let read = WireRequest::read(bytes.clone(), &["session.id"]).unwrap();
+        assert_eq!(read.span_count(), 4);
+        let indices: Vec<_> = read.spans.iter().map(|s| s.index).collect();
+        assert_eq!(indices, vec![(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)]);
+        for wire in &read.spans {
+            let (r, s, i) = wire.index;
+            let expected = &decoded.resource_spans[r].scope_spans[s].spans[i];
+            assert_eq!(&wire.span, expected);
+            assert_eq!(
+                &bytes[wire.range.clone()],
+                expected.encode_to_vec().as_slice()
+            );
+        }
+        assert_eq!(read.resources.len(), 2);
+        assert_eq!(read.resources[0].service_name.as_deref(), Some("svc"));
+        assert_eq!(
+            read.resources[0].resource.attributes,
+            vec![kv("service.name", "svc"), kv("session.id", "s-1")]
+        );
+        assert_eq!(read.resources[1], WireResource::default());
+        assert_eq!(read.spans[3].resource, 1);
+    }
+
+    #[test]
+    fn malformed_requests_fail_without_panicking() {
+        let bytes = request().encode_to_vec();
+        for cut in 1..bytes.len() {
+            let truncated = Bytes::copy_from_slice(&bytes[..cut]);
+            let ours = WireRequest::read(truncated.clone(), &[]).is_ok();
+            let prost = ExportTraceServiceRequest::decode(truncated).is_ok();
+            assert_eq!(ours, prost, "cut at {cut}");
+        }
+    }
+}
