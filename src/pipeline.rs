@@ -3,15 +3,44 @@
 use bytes::Bytes;
 
 use crate::otlp::ExportTraceServiceRequest;
+use crate::wire::WireRequest;
 
 /// One OTLP trace export as a receiver got it.
 #[derive(Clone, Debug)]
-pub struct IncomingRequest {
-    /// The decoded request.
-    pub request: ExportTraceServiceRequest,
-    /// The original protobuf encoding (after decompression) when the request arrived as
-    /// protobuf; forwarded untouched when no span was annotated. `None` for OTLP/JSON.
-    pub raw_protobuf: Option<Bytes>,
+pub enum IncomingRequest {
+    /// OTLP protobuf (gRPC, HTTP): read from its bytes by [`crate::wire`]; the bytes are
+    /// forwarded untouched when no span is annotated, annotated in place otherwise.
+    Protobuf(WireRequest),
+    /// OTLP/JSON, decoded by prost-serde; forwarded as its protobuf encoding.
+    Json(ExportTraceServiceRequest),
+}
+
+impl IncomingRequest {
+    /// The original protobuf encoding (after decompression), for a protobuf request.
+    pub fn raw_protobuf(&self) -> Option<&Bytes> {
+        match self {
+            IncomingRequest::Protobuf(wire) => Some(&wire.bytes),
+            IncomingRequest::Json(_) => None,
+        }
+    }
+
+    /// The request decoded by prost (a copy; the span path never needs it). Fails for
+    /// protobuf bytes prost refuses although the wire reader read them (strings that are
+    /// not valid UTF-8).
+    pub fn to_decoded(&self) -> Result<ExportTraceServiceRequest, prost::DecodeError> {
+        match self {
+            IncomingRequest::Protobuf(wire) => ExportTraceServiceRequest::decode(wire.bytes.clone()),
+            IncomingRequest::Json(request) => Ok(request.clone()),
+        }
+    }
+
+    /// Number of spans in the request.
+    pub fn span_count(&self) -> u64 {
+        match self {
+            IncomingRequest::Protobuf(wire) => wire.span_count(),
+            IncomingRequest::Json(request) => crate::receiver::decode::span_count(request),
+        }
+    }
 }
 
 /// Why a request was not accepted. Receivers map it to a retryable status.
@@ -64,17 +93,29 @@ impl SpanSink for Pipeline {
             Some(queue) => Some(queue.try_reserve()?),
             None => None,
         };
-        let IncomingRequest {
-            mut request,
-            raw_protobuf,
-        } = incoming;
-        let processed = self.engine.process(&mut request, Instant::now());
+        let now = Instant::now();
+        let (bytes, spans, processed) = match incoming {
+            IncomingRequest::Protobuf(wire) => {
+                let raw = wire.bytes.clone();
+                let spans = wire.span_count();
+                match self.engine.process_wire(wire, now) {
+                    Ok(done) => (done.bytes, done.spans, done.processed),
+                    Err(error) => {
+                        // Cannot happen for a request the reader accepted; forward it as
+                        // received rather than lose it.
+                        tracing::error!(%error, "annotating a request failed; forwarded unannotated");
+                        (raw, spans, crate::engine::Processed::default())
+                    }
+                }
+            }
+            IncomingRequest::Json(mut request) => {
+                let processed = self.engine.process(&mut request, now);
+                let spans = crate::receiver::decode::span_count(&request);
+                (Bytes::from(request.encode_to_vec()), spans, processed)
+            }
+        };
         if let Some(permit) = permit {
-            let bytes = match raw_protobuf {
-                Some(raw) if processed.annotated_spans == 0 => raw,
-                _ => bytes::Bytes::from(request.encode_to_vec()),
-            };
-            permit.send(bytes, crate::receiver::decode::span_count(&request));
+            permit.send(bytes, spans);
         }
         for detection in &processed.detections {
             self.report(detection);

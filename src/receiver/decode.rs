@@ -90,6 +90,12 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, Receiv
     Ok(ExportTraceServiceRequest::decode(bytes)?)
 }
 
+/// Reads a protobuf `ExportTraceServiceRequest` from its bytes with the zero-copy wire
+/// reader (strings that are not UTF-8 are read lossily instead of failing the request).
+pub fn read_protobuf(bytes: Bytes) -> Result<crate::wire::WireRequest, ReceiveError> {
+    Ok(crate::wire::WireRequest::read(bytes)?)
+}
+
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest` (lowerCamelCase keys, hex ids, 64-bit
 /// integers as strings or numbers), then checks id lengths (trace 16 bytes, span 8 bytes,
 /// empty allowed). Errors name the field path, e.g.

@@ -21,7 +21,7 @@ use prost::Message;
 
 use crate::pipeline::{IncomingRequest, SpanSink};
 
-use super::decode::{decode_json, decode_protobuf, decompress, span_count, Compression};
+use super::decode::{decode_json, decompress, read_protobuf, Compression};
 use super::error::ReceiveError;
 use super::rpc_status::RpcStatus;
 use super::stats::ReceiverStats;
@@ -121,7 +121,7 @@ async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: B
         Ok(incoming) => incoming,
         Err(err) => return reject(&state, format, &err, 0),
     };
-    let spans = span_count(&incoming.request);
+    let spans = incoming.span_count();
     if let Err(refused) = state.sink.accept(incoming) {
         return reject(&state, format, &ReceiveError::Refused(refused), spans);
     }
@@ -169,14 +169,8 @@ async fn read_request(
         .to_bytes();
     let bytes = decompress(compression, body, limit)?;
     Ok(match format {
-        Format::Protobuf => IncomingRequest {
-            request: decode_protobuf(&bytes)?,
-            raw_protobuf: Some(bytes),
-        },
-        Format::Json => IncomingRequest {
-            request: decode_json(&bytes)?,
-            raw_protobuf: None,
-        },
+        Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes)?),
+        Format::Json => IncomingRequest::Json(decode_json(&bytes)?),
     })
 }
 

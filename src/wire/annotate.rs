@@ -212,7 +212,7 @@ mod tests {
     fn annotated_spans_decode_as_if_annotated_before_encoding() {
         let original = request();
         let bytes = Bytes::from(original.encode_to_vec());
-        let read = WireRequest::read(bytes.clone(), &[]).unwrap();
+        let read = WireRequest::read(bytes.clone()).unwrap();
         // Annotate spans 2 and 4 (two scope_spans, two resource_spans).
         let targets = [1usize, 3];
         let edits: Vec<SpanEdit> = targets

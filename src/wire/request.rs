@@ -1,7 +1,7 @@
 //! One received `ExportTraceServiceRequest` read from its bytes: validated as prost would
 //! (minus UTF-8), every span located by byte range, and only what detection reads
-//! materialised: per resource the attributes asked for (`service.name`, the run-key
-//! attribute), per span its [`super::decode::span`] view. Nothing else is copied.
+//! materialised: per resource its `service.name` (other attributes on demand, e.g. the
+//! run-key attribute), per span its [`super::decode::span`] view. Nothing else is copied.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,11 +14,11 @@ use super::decode;
 use super::reader::{Fields, WireError, RECURSION_LIMIT};
 use super::schema::{check, Msg};
 
-/// The resource of one `ResourceSpans`, reduced to the attributes detection asked for.
+/// The resource of one `ResourceSpans`: where it is, and its `service.name`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WireResource {
-    /// The asked-for attributes, in wire order (all `resource` occurrences merged).
-    pub resource: Resource,
+    /// Byte ranges of the `resource` field's values (prost merges repeated occurrences).
+    pub ranges: Vec<Range<usize>>,
     /// `service.name`, when it is a string attribute.
     pub service_name: Option<Arc<str>>,
 }
@@ -48,10 +48,9 @@ pub struct WireRequest {
 }
 
 impl WireRequest {
-    /// Reads `bytes` as an OTLP `ExportTraceServiceRequest`. `resource_keys` names the
-    /// resource attributes to keep (besides `service.name`). Fails with a [`WireError`]
+    /// Reads `bytes` as an OTLP `ExportTraceServiceRequest`. Fails with a [`WireError`]
     /// exactly where prost's decoding fails, except that invalid UTF-8 is read lossily.
-    pub fn read(bytes: Bytes, resource_keys: &[&str]) -> Result<WireRequest, WireError> {
+    pub fn read(bytes: Bytes) -> Result<WireRequest, WireError> {
         let buf = bytes.as_ref();
         check(Msg::Request, buf, 0..buf.len(), RECURSION_LIMIT)?;
         let mut resources = Vec::new();
@@ -63,7 +62,7 @@ impl WireRequest {
             for field in Fields::new(buf, resource_spans?, u32::MAX) {
                 let field = field?;
                 match (field.number, field.len_range()) {
-                    (1, Some(range)) => read_resource(buf, range, resource_keys, &mut resource)?,
+                    (1, Some(range)) => resource.ranges.push(range),
                     (2, Some(range)) => {
                         for (i, span) in len_fields(buf, range, 2).enumerate() {
                             let range = span?;
@@ -79,8 +78,8 @@ impl WireRequest {
                     _ => {}
                 }
             }
-            resource.service_name =
-                crate::otlp::service_name(Some(&resource.resource)).map(Arc::from);
+            let attributes = resource_attributes(buf, &resource.ranges, &["service.name"])?;
+            resource.service_name = crate::otlp::service_name(Some(&attributes)).map(Arc::from);
             resources.push(resource);
         }
         Ok(WireRequest {
@@ -88,6 +87,15 @@ impl WireRequest {
             resources,
             spans,
         })
+    }
+
+    /// The attributes named `keys` of resource `index` (in wire order, every occurrence),
+    /// as a `Resource` holding only them.
+    pub fn resource(&self, index: usize, keys: &[&str]) -> Result<Resource, WireError> {
+        match self.resources.get(index) {
+            Some(r) => resource_attributes(&self.bytes, &r.ranges, keys),
+            None => Ok(Resource::default()),
+        }
     }
 
     /// The number of spans in the request.
@@ -110,22 +118,22 @@ fn len_fields(
     })
 }
 
-fn read_resource(
+fn resource_attributes(
     buf: &[u8],
-    range: Range<usize>,
+    ranges: &[Range<usize>],
     keys: &[&str],
-    into: &mut WireResource,
-) -> Result<(), WireError> {
-    for attribute in len_fields(buf, range, 1) {
-        let attribute = attribute?;
-        let key = decode::key_of(buf, attribute.clone())?;
-        if key == b"service.name" || keys.iter().any(|k| k.as_bytes() == key) {
-            into.resource
-                .attributes
-                .push(decode::key_value(buf, attribute)?);
+) -> Result<Resource, WireError> {
+    let mut resource = Resource::default();
+    for range in ranges {
+        for attribute in len_fields(buf, range.clone(), 1) {
+            let attribute = attribute?;
+            let key = decode::key_of(buf, attribute.clone())?;
+            if keys.iter().any(|k| k.as_bytes() == key) {
+                resource.attributes.push(decode::key_value(buf, attribute)?);
+            }
         }
     }
-    Ok(())
+    Ok(resource)
 }
 
 #[cfg(test)]
@@ -192,7 +200,7 @@ mod tests {
     fn locates_every_span_and_keeps_only_the_asked_resource_attributes() {
         let decoded = request();
         let bytes = Bytes::from(decoded.encode_to_vec());
-        let read = WireRequest::read(bytes.clone(), &["session.id"]).unwrap();
+        let read = WireRequest::read(bytes.clone()).unwrap();
         assert_eq!(read.span_count(), 4);
         let indices: Vec<_> = read.spans.iter().map(|s| s.index).collect();
         assert_eq!(indices, vec![(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)]);
@@ -208,9 +216,10 @@ mod tests {
         assert_eq!(read.resources.len(), 2);
         assert_eq!(read.resources[0].service_name.as_deref(), Some("svc"));
         assert_eq!(
-            read.resources[0].resource.attributes,
+            read.resource(0, &["session.id", "service.name"]).unwrap().attributes,
             vec![kv("service.name", "svc"), kv("session.id", "s-1")]
         );
+        assert_eq!(read.resource(0, &[]).unwrap(), Resource::default());
         assert_eq!(read.resources[1], WireResource::default());
         assert_eq!(read.spans[3].resource, 1);
     }
@@ -220,7 +229,7 @@ mod tests {
         let bytes = request().encode_to_vec();
         for cut in 1..bytes.len() {
             let truncated = Bytes::copy_from_slice(&bytes[..cut]);
-            let ours = WireRequest::read(truncated.clone(), &[]).is_ok();
+            let ours = WireRequest::read(truncated.clone()).is_ok();
             let prost = ExportTraceServiceRequest::decode(truncated).is_ok();
             assert_eq!(ours, prost, "cut at {cut}");
         }
