@@ -60,7 +60,6 @@ pub struct Engine {
     pub stats: EngineStats,
 }
 
-
 /// What processing one request read from its bytes found.
 #[derive(Debug)]
 pub struct WireProcessed {
@@ -132,7 +131,12 @@ impl Engine {
     ) -> Result<WireProcessed, WireError> {
         let spans = request.span_count();
         // Only the run-key attribute is read from resources (service.name is read already).
-        let keys: Vec<&str> = self.options.run_key_attribute.as_deref().into_iter().collect();
+        let keys: Vec<&str> = self
+            .options
+            .run_key_attribute
+            .as_deref()
+            .into_iter()
+            .collect();
         let resources = (0..request.resources.len())
             .map(|r| request.resource(r, &keys))
             .collect::<Result<Vec<_>, _>>()?;

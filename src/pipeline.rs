@@ -29,7 +29,9 @@ impl IncomingRequest {
     /// not valid UTF-8).
     pub fn to_decoded(&self) -> Result<ExportTraceServiceRequest, prost::DecodeError> {
         match self {
-            IncomingRequest::Protobuf(wire) => ExportTraceServiceRequest::decode(wire.bytes.clone()),
+            IncomingRequest::Protobuf(wire) => {
+                ExportTraceServiceRequest::decode(wire.bytes.clone())
+            }
             IncomingRequest::Json(request) => Ok(request.clone()),
         }
     }

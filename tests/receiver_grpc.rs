@@ -143,7 +143,12 @@ async fn corpus_accepted_with_every_compression_and_raw_bytes_kept() {
             let got = server.sink.take();
             assert_eq!(got.len(), 2);
             for incoming in &got {
-                assert_eq!(incoming.to_decoded().unwrap(), expected, "{}", file.display());
+                assert_eq!(
+                    incoming.to_decoded().unwrap(),
+                    expected,
+                    "{}",
+                    file.display()
+                );
             }
             assert_eq!(
                 got[0].raw_protobuf().map(|b| b.as_ref()),

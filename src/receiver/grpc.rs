@@ -24,11 +24,11 @@ use tonic_health::ServingStatus;
 use crate::pipeline::{IncomingRequest, SpanSink};
 
 use super::decode::{read_protobuf, Compression};
-use crate::wire::WireRequest;
 use super::error::ReceiveError;
 use super::rpc_status::status_details_with_retry;
 use super::stats::{ReceiverStats, RejectReason};
 use super::ReceiverOptions;
+use crate::wire::WireRequest;
 
 /// Fully-qualified gRPC service name of the OTLP trace service.
 pub const TRACE_SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";

@@ -216,7 +216,9 @@ mod tests {
         assert_eq!(read.resources.len(), 2);
         assert_eq!(read.resources[0].service_name.as_deref(), Some("svc"));
         assert_eq!(
-            read.resource(0, &["session.id", "service.name"]).unwrap().attributes,
+            read.resource(0, &["session.id", "service.name"])
+                .unwrap()
+                .attributes,
             vec![kv("service.name", "svc"), kv("session.id", "s-1")]
         );
         assert_eq!(read.resource(0, &[]).unwrap(), Resource::default());
