@@ -4,6 +4,7 @@
 //! - `GET /v1/runs?looping=true&limit=N` → recent runs with their detections
 //! - `GET /v1/summary` → runs, loop runs, loop rate, detections by pattern, per service and agent
 //! - `GET /v1/signals?trace_id=…&since=…` → recent signals
+//! - `GET /ui` → the built-in fleet page ([`crate::ui`])
 //! - `GET /metrics` (Prometheus text), `GET /healthz` (alive), `GET /readyz` (serving and
 //!   downstream reachable when configured)
 
@@ -41,6 +42,19 @@ pub struct AdminState {
     pub ready: Arc<AtomicBool>,
 }
 
+impl AdminState {
+    /// The counters and live metrics `/metrics` renders.
+    pub fn metric_sources(&self) -> crate::metrics::MetricSources<'_> {
+        crate::metrics::MetricSources {
+            engine: &self.engine,
+            signals: &self.signals,
+            metrics: &self.metrics,
+            receiver_stats: &self.receiver_stats,
+            forwarder: self.forwarder.as_deref(),
+        }
+    }
+}
+
 /// The admin router.
 pub fn router(state: AdminState) -> Router {
     Router::new()
@@ -50,6 +64,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .merge(crate::ui::router())
         .with_state(state.clone())
         .merge(crate::signals::http::router(state.signals.clone()))
 }
@@ -179,6 +194,10 @@ pub struct Summary {
     pub detections_by_severity: BTreeMap<String, usize>,
     pub by_service: BTreeMap<String, LoopRate>,
     pub by_agent: BTreeMap<String, LoopRate>,
+    /// Runs, loop runs and loop rate per service and agent for the last window and the
+    /// one before, per one-minute bucket, and kills by reason ([`crate::fleet`]).
+    #[serde(default)]
+    pub fleet: crate::fleet::FleetView,
 }
 
 async fn summary(State(state): State<AdminState>) -> Json<Summary> {
@@ -203,11 +222,15 @@ async fn summary(State(state): State<AdminState>) -> Json<Summary> {
                 .or_default() += 1;
         }
     }
+    let now = crate::fleet::now_unix();
+    let fleet = &state.metrics.fleet;
+    fleet.sample(&state.engine.registry, now);
+    s.fleet = fleet.view(now);
     Json(s)
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    match crate::metrics::render(&state) {
+    match crate::metrics::render(&state.metric_sources()) {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,

@@ -11,9 +11,11 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+pub mod exporter;
+
+use self::exporter::ForwarderConfig;
 use crate::detector::{Action, ProfileSettings};
 use crate::fingerprint::FingerprintConfig;
-use crate::forward::ForwarderConfig;
 use crate::receiver::ReceiverConfig;
 use crate::registry::RegistryConfig;
 use crate::signals::SignalsConfig;

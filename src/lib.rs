@@ -2,6 +2,10 @@
 //!
 //! Pipeline (DESIGN §1): receiver → extract ([`conventions`]) → [`registry`] →
 //! [`detector`] (pure, synchronous) → [`annotate`] → [`forward`], with [`signals`] on the side.
+//!
+//! Layout: every import points down. [`receiver`] → [`ingest`] (the receiver ↔ span-path
+//! contract) ← [`pipeline`] (the span path) → [`forward`]; OTLP wire helpers live in
+//! [`otlp`], config sections beside their [`config`] parent or their component.
 
 pub mod annotate;
 pub mod api;
@@ -11,7 +15,9 @@ pub mod detector;
 pub mod engine;
 pub mod event;
 pub mod fingerprint;
+pub mod fleet;
 pub mod forward;
+pub mod ingest;
 pub mod metrics;
 pub mod otlp;
 pub mod pipeline;
@@ -22,4 +28,5 @@ pub mod report;
 pub mod scan;
 pub mod server;
 pub mod signals;
+pub mod ui;
 pub mod wire;

@@ -27,6 +27,18 @@ pub struct SignalLabels {
     pub action: String,
 }
 
+/// Labels of `loopwatch_loop_detections_total`: who looped, how. `service_name` and
+/// `gen_ai_agent_name` are the resource/span attributes `service.name` and
+/// `gen_ai.agent.name` with dots as underscores (as the Collector's Prometheus exporter
+/// writes attribute labels); `unknown` when absent.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FleetDetectionLabels {
+    pub service_name: String,
+    pub gen_ai_agent_name: String,
+    pub pattern: String,
+    pub severity: String,
+}
+
 /// Metrics recorded as events happen.
 pub struct Metrics {
     pub detections: Family<DetectionLabels, Counter>,
@@ -35,6 +47,13 @@ pub struct Metrics {
     pub signals_published: Family<SignalLabels, Counter>,
     /// Seconds from dequeue to the downstream's answer, per delivered request.
     pub forward_latency: Histogram,
+    /// Detections by service, agent, pattern and severity (fleet view).
+    pub loop_detections: Family<FleetDetectionLabels, Counter>,
+    /// Runs, loop runs and kills per service/agent and time bucket (`/v1/summary`, `/ui`).
+    pub fleet: crate::fleet::Fleet,
+    /// `exporter.queue_capacity` when forwarding (0 = detect-only), for the queue-near-full
+    /// alert.
+    pub forward_queue_capacity: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Metrics {
@@ -43,6 +62,9 @@ impl Default for Metrics {
             detections: Family::default(),
             signals_published: Family::default(),
             forward_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            loop_detections: Family::default(),
+            fleet: crate::fleet::Fleet::default(),
+            forward_queue_capacity: Default::default(),
         }
     }
 }
@@ -57,6 +79,16 @@ impl Metrics {
                 severity: d.detection.severity.as_str().into(),
             })
             .inc();
+        let unknown = crate::fleet::UNKNOWN;
+        self.loop_detections
+            .get_or_create(&FleetDetectionLabels {
+                service_name: d.service_name.as_deref().unwrap_or(unknown).into(),
+                gen_ai_agent_name: d.agent_name.as_deref().unwrap_or(unknown).into(),
+                pattern: d.detection.pattern.as_str().into(),
+                severity: d.detection.severity.as_str().into(),
+            })
+            .inc();
+        self.fleet.observe_detection(d, crate::fleet::now_unix());
     }
 
     /// Counts a signal handed to the hub.
@@ -99,10 +131,26 @@ fn label(k: &str, v: &str) -> Labels {
     vec![(k.to_string(), v.to_string())]
 }
 
+/// What [`render`] reads: the live [`Metrics`] and the counters other modules keep. Built by
+/// the admin API (or anything else that exposes metrics) from its own state, so this module
+/// does not depend on the API.
+#[derive(Clone, Copy)]
+pub struct MetricSources<'a> {
+    pub engine: &'a crate::engine::Engine,
+    pub signals: &'a crate::signals::SignalHub,
+    pub metrics: &'a Metrics,
+    pub receiver_stats: &'a crate::receiver::stats::ReceiverStats,
+    /// `None` in detect-only mode (no forward metrics are rendered).
+    pub forwarder: Option<&'a crate::forward::stats::ForwarderStats>,
+}
+
 /// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
 ///
 /// Counter names end in `_total` on the wire (the encoder adds the suffix).
-pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error> {
+///
+/// # Errors
+/// A formatting error from the encoder (writing to a `String` does not fail in practice).
+pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut r = Registry::with_prefix("loopwatch");
     let rs = &state.receiver_stats;
@@ -230,6 +278,12 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
         );
         gauge(
             &mut r,
+            "forward_queue_capacity",
+            "Requests the forward queue holds at most (exporter.queue_capacity)",
+            state.metrics.forward_queue_capacity.load(Relaxed) as i64,
+        );
+        gauge(
+            &mut r,
             "forward_queue_depth",
             "Requests waiting in the forward queue",
             fs.queue_depth() as i64,
@@ -278,7 +332,54 @@ pub fn render(state: &crate::api::AdminState) -> Result<String, std::fmt::Error>
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
+    render_fleet(&mut r, &state.metrics);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;
     Ok(out)
+}
+
+/// The fleet view's counters: runs started and loop runs per service/agent, kills by
+/// pattern, detections per service/agent/pattern/severity.
+fn render_fleet(r: &mut Registry, metrics: &Metrics) {
+    let group = |service: &str, agent: &str| {
+        vec![
+            ("service_name".to_string(), service.to_string()),
+            ("gen_ai_agent_name".to_string(), agent.to_string()),
+        ]
+    };
+    let totals = metrics.fleet.totals();
+    labelled_counter(
+        r,
+        "runs_started",
+        "Agent runs seen, by service.name and gen_ai.agent.name",
+        totals
+            .iter()
+            .map(|(s, a, runs, _)| (group(s, a), *runs))
+            .collect(),
+    );
+    labelled_counter(
+        r,
+        "loop_runs",
+        "Runs with a warn or kill detection, by service.name and gen_ai.agent.name",
+        totals
+            .iter()
+            .map(|(s, a, _, loops)| (group(s, a), *loops))
+            .collect(),
+    );
+    labelled_counter(
+        r,
+        "kills",
+        "Kill detections (stop profile) by pattern",
+        metrics
+            .fleet
+            .kills_total()
+            .into_iter()
+            .map(|(pattern, n)| (label("pattern", &pattern), n))
+            .collect(),
+    );
+    r.register(
+        "loop_detections",
+        "Loop detections by service.name, gen_ai.agent.name, pattern and severity",
+        metrics.loop_detections.clone(),
+    );
 }

@@ -1,11 +1,31 @@
 //! Small helpers over the OTLP protobuf types (`opentelemetry-proto`): attribute lookup,
-//! AnyValue → JSON, and id formatting.
+//! AnyValue → JSON, id formatting, and the wire-level names both edges use (service and
+//! method paths, [`rpc_status`] for `google.rpc` status details).
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
 pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 pub use opentelemetry_proto::tonic::trace::v1::Span;
+
+pub mod rpc_status;
+
+/// Fully-qualified gRPC service name of the OTLP trace service.
+pub const TRACE_SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
+/// HTTP/2 path of the OTLP/gRPC `Export` method (receiver and forwarder).
+pub const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+/// OTLP/HTTP path for traces.
+pub const TRACES_PATH: &str = "/v1/traces";
+
+/// Number of spans in a request.
+pub fn span_count(request: &ExportTraceServiceRequest) -> u64 {
+    request
+        .resource_spans
+        .iter()
+        .flat_map(|rs| rs.scope_spans.iter())
+        .map(|ss| ss.spans.len() as u64)
+        .sum()
+}
 
 /// The value of attribute `key`, if present (first occurrence wins).
 pub fn attr<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {

@@ -130,6 +130,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             tracing::info!(endpoint, "forwarding to the downstream OTLP endpoint");
             let forwarder = Forwarder::start(&config.exporter)
                 .with_context(|| format!("exporter.endpoint {endpoint:?}"))?;
+            metrics.forward_queue_capacity.store(
+                config.exporter.queue_capacity as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             let latency = metrics.clone();
             forwarder.stats().set_latency_hook(Arc::new(move |l| {
                 latency.forward_latency.observe(l.export.as_secs_f64())
@@ -212,6 +216,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     // Idle-run eviction.
     let sweeper = {
         let engine = engine.clone();
+        let fleet_metrics = metrics.clone();
         let ttl = config.registry.idle_ttl;
         let mut stop_rx = stop.subscribe();
         tokio::spawn(async move {
@@ -219,6 +224,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(period) => {
+                        // Fleet view first: it learns runs before they are evicted.
+                        fleet_metrics.fleet.sample(&engine.registry, crate::fleet::now_unix());
                         let evicted = engine.registry.evict_idle(Instant::now());
                         if evicted > 0 {
                             tracing::debug!(evicted, "evicted idle runs");

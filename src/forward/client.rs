@@ -10,7 +10,7 @@ use tonic::codec::{BufferSettings, Codec, CompressionEncoding, EncodeBuf, Encode
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
-use crate::receiver::grpc::EXPORT_PATH;
+use crate::otlp::EXPORT_PATH;
 
 use super::{ForwardCompression, ForwardError};
 

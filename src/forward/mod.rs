@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -21,105 +20,18 @@ pub mod retry;
 pub mod stats;
 mod worker;
 
+pub use crate::config::exporter::{ForwardCompression, ForwarderConfig, InvalidExporterConfig};
 pub use client::{ExportClient, RawBytesCodec};
 pub use queue::{ForwardPermit, ForwardQueue};
 pub use retry::{classify, classify_status, Backoff, RetryDecision};
 pub use stats::{DeliveryLatency, DropReason, ForwarderStats, LatencyHook};
 
-/// Compression of forwarded requests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ForwardCompression {
-    /// Send uncompressed.
-    #[default]
-    None,
-    /// `grpc-encoding: gzip`.
-    Gzip,
-}
-
-/// Exporter section of the config file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ForwarderConfig {
-    /// Downstream OTLP/gRPC endpoint, e.g. `http://127.0.0.1:4317`; none = detect-only.
-    pub endpoint: Option<String>,
-    /// Requests the queue holds (default 1024); when full, receivers refuse.
-    pub queue_capacity: usize,
-    /// Per-attempt timeout, e.g. `"5s"`.
-    #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
-    /// `none` or `gzip`.
-    pub compression: ForwardCompression,
-    /// Give up retrying one request after this long (default `"5m"`, as the Collector).
-    #[serde(with = "humantime_serde")]
-    pub max_elapsed_retry: Duration,
-    /// First backoff wait (default `"1s"`), doubled per retry, ±50 % jitter.
-    #[serde(with = "humantime_serde")]
-    pub initial_backoff: Duration,
-    /// Largest backoff wait (default `"30s"`).
-    #[serde(with = "humantime_serde")]
-    pub max_backoff: Duration,
-    /// Export RPCs in flight at once (default 4).
-    pub concurrency: usize,
-}
-
-impl Default for ForwarderConfig {
-    fn default() -> Self {
-        Self {
-            endpoint: None,
-            queue_capacity: 1024,
-            timeout: Duration::from_secs(5),
-            compression: ForwardCompression::None,
-            max_elapsed_retry: Duration::from_secs(300),
-            initial_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(30),
-            concurrency: 4,
-        }
-    }
-}
-
-impl ForwarderConfig {
-    /// Checks values a runtime cannot work with.
-    ///
-    /// # Errors
-    /// [`ForwardError::InvalidConfig`] naming the field.
-    pub fn validate(&self) -> Result<(), ForwardError> {
-        let bad = |field: &'static str, message: &str| {
-            Err(ForwardError::InvalidConfig {
-                field,
-                message: message.to_owned(),
-            })
-        };
-        if self.queue_capacity == 0 {
-            return bad("queue_capacity", "must be at least 1");
-        }
-        if self.concurrency == 0 {
-            return bad("concurrency", "must be at least 1");
-        }
-        if self.timeout.is_zero() {
-            return bad("timeout", "must be positive");
-        }
-        if self.initial_backoff.is_zero() || self.max_backoff < self.initial_backoff {
-            return bad(
-                "initial_backoff",
-                "must be positive and not above max_backoff",
-            );
-        }
-        Ok(())
-    }
-}
-
 /// Forwarder set-up errors.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
     /// A config value is out of range.
-    #[error("exporter.{field}: {message}")]
-    InvalidConfig {
-        /// The offending key.
-        field: &'static str,
-        /// Why.
-        message: String,
-    },
+    #[error(transparent)]
+    InvalidConfig(#[from] InvalidExporterConfig),
     /// `exporter.endpoint` is not a valid URI.
     #[error("exporter.endpoint `{endpoint}` is not a valid URI: {message}")]
     InvalidEndpoint {
@@ -215,34 +127,5 @@ impl Forwarder {
             "forwarder stopped"
         );
         ShutdownReport { undelivered }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn config_defaults_parse_and_validation() {
-        let cfg: ForwarderConfig = toml::from_str("").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(cfg, ForwarderConfig::default());
-        assert_eq!(cfg.queue_capacity, 1024);
-        let cfg: ForwarderConfig = toml::from_str(
-            "endpoint = \"http://127.0.0.1:4317\"\ntimeout = \"2s\"\ncompression = \"gzip\"\nmax_elapsed_retry = \"1m\"\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(cfg.timeout, Duration::from_secs(2));
-        assert_eq!(cfg.compression, ForwardCompression::Gzip);
-        assert_eq!(cfg.max_elapsed_retry, Duration::from_secs(60));
-        assert!(toml::from_str::<ForwarderConfig>("endpoit = \"x\"").is_err());
-        assert!(toml::from_str::<ForwarderConfig>("compression = \"zstd\"").is_err());
-        let zero = ForwarderConfig {
-            queue_capacity: 0,
-            ..ForwarderConfig::default()
-        };
-        assert_eq!(
-            zero.validate().err().map(|e| e.to_string()).as_deref(),
-            Some("exporter.queue_capacity: must be at least 1")
-        );
     }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::pipeline::AcceptError;
+use crate::ingest::AcceptError;
 
 use super::stats::ForwarderStats;
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use tonic::Code;
 
-use crate::receiver::rpc_status::retry_delay;
+use crate::otlp::rpc_status::retry_delay;
 
 /// What to do after a failed export attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn classify_status_reads_retry_info() {
-        use crate::receiver::rpc_status::status_details_with_retry;
+        use crate::otlp::rpc_status::status_details_with_retry;
         let details =
             status_details_with_retry(Code::ResourceExhausted, "busy", Duration::from_millis(250));
         let status = tonic::Status::with_details(Code::ResourceExhausted, "busy", details);

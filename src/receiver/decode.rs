@@ -160,15 +160,7 @@ fn check_id_lengths(request: &ExportTraceServiceRequest) -> Result<(), ReceiveEr
     Ok(())
 }
 
-/// Number of spans in a request.
-pub fn span_count(request: &ExportTraceServiceRequest) -> u64 {
-    request
-        .resource_spans
-        .iter()
-        .flat_map(|rs| rs.scope_spans.iter())
-        .map(|ss| ss.spans.len() as u64)
-        .sum()
-}
+pub use crate::otlp::span_count;
 
 #[cfg(test)]
 mod tests {

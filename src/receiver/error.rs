@@ -1,7 +1,7 @@
 //! Why a receiver refused a request, and how that maps to gRPC and HTTP statuses
 //! (OTLP spec, "OTLP/gRPC Response" and "OTLP/HTTP Response" sections).
 
-use crate::pipeline::AcceptError;
+use crate::ingest::AcceptError;
 
 use super::stats::RejectReason;
 

@@ -21,19 +21,16 @@ use tonic::{Code, Request, Response, Status};
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::pipeline::{IncomingRequest, SpanSink};
+use crate::ingest::{IncomingRequest, SpanSink};
 
 use super::decode::{read_protobuf, Compression};
 use super::error::ReceiveError;
-use super::rpc_status::status_details_with_retry;
 use super::stats::{ReceiverStats, RejectReason};
 use super::ReceiverOptions;
+use crate::otlp::rpc_status::status_details_with_retry;
 use crate::wire::WireRequest;
 
-/// Fully-qualified gRPC service name of the OTLP trace service.
-pub const TRACE_SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
-/// HTTP/2 path of the `Export` method.
-pub const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+pub use crate::otlp::{EXPORT_PATH, TRACE_SERVICE_NAME};
 /// `grpc-accept-encoding` advertised when a request's compression is refused.
 const GRPC_ACCEPT_ENCODING: &str = "gzip,zstd,identity";
 

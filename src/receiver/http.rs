@@ -19,16 +19,15 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use prost::Message;
 
-use crate::pipeline::{IncomingRequest, SpanSink};
+use crate::ingest::{IncomingRequest, SpanSink};
 
 use super::decode::{decode_json, decompress, read_protobuf, Compression};
 use super::error::ReceiveError;
-use super::rpc_status::RpcStatus;
 use super::stats::ReceiverStats;
 use super::ReceiverOptions;
+use crate::otlp::rpc_status::RpcStatus;
 
-/// OTLP/HTTP path for traces.
-pub const TRACES_PATH: &str = "/v1/traces";
+pub use crate::otlp::TRACES_PATH;
 
 /// The payload format of an OTLP/HTTP request (and of its response).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

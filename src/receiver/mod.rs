@@ -1,7 +1,7 @@
 //! OTLP receivers: gRPC `TraceService/Export` and HTTP `POST /v1/traces`.
 //!
 //! Both decode each request and hand it to an `Arc<dyn SpanSink>`; a refusal
-//! ([`AcceptError`](crate::pipeline::AcceptError)) becomes gRPC `UNAVAILABLE` / HTTP 503
+//! ([`AcceptError`](crate::ingest::AcceptError)) becomes gRPC `UNAVAILABLE` / HTTP 503
 //! with `Retry-After`, so clients retry and nothing is dropped silently. The receive limit
 //! applies to the decompressed size. Rejections are counted in [`ReceiverStats`].
 
@@ -14,7 +14,7 @@ pub mod decode;
 pub mod error;
 pub mod grpc;
 pub mod http;
-pub mod rpc_status;
+pub use crate::otlp::rpc_status;
 pub mod stats;
 
 pub use error::ReceiveError;

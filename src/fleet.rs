@@ -1,0 +1,329 @@
+//! Fleet aggregates (issue 10): runs, loop runs and loop rate per `service.name` and per
+//! agent (`gen_ai.agent.name`) in one-minute buckets, for the last window and the one
+//! before, and kills by reason (pattern). Read by `/v1/summary` (`fleet`), `/metrics`
+//! (`loopwatch_runs_started_total`, `loopwatch_loop_runs_total`, `loopwatch_kills_total`)
+//! and the `/ui` page.
+//!
+//! A run counts in the bucket where loopwatch first saw it; it is a *loop run* once it has
+//! a `warn` or `kill` detection (`info` = progress, as `/v1/runs?looping=true`), and that
+//! loop is credited to the bucket the run started in, so a window's loop rate is "of the
+//! runs that started in it, the share that looped". Kills count `kill` detections in the
+//! bucket where they happened. Runs are learnt from detections as they are reported and
+//! from a periodic sample of the registry ([`Fleet::sample`], more often than the
+//! registry's idle TTL, so no run is missed). Wall-clock time; this is admin-side
+//! plumbing, never the detector.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::detector::Severity;
+use crate::registry::{Registry, RunDetection};
+
+/// Length of one bucket, in seconds.
+pub const BUCKET_SECS: u64 = 60;
+/// Buckets in one window (the last window and the one before are compared): 10 minutes.
+pub const WINDOW_BUCKETS: u64 = 10;
+/// Buckets kept (the chart's span): 60 minutes.
+pub const HISTORY_BUCKETS: u64 = 60;
+/// Runs remembered for crediting a late loop to their start bucket; past this, new runs
+/// are counted in `untracked_runs` only.
+pub const MAX_TRACKED_RUNS: usize = 200_000;
+/// Name used for a run without `service.name` or `gen_ai.agent.name`.
+pub const UNKNOWN: &str = "unknown";
+
+/// (service.name, gen_ai.agent.name).
+type Group = (String, String);
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    runs: u64,
+    loop_runs: u64,
+}
+
+#[derive(Default)]
+struct Bucket {
+    groups: BTreeMap<Group, Counts>,
+    kills: BTreeMap<String, u64>,
+}
+
+struct TrackedRun {
+    /// Unix second at which its start bucket begins.
+    bucket: u64,
+    group: Group,
+    looped: bool,
+}
+
+#[derive(Default)]
+struct State {
+    /// Bucket start (unix seconds) → counts; at most `HISTORY_BUCKETS`.
+    buckets: BTreeMap<u64, Bucket>,
+    runs: HashMap<Arc<str>, TrackedRun>,
+    /// Cumulative counts since start (Prometheus counters).
+    totals: BTreeMap<Group, Counts>,
+    kills_total: BTreeMap<String, u64>,
+    untracked_runs: u64,
+}
+
+/// The fleet aggregates of one process. Cheap to share (`&Fleet` is `Sync`).
+#[derive(Default)]
+pub struct Fleet {
+    state: Mutex<State>,
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn bucket_of(unix: u64) -> u64 {
+    unix - unix % BUCKET_SECS
+}
+
+fn group_of(service: Option<&str>, agent: Option<&str>) -> Group {
+    (
+        service.unwrap_or(UNKNOWN).to_string(),
+        agent.unwrap_or(UNKNOWN).to_string(),
+    )
+}
+
+impl State {
+    fn prune(&mut self, now: u64) {
+        let oldest = bucket_of(now).saturating_sub((HISTORY_BUCKETS - 1) * BUCKET_SECS);
+        self.buckets.retain(|start, _| *start >= oldest);
+        self.runs.retain(|_, r| r.bucket >= oldest);
+    }
+
+    fn observe_run(&mut self, run_key: &Arc<str>, group: Group, now: u64) {
+        if self.runs.contains_key(run_key) {
+            return;
+        }
+        if self.runs.len() >= MAX_TRACKED_RUNS {
+            self.prune(now);
+            if self.runs.len() >= MAX_TRACKED_RUNS {
+                self.untracked_runs += 1;
+                return;
+            }
+        }
+        let bucket = bucket_of(now);
+        self.buckets
+            .entry(bucket)
+            .or_default()
+            .groups
+            .entry(group.clone())
+            .or_default()
+            .runs += 1;
+        self.totals.entry(group.clone()).or_default().runs += 1;
+        self.runs.insert(
+            run_key.clone(),
+            TrackedRun {
+                bucket,
+                group,
+                looped: false,
+            },
+        );
+    }
+}
+
+impl Fleet {
+    /// Counts a detection: its run (if new), the run's first warn/kill as a loop run, and
+    /// a kill under its pattern. `now` is unix seconds.
+    pub fn observe_detection(&self, d: &RunDetection, now: u64) {
+        if d.detection.severity == Severity::Info {
+            return;
+        }
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let group = group_of(d.service_name.as_deref(), d.agent_name.as_deref());
+        s.observe_run(&d.run_key, group, now);
+        if d.detection.severity == Severity::Kill {
+            let pattern = d.detection.pattern.as_str().to_string();
+            *s.kills_total.entry(pattern.clone()).or_default() += 1;
+            *s.buckets
+                .entry(bucket_of(now))
+                .or_default()
+                .kills
+                .entry(pattern)
+                .or_default() += 1;
+        }
+        let Some(run) = s.runs.get_mut(&d.run_key) else {
+            return;
+        };
+        if run.looped {
+            return;
+        }
+        run.looped = true;
+        let (bucket, group) = (run.bucket, run.group.clone());
+        s.totals.entry(group.clone()).or_default().loop_runs += 1;
+        if let Some(b) = s.buckets.get_mut(&bucket) {
+            b.groups.entry(group).or_default().loop_runs += 1;
+        }
+    }
+
+    /// Learns the runs the registry holds now (call more often than `registry.idle_ttl`)
+    /// and forgets buckets older than the history.
+    pub fn sample(&self, registry: &Registry, now: u64) {
+        let runs = registry.runs();
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for run in runs {
+            let group = group_of(run.service_name.as_deref(), run.agent_name.as_deref());
+            s.observe_run(&run.run_key, group, now);
+        }
+        s.prune(now);
+    }
+
+    /// Cumulative (service, agent) → (runs started, loop runs), for `/metrics`.
+    pub fn totals(&self) -> Vec<(String, String, u64, u64)> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.totals
+            .iter()
+            .map(|((svc, agent), c)| (svc.clone(), agent.clone(), c.runs, c.loop_runs))
+            .collect()
+    }
+
+    /// Cumulative kill detections by pattern, for `/metrics`.
+    pub fn kills_total(&self) -> BTreeMap<String, u64> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.kills_total.clone()
+    }
+
+    /// The aggregates as `/v1/summary` (`fleet`) and `/ui` show them, at unix second `now`.
+    pub fn view(&self, now: u64) -> FleetView {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.prune(now);
+        let current_start = bucket_of(now);
+        let window = WINDOW_BUCKETS * BUCKET_SECS;
+        let last_start = current_start.saturating_sub((WINDOW_BUCKETS - 1) * BUCKET_SECS);
+        let previous_start = last_start.saturating_sub(window);
+        let mut last = WindowStats::new(last_start, window);
+        let mut previous = WindowStats::new(previous_start, window);
+        let mut buckets = Vec::new();
+        let mut start = current_start.saturating_sub((HISTORY_BUCKETS - 1) * BUCKET_SECS);
+        while start <= current_start {
+            let mut view = BucketView {
+                start_unix: start,
+                ..BucketView::default()
+            };
+            if let Some(b) = s.buckets.get(&start) {
+                for ((service, agent), c) in &b.groups {
+                    view.total.add(c.runs, c.loop_runs);
+                    view.by_agent
+                        .entry(agent.clone())
+                        .or_default()
+                        .add(c.runs, c.loop_runs);
+                    for w in [&mut last, &mut previous] {
+                        if w.contains(start) {
+                            w.total.add(c.runs, c.loop_runs);
+                            w.by_service
+                                .entry(service.clone())
+                                .or_default()
+                                .add(c.runs, c.loop_runs);
+                            w.by_agent
+                                .entry(agent.clone())
+                                .or_default()
+                                .add(c.runs, c.loop_runs);
+                        }
+                    }
+                }
+                for (pattern, n) in &b.kills {
+                    view.kills += n;
+                    for w in [&mut last, &mut previous] {
+                        if w.contains(start) {
+                            *w.kills_by_reason.entry(pattern.clone()).or_default() += n;
+                        }
+                    }
+                }
+            }
+            buckets.push(view);
+            start += BUCKET_SECS;
+        }
+        FleetView {
+            bucket_seconds: BUCKET_SECS,
+            window_seconds: window,
+            last_window: last,
+            previous_window: previous,
+            kills_by_reason: s.kills_total.clone(),
+            untracked_runs: s.untracked_runs,
+            buckets,
+        }
+    }
+}
+
+/// Runs and loop runs of a group, with their ratio.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+pub struct RunCounts {
+    pub runs: u64,
+    pub loop_runs: u64,
+    /// loop_runs / runs (0 when there are no runs).
+    pub loop_rate: f64,
+}
+
+impl RunCounts {
+    fn add(&mut self, runs: u64, loop_runs: u64) {
+        self.runs += runs;
+        self.loop_runs += loop_runs;
+        self.loop_rate = if self.runs == 0 {
+            0.0
+        } else {
+            self.loop_runs as f64 / self.runs as f64
+        };
+    }
+}
+
+/// One window (`window_seconds` long, starting at `start_unix`).
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+pub struct WindowStats {
+    pub start_unix: u64,
+    pub end_unix: u64,
+    #[serde(flatten)]
+    pub total: RunCounts,
+    pub by_service: BTreeMap<String, RunCounts>,
+    pub by_agent: BTreeMap<String, RunCounts>,
+    /// Kill detections in the window by pattern.
+    pub kills_by_reason: BTreeMap<String, u64>,
+}
+
+impl WindowStats {
+    fn new(start: u64, len: u64) -> Self {
+        WindowStats {
+            start_unix: start,
+            end_unix: start + len,
+            ..WindowStats::default()
+        }
+    }
+
+    fn contains(&self, bucket: u64) -> bool {
+        (self.start_unix..self.end_unix).contains(&bucket)
+    }
+}
+
+/// One bucket of the history.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+pub struct BucketView {
+    pub start_unix: u64,
+    #[serde(flatten)]
+    pub total: RunCounts,
+    pub by_agent: BTreeMap<String, RunCounts>,
+    /// Kill detections in the bucket.
+    pub kills: u64,
+}
+
+/// `/v1/summary` → `fleet`.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+pub struct FleetView {
+    pub bucket_seconds: u64,
+    pub window_seconds: u64,
+    /// The last `window_seconds`, including the current bucket.
+    pub last_window: WindowStats,
+    /// The window before it.
+    pub previous_window: WindowStats,
+    /// Kill detections since start, by pattern.
+    pub kills_by_reason: BTreeMap<String, u64>,
+    /// Runs not counted because `MAX_TRACKED_RUNS` runs were already tracked.
+    pub untracked_runs: u64,
+    /// `HISTORY_BUCKETS` buckets, oldest first, the last one being the current bucket.
+    pub buckets: Vec<BucketView>,
+}

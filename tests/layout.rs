@@ -1,0 +1,183 @@
+//! The module layout shows the span path (issue 8 item 5): every import points down,
+//! receiver → span path → forward, and no top-level module imports another that imports it
+//! back. Read from the source files, so a new upward `use crate::…` fails here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Top-level module name → the top-level modules its files name as `crate::<module>`.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Module names after `crate::` in `code`, including each name of a `crate::{a, b::c}` group.
+fn crate_refs(code: &str) -> BTreeSet<String> {
+    let mut refs = BTreeSet::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let preceded_by_ident = rest[..at].chars().next_back().is_some_and(is_ident);
+        rest = &rest[at + "crate::".len()..];
+        if preceded_by_ident {
+            continue; // e.g. `loopwatch_crate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name: String = item.trim().chars().take_while(|c| is_ident(*c)).collect();
+                if !name.is_empty() {
+                    refs.insert(name);
+                }
+            }
+        } else {
+            let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+            if !name.is_empty() {
+                refs.insert(name);
+            }
+        }
+    }
+    refs
+}
+
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut graph = Graph::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap_or_else(|e| panic!("{e}"));
+        let first = rel
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let module = first.trim_end_matches(".rs").to_owned();
+        if matches!(module.as_str(), "lib" | "main" | "bin") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+        // Doc comments may link upwards ("see [`crate::pipeline`]"): only code counts.
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let deps = graph.entry(module.clone()).or_default();
+        deps.extend(crate_refs(&code).into_iter().filter(|d| *d != module));
+    }
+    graph
+}
+
+/// A cycle through `graph`, if there is one (as the list of modules on it).
+fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        graph: &Graph,
+        node: &str,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(pos) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[pos..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(graph, next, stack, done) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(graph, node, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn crate_refs_reads_paths_and_groups() {
+    let refs = crate_refs(
+        "use crate::ingest::AcceptError;\nuse crate::{otlp, forward::queue};\nx = my_crate::no;",
+    );
+    let names: Vec<&str> = refs.iter().map(String::as_str).collect();
+    assert_eq!(names, ["forward", "ingest", "otlp"]);
+}
+
+#[test]
+fn find_cycle_finds_one() {
+    let mut g = Graph::new();
+    g.entry("a".into()).or_default().insert("b".into());
+    g.entry("b".into()).or_default().insert("c".into());
+    assert_eq!(find_cycle(&g), None);
+    g.entry("c".into()).or_default().insert("a".into());
+    assert_eq!(
+        find_cycle(&g),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+}
+
+#[test]
+fn no_import_circle_between_top_level_modules() {
+    let graph = graph();
+    assert!(graph.contains_key("ingest") && graph.contains_key("pipeline"));
+    assert_eq!(find_cycle(&graph), None, "import graph: {graph:#?}");
+}
+
+#[test]
+fn arrows_point_down_the_span_path() {
+    let graph = graph();
+    let deps = |m: &str| graph.get(m).cloned().unwrap_or_default();
+    let forbidden: &[(&str, &[&str])] = &[
+        // the receiver ↔ span-path contract and the wire helpers are the bottom
+        (
+            "ingest",
+            &["receiver", "pipeline", "forward", "engine", "config"],
+        ),
+        (
+            "otlp",
+            &["ingest", "receiver", "pipeline", "forward", "engine"],
+        ),
+        // receivers know the contract, not the span path or the forwarder
+        (
+            "receiver",
+            &["pipeline", "forward", "engine", "server", "api"],
+        ),
+        // the span path does not reach back into the receivers
+        ("pipeline", &["receiver", "server", "api"]),
+        // the forwarder knows neither receivers nor the span path
+        (
+            "forward",
+            &["receiver", "pipeline", "engine", "server", "api"],
+        ),
+        ("metrics", &["api", "server"]),
+        ("config", &["forward", "pipeline", "server", "api"]),
+    ];
+    for (module, not) in forbidden {
+        let deps = deps(module);
+        for upward in *not {
+            assert!(
+                !deps.contains(*upward),
+                "{module} imports {upward}: {deps:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! `deploy/prometheus/rules.yaml` and `deploy/grafana/loopwatch.json` against the real
+//! Prometheus (Debian's `prometheus` and `promtool`): the rules pass `promtool check
+//! rules`; a Prometheus started here scrapes a running loopwatch fed with the corpus and
+//! loads the rules; then every dashboard expression returns data through the query API,
+//! every metric an alert reads exists (an alert on a metric loopwatch does not export
+//! fails here), every alert expression evaluates, and the sink-failing alert (a webhook
+//! sink pointed at a closed port) goes pending.
+
+mod common;
+#[path = "ops_support/corpus_server.rs"]
+mod corpus_server;
+mod ops_support;
+mod server_support;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ops_support::{repo, run, tool};
+use serde_json::Value;
+
+/// Ends the Prometheus child when the test ends, however it ends.
+struct Prometheus {
+    child: Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_prometheus(binary: &std::path::Path, target: SocketAddr) -> Prometheus {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = repo().join("deploy/prometheus/rules.yaml");
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: loopwatch\n    static_configs:\n      - targets: ['{target}']\n",
+        rules.display()
+    );
+    let config_path = dir.path().join("prometheus.yml");
+    std::fs::write(&config_path, config).unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let child = Command::new(binary)
+        .arg(format!("--config.file={}", config_path.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address={addr}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start prometheus");
+    Prometheus {
+        child,
+        addr,
+        _dir: dir,
+    }
+}
+
+/// An instant query's answer, or the transport error (Prometheus still starting).
+async fn try_query(prom: SocketAddr, expr: &str) -> Result<Value, reqwest::Error> {
+    let url = format!("http://{prom}/api/v1/query");
+    reqwest::Client::new()
+        .get(url)
+        .query(&[("query", expr)])
+        .send()
+        .await?
+        .json()
+        .await
+}
+
+/// An instant query; panics unless Prometheus answers `success`.
+async fn query(prom: SocketAddr, expr: &str) -> Vec<Value> {
+    let body = try_query(prom, expr)
+        .await
+        .unwrap_or_else(|e| panic!("query {expr}: {e}"));
+    assert_eq!(body["status"], "success", "{expr}: {body}");
+    body["data"]["result"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn wait_for(timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
+}
+
+/// Grafana's interval variables, as Grafana would fill them for a short range.
+fn grafana_expr(expr: &str) -> String {
+    expr.replace("$__rate_interval", "1m")
+        .replace("$__interval", "1s")
+        .replace("$__range", "5m")
+}
+
+/// `loopwatch_…` metric names an expression reads (counter names as exposed, `_total`).
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(at) = expr[i..].find("loopwatch_") {
+        let start = i + at;
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        names.insert(expr[start..end].to_string());
+        i = end;
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
+    let Some(promtool) = tool("promtool", &[], "checks the alert rules") else {
+        return;
+    };
+    let Some(prometheus) = tool("prometheus", &[], "scrapes loopwatch") else {
+        return;
+    };
+    let rules_path = repo().join("deploy/prometheus/rules.yaml");
+    let out = run(Command::new(&promtool)
+        .arg("check")
+        .arg("rules")
+        .arg(&rules_path));
+    assert!(out.contains("SUCCESS"), "{out}");
+
+    let (server, _downstream) = corpus_server::start().await;
+    let runs = corpus_server::feed_corpus(&server).await;
+    let admin = server.admin_addr.unwrap();
+    let prom = start_prometheus(&prometheus, admin);
+
+    // Three scrapes at least, so rate() and increase() have samples to work on.
+    let scraped = wait_for(Duration::from_secs(60), async || {
+        try_query(
+            prom.addr,
+            "count_over_time(loopwatch_spans_received_total[1m])",
+        )
+        .await
+        .ok()
+        .and_then(|body| {
+            body["data"]["result"][0]["value"][1]
+                .as_str()?
+                .parse::<f64>()
+                .ok()
+        })
+        .is_some_and(|n| n >= 3.0)
+    })
+    .await;
+    assert!(scraped, "Prometheus did not scrape loopwatch at {admin}");
+    let started = query(prom.addr, "sum(loopwatch_runs_started_total)").await;
+    let started: f64 = started[0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!(
+        started >= runs as f64 / 2.0,
+        "runs started: {started}, corpus runs: {runs}"
+    );
+
+    // Every dashboard expression returns data.
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("deploy/grafana/loopwatch.json")).unwrap(),
+    )
+    .unwrap();
+    let mut checked = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = grafana_expr(target["expr"].as_str().unwrap());
+            for name in metric_names(&expr) {
+                assert!(
+                    !query(prom.addr, &format!("count({{__name__=\"{name}\"}})"))
+                        .await
+                        .is_empty(),
+                    "panel {:?}: loopwatch exports no {name}",
+                    panel["title"]
+                );
+            }
+            let result = query(prom.addr, &expr).await;
+            assert!(
+                !result.is_empty(),
+                "panel {:?}: {expr} returned no data",
+                panel["title"]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "dashboard expressions checked: {checked}");
+
+    // Every alert reads metrics loopwatch exports, and evaluates.
+    let rules = run(Command::new("python3")
+        .arg("-c")
+        .arg("import json, sys, yaml\nprint(json.dumps(yaml.safe_load(open(sys.argv[1]))))")
+        .arg(&rules_path));
+    let rules: Value = serde_json::from_str(&rules).unwrap();
+    let mut alerts = BTreeSet::new();
+    for rule in rules["groups"][0]["rules"].as_array().unwrap() {
+        let alert = rule["alert"].as_str().unwrap();
+        let expr = rule["expr"].as_str().unwrap();
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "{alert}: reads no loopwatch metric");
+        for name in names {
+            assert!(
+                !query(prom.addr, &format!("count({{__name__=\"{name}\"}})"))
+                    .await
+                    .is_empty(),
+                "alert {alert}: loopwatch exports no {name}"
+            );
+        }
+        query(prom.addr, expr).await;
+        alerts.insert(alert.to_string());
+    }
+    for wanted in [
+        "LoopwatchSpansDropped",
+        "LoopwatchForwardQueueNearFull",
+        "LoopwatchDownstreamDown",
+        "LoopwatchSignalSinkFailing",
+        "LoopwatchKillStorm",
+    ] {
+        assert!(alerts.contains(wanted), "no alert {wanted}");
+    }
+
+    // Prometheus loaded the rules, and the failing webhook sink makes its alert pending.
+    let loaded: Value = reqwest::get(format!("http://{}/api/v1/rules", prom.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let loaded_rules = loaded["data"]["groups"][0]["rules"].as_array().unwrap();
+    assert_eq!(loaded_rules.len(), alerts.len());
+    assert!(loaded_rules.iter().all(|r| r["health"] == "ok"), "{loaded}");
+    let pending = wait_for(Duration::from_secs(30), async || {
+        !query(
+            prom.addr,
+            "ALERTS{alertname=\"LoopwatchSignalSinkFailing\",sink=\"webhook\"}",
+        )
+        .await
+        .is_empty()
+    })
+    .await;
+    assert!(pending, "LoopwatchSignalSinkFailing did not go pending");
+    server.shutdown().await.unwrap();
+}
