@@ -5,8 +5,9 @@
 //! Semantics follow prost's decoding (a repeated field appends, a scalar field seen twice
 //! keeps the last value, a nested message seen twice is merged, an `AnyValue` oneof of the
 //! same message variant is merged and of another variant replaced), except that a string
-//! that is not valid UTF-8 is read lossily (U+FFFD) instead of failing. Input is expected
-//! to have passed [`super::schema::check`]; errors are still returned, never a panic.
+//! that is not valid UTF-8 is read lossily (U+FFFD) instead of failing.
+//! Each function validates what it reads exactly as [`super::schema::check`] does (wire
+//! types, lengths, groups, the recursion budget), so a span is read in one pass.
 
 use std::ops::Range;
 
@@ -16,10 +17,15 @@ use opentelemetry_proto::tonic::common::v1::{
 use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
 
 use super::reader::{Field, Fields, Value, WireError};
+use super::schema::{check, check_field, Msg};
 
-/// Lossy UTF-8 (U+FFFD for invalid sequences; borrowed when valid, then copied once).
+/// Lossy UTF-8 (U+FFFD for invalid sequences). Valid text (the usual case) takes the
+/// standard library's fast validation and one copy.
 pub fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 fn bytes_of<'a>(buf: &'a [u8], field: &Field) -> &'a [u8] {
@@ -53,62 +59,69 @@ pub fn key_of(buf: &[u8], range: Range<usize>) -> Result<&[u8], WireError> {
     Ok(key)
 }
 
-/// Decodes a `KeyValue`.
-pub fn key_value(buf: &[u8], range: Range<usize>) -> Result<KeyValue, WireError> {
+/// Decodes a `KeyValue`, validating it as [`super::schema::check`] would; `budget` is
+/// prost's recursion budget at this message.
+pub fn key_value(buf: &[u8], range: Range<usize>, budget: u32) -> Result<KeyValue, WireError> {
     let mut kv = KeyValue::default();
-    for field in Fields::new(buf, range, u32::MAX) {
+    for field in Fields::new(buf, range, budget) {
         let field = field?;
-        match field.number {
-            1 => kv.key = lossy(bytes_of(buf, &field)),
-            2 => merge_any_value(kv.value.get_or_insert_with(AnyValue::default), buf, &field)?,
-            3 => kv.key_strindex = varint(&field) as i32,
+        let nested = check_field(Msg::KeyValue, &field, budget)?;
+        match (field.number, nested) {
+            (1, _) => kv.key = lossy(bytes_of(buf, &field)),
+            (2, Some((_, r, b))) => {
+                merge_any_value(kv.value.get_or_insert_with(AnyValue::default), buf, r, b)?
+            }
+            (3, _) => kv.key_strindex = varint(&field) as i32,
             _ => {}
         }
     }
     Ok(kv)
 }
 
-fn merge_any_value(value: &mut AnyValue, buf: &[u8], outer: &Field) -> Result<(), WireError> {
-    let Some(range) = outer.len_range() else {
-        return Ok(());
-    };
-    for field in Fields::new(buf, range, u32::MAX) {
+fn merge_any_value(
+    value: &mut AnyValue,
+    buf: &[u8],
+    range: Range<usize>,
+    budget: u32,
+) -> Result<(), WireError> {
+    for field in Fields::new(buf, range, budget) {
         let field = field?;
-        let kind = match field.number {
-            1 => AnyValueKind::StringValue(lossy(bytes_of(buf, &field))),
-            2 => AnyValueKind::BoolValue(varint(&field) != 0),
-            3 => AnyValueKind::IntValue(varint(&field) as i64),
-            4 => AnyValueKind::DoubleValue(f64::from_bits(fixed64(&field))),
-            5 => {
+        let nested = check_field(Msg::AnyValue, &field, budget)?;
+        let kind = match (field.number, nested) {
+            (1, _) => AnyValueKind::StringValue(lossy(bytes_of(buf, &field))),
+            (2, _) => AnyValueKind::BoolValue(varint(&field) != 0),
+            (3, _) => AnyValueKind::IntValue(varint(&field) as i64),
+            (4, _) => AnyValueKind::DoubleValue(f64::from_bits(fixed64(&field))),
+            (5, Some((_, r, b))) => {
                 let mut array = match value.value.take() {
                     Some(AnyValueKind::ArrayValue(a)) => a,
                     _ => ArrayValue::default(),
                 };
-                for item in Fields::new(buf, field.len_range().unwrap_or(0..0), u32::MAX) {
+                for item in Fields::new(buf, r, b) {
                     let item = item?;
-                    if item.number == 1 {
+                    if let Some((_, ir, ib)) = check_field(Msg::ArrayValue, &item, b)? {
                         let mut v = AnyValue::default();
-                        merge_any_value(&mut v, buf, &item)?;
+                        merge_any_value(&mut v, buf, ir, ib)?;
                         array.values.push(v);
                     }
                 }
                 AnyValueKind::ArrayValue(array)
             }
-            6 => {
+            (6, Some((_, r, b))) => {
                 let mut list = match value.value.take() {
                     Some(AnyValueKind::KvlistValue(l)) => l,
                     _ => KeyValueList::default(),
                 };
-                for item in Fields::new(buf, field.len_range().unwrap_or(0..0), u32::MAX) {
+                for item in Fields::new(buf, r, b) {
                     let item = item?;
-                    if let (1, Some(r)) = (item.number, item.len_range()) {
-                        list.values.push(key_value(buf, r)?);
+                    if let Some((_, ir, ib)) = check_field(Msg::KeyValueList, &item, b)? {
+                        list.values.push(key_value(buf, ir, ib)?);
                     }
                 }
                 AnyValueKind::KvlistValue(list)
             }
-            7 => AnyValueKind::BytesValue(bytes_of(buf, &field).to_vec()),
-            8 => AnyValueKind::StringValueStrindex(varint(&field) as i32),
+            (7, _) => AnyValueKind::BytesValue(bytes_of(buf, &field).to_vec()),
+            (8, _) => AnyValueKind::StringValueStrindex(varint(&field) as i32),
             _ => continue,
         };
         value.value = Some(kind);
@@ -116,14 +129,15 @@ fn merge_any_value(value: &mut AnyValue, buf: &[u8], outer: &Field) -> Result<()
     Ok(())
 }
 
-fn event(buf: &[u8], range: Range<usize>) -> Result<Event, WireError> {
+fn event(buf: &[u8], range: Range<usize>, budget: u32) -> Result<Event, WireError> {
     let mut event = Event::default();
-    for field in Fields::new(buf, range, u32::MAX) {
+    for field in Fields::new(buf, range, budget) {
         let field = field?;
-        match (field.number, field.len_range()) {
+        let nested = check_field(Msg::Event, &field, budget)?;
+        match (field.number, nested) {
             (1, _) => event.time_unix_nano = fixed64(&field),
             (2, _) => event.name = lossy(bytes_of(buf, &field)),
-            (3, Some(r)) => event.attributes.push(key_value(buf, r)?),
+            (3, Some((_, r, b))) => event.attributes.push(key_value(buf, r, b)?),
             (4, _) => event.dropped_attributes_count = varint(&field) as u32,
             _ => {}
         }
@@ -131,9 +145,15 @@ fn event(buf: &[u8], range: Range<usize>) -> Result<Event, WireError> {
     Ok(event)
 }
 
-fn merge_status(status: &mut Status, buf: &[u8], range: Range<usize>) -> Result<(), WireError> {
-    for field in Fields::new(buf, range, u32::MAX) {
+fn merge_status(
+    status: &mut Status,
+    buf: &[u8],
+    range: Range<usize>,
+    budget: u32,
+) -> Result<(), WireError> {
+    for field in Fields::new(buf, range, budget) {
         let field = field?;
+        check_field(Msg::Status, &field, budget)?;
         match field.number {
             2 => status.message = lossy(bytes_of(buf, &field)),
             3 => status.code = varint(&field) as i32,
@@ -144,12 +164,15 @@ fn merge_status(status: &mut Status, buf: &[u8], range: Range<usize>) -> Result<
 }
 
 /// The detection view of the `Span` in `buf[range]`: ids, name, kind, times, attributes,
-/// events and status (links, trace state, flags and dropped counts left empty).
-pub fn span(buf: &[u8], range: Range<usize>) -> Result<Span, WireError> {
+/// events and status (links, trace state, flags and dropped counts left empty). Validates
+/// the whole span (links included) as [`super::schema::check`] would, in the same pass;
+/// `budget` is prost's recursion budget at the span.
+pub fn span(buf: &[u8], range: Range<usize>, budget: u32) -> Result<Span, WireError> {
     let mut span = Span::default();
-    for field in Fields::new(buf, range, u32::MAX) {
+    for field in Fields::new(buf, range, budget) {
         let field = field?;
-        match (field.number, field.len_range()) {
+        let nested = check_field(Msg::Span, &field, budget)?;
+        match (field.number, nested) {
             (1, _) => span.trace_id = bytes_of(buf, &field).to_vec(),
             (2, _) => span.span_id = bytes_of(buf, &field).to_vec(),
             (4, _) => span.parent_span_id = bytes_of(buf, &field).to_vec(),
@@ -157,9 +180,12 @@ pub fn span(buf: &[u8], range: Range<usize>) -> Result<Span, WireError> {
             (6, _) => span.kind = varint(&field) as i32,
             (7, _) => span.start_time_unix_nano = fixed64(&field),
             (8, _) => span.end_time_unix_nano = fixed64(&field),
-            (9, Some(r)) => span.attributes.push(key_value(buf, r)?),
-            (11, Some(r)) => span.events.push(event(buf, r)?),
-            (15, Some(r)) => merge_status(span.status.get_or_insert_with(Status::default), buf, r)?,
+            (9, Some((_, r, b))) => span.attributes.push(key_value(buf, r, b)?),
+            (11, Some((_, r, b))) => span.events.push(event(buf, r, b)?),
+            (15, Some((_, r, b))) => {
+                merge_status(span.status.get_or_insert_with(Status::default), buf, r, b)?
+            }
+            (_, Some((msg, r, b))) => check(msg, buf, r, b)?,
             _ => {}
         }
     }
@@ -169,6 +195,7 @@ pub fn span(buf: &[u8], range: Range<usize>) -> Result<Span, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::reader::RECURSION_LIMIT;
     use prost::Message;
 
     fn kv(key: &str, value: AnyValueKind) -> KeyValue {
@@ -223,7 +250,7 @@ mod tests {
             ..Default::default()
         };
         let buf = original.encode_to_vec();
-        assert_eq!(span(&buf, 0..buf.len()), Ok(original));
+        assert_eq!(span(&buf, 0..buf.len(), RECURSION_LIMIT), Ok(original));
     }
 
     #[test]
@@ -232,7 +259,7 @@ mod tests {
         let mut buf = vec![0x2a, 4, b'a', b'b', 0xff, b'c'];
         buf.extend_from_slice(&[0x4a, 8, 0x0a, 1, b'k', 0x12, 3, 0x0a, 1, 0xfe]);
         assert!(Span::decode(buf.as_slice()).is_err(), "prost refuses it");
-        let got = span(&buf, 0..buf.len()).unwrap();
+        let got = span(&buf, 0..buf.len(), RECURSION_LIMIT).unwrap();
         assert_eq!(got.name, "ab\u{fffd}c");
         assert_eq!(
             got.attributes,
@@ -263,7 +290,7 @@ mod tests {
         buf.push(replaced.len() as u8);
         buf.extend_from_slice(&replaced);
         let expected = Span::decode(buf.as_slice()).expect("valid protobuf");
-        assert_eq!(span(&buf, 0..buf.len()).unwrap(), expected);
+        assert_eq!(span(&buf, 0..buf.len(), RECURSION_LIMIT).unwrap(), expected);
         assert_eq!(expected.name, "b");
         assert_eq!(expected.status.as_ref().map(|s| s.code), Some(2));
     }

@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 
 use super::decode;
 use super::reader::{Fields, WireError, RECURSION_LIMIT};
-use super::schema::{check, Msg};
+use super::schema::{check, check_field, Msg};
 
 /// The resource of one `ResourceSpans`: where it is, and its `service.name`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,35 +52,57 @@ impl WireRequest {
     /// exactly where prost's decoding fails, except that invalid UTF-8 is read lossily.
     pub fn read(bytes: Bytes) -> Result<WireRequest, WireError> {
         let buf = bytes.as_ref();
-        check(Msg::Request, buf, 0..buf.len(), RECURSION_LIMIT)?;
         let mut resources = Vec::new();
         let mut spans = Vec::new();
-        for (r, resource_spans) in len_fields(buf, 0..buf.len(), 1).enumerate() {
+        // One validating pass: spans are validated while their view is read, everything
+        // else is checked without being read.
+        let mut r = 0;
+        for field in Fields::new(buf, 0..buf.len(), RECURSION_LIMIT) {
+            let field = field?;
+            let Some((_, resource_spans, budget)) =
+                check_field(Msg::Request, &field, RECURSION_LIMIT)?
+            else {
+                continue;
+            };
             let resource_index = resources.len();
             let mut resource = WireResource::default();
             let mut s = 0;
-            for field in Fields::new(buf, resource_spans?, u32::MAX) {
+            for field in Fields::new(buf, resource_spans, budget) {
                 let field = field?;
-                match (field.number, field.len_range()) {
-                    (1, Some(range)) => resource.ranges.push(range),
-                    (2, Some(range)) => {
-                        for (i, span) in len_fields(buf, range, 2).enumerate() {
-                            let range = span?;
-                            spans.push(WireSpan {
-                                resource: resource_index,
-                                index: (r, s, i),
-                                span: decode::span(buf, range.clone())?,
-                                range,
-                            });
+                match check_field(Msg::ResourceSpans, &field, budget)? {
+                    Some((Msg::ScopeSpans, range, budget)) => {
+                        let mut i = 0;
+                        for field in Fields::new(buf, range, budget) {
+                            let field = field?;
+                            match check_field(Msg::ScopeSpans, &field, budget)? {
+                                Some((Msg::Span, range, budget)) => {
+                                    spans.push(WireSpan {
+                                        resource: resource_index,
+                                        index: (r, s, i),
+                                        span: decode::span(buf, range.clone(), budget)?,
+                                        range,
+                                    });
+                                    i += 1;
+                                }
+                                Some((msg, range, budget)) => check(msg, buf, range, budget)?,
+                                None => {}
+                            }
                         }
                         s += 1;
                     }
-                    _ => {}
+                    Some((msg, range, budget)) => {
+                        check(msg, buf, range.clone(), budget)?;
+                        if msg == Msg::Resource {
+                            resource.ranges.push(range);
+                        }
+                    }
+                    None => {}
                 }
             }
             let attributes = resource_attributes(buf, &resource.ranges, &["service.name"])?;
             resource.service_name = crate::otlp::service_name(Some(&attributes)).map(Arc::from);
             resources.push(resource);
+            r += 1;
         }
         Ok(WireRequest {
             bytes,
@@ -129,7 +151,9 @@ fn resource_attributes(
             let attribute = attribute?;
             let key = decode::key_of(buf, attribute.clone())?;
             if keys.iter().any(|k| k.as_bytes() == key) {
-                resource.attributes.push(decode::key_value(buf, attribute)?);
+                resource
+                    .attributes
+                    .push(decode::key_value(buf, attribute, u32::MAX)?);
             }
         }
     }
