@@ -21,7 +21,7 @@ use tonic::{Code, Request, Response, Status};
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::ingest::{IncomingRequest, SpanSink};
+use crate::ingest::{Admission, IncomingRequest, SpanSink};
 
 use super::decode::{read_protobuf, Compression};
 use super::error::ReceiveError;
@@ -157,6 +157,15 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
             return to_status(&err, &shared.options).into_http();
         }
     }
+    // Admission before the body is read: a refusal costs no decoding.
+    let admission = match super::admit(shared.sink.as_ref(), &shared.options).await {
+        Ok(admission) => admission,
+        Err(refused) => {
+            let err = ReceiveError::Refused(refused);
+            shared.stats.record_rejected(err.reason(), 0);
+            return to_status(&err, &shared.options).into_http();
+        }
+    };
     let limit = shared.options.max_recv_msg_size;
     let mut grpc = Grpc::new(ExportCodec)
         .accept_compressed(CompressionEncoding::Gzip)
@@ -166,6 +175,7 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
         .unary(
             ExportHandler {
                 shared: Arc::clone(&shared),
+                admission: Arc::new(std::sync::Mutex::new(Some(admission))),
             },
             req,
         )
@@ -196,6 +206,8 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
 #[derive(Clone)]
 struct ExportHandler {
     shared: Arc<Shared>,
+    /// The admission taken before decoding; used by the one call of this handler.
+    admission: Arc<std::sync::Mutex<Option<Admission>>>,
 }
 
 impl UnaryService<RawExport> for ExportHandler {
@@ -207,7 +219,13 @@ impl UnaryService<RawExport> for ExportHandler {
         let spans = request.span_count();
         let incoming = IncomingRequest::Protobuf(request);
         let stats = &self.shared.stats;
-        ready(match self.shared.sink.accept(incoming) {
+        let admission = self
+            .admission
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default();
+        ready(match self.shared.sink.accept(admission, incoming) {
             Ok(()) => {
                 stats.record_accepted(spans);
                 Ok(Response::new(ExportTraceServiceResponse {
@@ -274,11 +292,47 @@ impl GrpcReceiver {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), tonic::transport::Error> {
-        let health = self.health;
-        health
-            .set_service_status(TRACE_SERVICE_NAME, ServingStatus::Serving)
-            .await;
-        let shutdown = async move {
+        let health = self.health.clone();
+        let shutdown = self.health_then(shutdown);
+        tonic::transport::Server::builder()
+            .add_routes(self.routes)
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                Self::serving(health, shutdown),
+            )
+            .await
+    }
+
+    /// As [`GrpcReceiver::serve`], on connections from a [`crate::listen`] accept loop (TLS,
+    /// connection limit) with its HTTP/2 limits and the edge layer (content type, tokens).
+    ///
+    /// # Errors
+    /// A transport error from the server.
+    pub async fn serve_incoming(
+        self,
+        incoming: crate::listen::Incoming,
+        limits: &crate::listen::ConnectionConfig,
+        edge: crate::listen::grpc::GrpcEdgeLayer,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), tonic::transport::Error> {
+        let health = self.health.clone();
+        let shutdown = self.health_then(shutdown);
+        crate::listen::grpc::server_builder(limits, edge)
+            .add_routes(self.routes)
+            .serve_with_incoming_shutdown(
+                crate::listen::incoming_stream(incoming),
+                Self::serving(health, shutdown),
+            )
+            .await
+    }
+
+    /// `shutdown`, then every service reported `NOT_SERVING`.
+    fn health_then(
+        &self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> impl Future<Output = ()> + Send {
+        let health = self.health.clone();
+        async move {
             shutdown.await;
             health
                 .set_service_status(TRACE_SERVICE_NAME, ServingStatus::NotServing)
@@ -286,14 +340,16 @@ impl GrpcReceiver {
             health
                 .set_service_status("", ServingStatus::NotServing)
                 .await;
-        };
-        tonic::transport::Server::builder()
-            .add_routes(self.routes)
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                shutdown,
-            )
-            .await
+        }
+    }
+
+    /// Reports the trace service `SERVING` once the server polls this future, then waits
+    /// for `shutdown`.
+    async fn serving(health: HealthReporter, shutdown: impl Future<Output = ()>) {
+        health
+            .set_service_status(TRACE_SERVICE_NAME, ServingStatus::Serving)
+            .await;
+        shutdown.await;
     }
 }
 
