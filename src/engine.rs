@@ -9,14 +9,17 @@ use std::time::Instant;
 
 use crate::annotate::annotate_span;
 use crate::conventions;
-use crate::detector::Observation;
-use crate::event::{EventKind, ModelResponse, Payload};
+use crate::detector::{FingerprintRules, Observation};
+use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
 use crate::wire::annotate::SpanEdit;
 use crate::wire::{WireError, WireRequest};
 use opentelemetry_proto::tonic::resource::v1::Resource;
+
+#[path = "engine_calls.rs"]
+mod calls;
 
 /// How spans are grouped into runs and fingerprinted.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +30,8 @@ pub struct EngineOptions {
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
     pub match_tool_name_without_arguments: bool,
+    /// `[[conventions.custom]]` mappings, tried before the built-in conventions.
+    pub custom_conventions: Vec<crate::conventions::custom::CustomConvention>,
 }
 
 /// Counters of what the engine saw (read by `/metrics`).
@@ -58,6 +63,8 @@ pub struct Engine {
     pub fingerprint_key: FingerprintKey,
     pub options: EngineOptions,
     pub stats: EngineStats,
+    /// `[[tools]]` volatile keys and transient errors (empty: none).
+    pub tool_fingerprints: FingerprintRules,
 }
 
 /// What processing one request read from its bytes found.
@@ -85,6 +92,7 @@ impl Engine {
             fingerprint_key,
             options,
             stats: EngineStats::default(),
+            tool_fingerprints: FingerprintRules::default(),
         }
     }
 
@@ -188,14 +196,16 @@ impl Engine {
         let mut located = Vec::new();
         for (location, span, resource, service_name) in spans {
             self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
-            let Some(extracted) = conventions::extract(span) else {
+            let Some(extracted) = conventions::extract_with(&self.options.custom_conventions, span)
+            else {
                 continue;
             };
             let Some(run_key) = self.run_key(span, resource) else {
                 self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
-            let observation = self.observation(&extracted.kind);
+            let observation = self.observation(&extracted.kind, span);
+            let call = self.call_context(span, &extracted);
             events.push(RunEvent {
                 run_key,
                 trace_id: span.trace_id.clone(),
@@ -205,6 +215,7 @@ impl Engine {
                 service_name,
                 agent_name: extracted.agent_name.as_deref().map(Arc::from),
                 observation,
+                call,
             });
             located.push((location, span.trace_id.as_slice(), span.span_id.as_slice()));
         }
@@ -213,7 +224,11 @@ impl Engine {
 
     /// The run key of a span: the configured attribute's value, else the trace_id hex;
     /// `None` when neither identifies a run (invalid trace_id and no attribute).
-    fn run_key(&self, span: &otlp::Span, resource: Option<&Resource>) -> Option<Arc<str>> {
+    fn run_key(
+        &self,
+        span: &otlp::Span,
+        resource: Option<&opentelemetry_proto::tonic::resource::v1::Resource>,
+    ) -> Option<Arc<str>> {
         if let Some(attribute) = &self.options.run_key_attribute {
             let value = otlp::attr_str(&span.attributes, attribute)
                 .or_else(|| resource.and_then(|r| otlp::attr_str(&r.attributes, attribute)));
@@ -224,15 +239,22 @@ impl Engine {
         otlp::is_valid_trace_id(&span.trace_id).then(|| Arc::from(otlp::hex_id(&span.trace_id)))
     }
 
-    fn observation(&self, kind: &EventKind) -> Observation {
+    fn observation(&self, kind: &EventKind, span: &otlp::Span) -> Observation {
         match kind {
             EventKind::ToolCall(call) => {
                 self.stats.tool_calls.fetch_add(1, Ordering::Relaxed);
+                let rule = self.tool_fingerprints.treatment(&call.tool_name);
                 let call_fingerprint = match &call.arguments {
-                    Some(arguments) => Some(
-                        self.fingerprinter
+                    Some(arguments) => Some(match rule {
+                        Some(rule) => self.fingerprinter.call_fingerprint_with(
+                            &call.tool_name,
+                            arguments,
+                            &rule.volatile_keys,
+                        ),
+                        None => self
+                            .fingerprinter
                             .call_fingerprint(&call.tool_name, arguments),
-                    ),
+                    }),
                     None => {
                         self.stats
                             .tool_calls_without_arguments
@@ -245,12 +267,30 @@ impl Engine {
                         })
                     }
                 };
+                let result_fingerprint = match (rule, &call.status) {
+                    (Some(rule), CallStatus::Error { message })
+                        if rule
+                            .transient_errors
+                            .as_ref()
+                            .is_some_and(|r| r.is_match(message)) =>
+                    {
+                        // A transient error (rate limit, timeout) is never "the same
+                        // result": a fingerprint of its own, so it shows progress.
+                        Some(transient_fingerprint(&span.trace_id, &span.span_id))
+                    }
+                    (Some(rule), _) => self.fingerprinter.result_fingerprint_with(
+                        &call.status,
+                        call.result.as_ref(),
+                        &rule.result_volatile_keys,
+                    ),
+                    (None, _) => self
+                        .fingerprinter
+                        .result_fingerprint(&call.status, call.result.as_ref()),
+                };
                 Observation::ToolCall {
                     tool_name: Arc::from(call.tool_name.as_str()),
                     call_fingerprint,
-                    result_fingerprint: self
-                        .fingerprinter
-                        .result_fingerprint(&call.status, call.result.as_ref()),
+                    result_fingerprint,
                 }
             }
             EventKind::ModelResponse(ModelResponse::Text(text)) => {
@@ -265,6 +305,18 @@ impl Engine {
             }
         }
     }
+}
+
+/// The result fingerprint of a transient error: unique to its span, so it never equals
+/// another result (SHA-256 of a tag, the trace_id and the span_id).
+fn transient_fingerprint(trace_id: &[u8], span_id: &[u8]) -> crate::fingerprint::Fingerprint {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(b"transient\0");
+    hasher.update(trace_id);
+    hasher.update([0u8]);
+    hasher.update(span_id);
+    hasher.finalize().into()
 }
 
 /// The spans of `located` (location, trace_id, span_id) that complete one of
@@ -306,7 +358,7 @@ impl Engine {
     /// With no `detection.fingerprint_key`, a random key is drawn (fingerprints are then
     /// stable only for the life of the process).
     pub fn from_config(config: &crate::config::Config) -> Result<Engine, EngineError> {
-        let profiles = config.profiles()?.into_iter().map(|p| p.settings).collect();
+        let profiles = config.profiles()?;
         let registry = Registry::new(profiles, config.registry.clone());
         let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
         let fingerprint_key = match config.detection.fingerprint_key.as_deref() {
@@ -317,12 +369,10 @@ impl Engine {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
                 .filter(|a| !a.is_empty()),
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
+            custom_conventions: config.conventions.custom.clone(),
         };
-        Ok(Engine::new(
-            registry,
-            fingerprinter,
-            fingerprint_key,
-            options,
-        ))
+        let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
+        engine.tool_fingerprints = config.fingerprint_rules()?;
+        Ok(engine)
     }
 }

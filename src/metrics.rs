@@ -54,7 +54,14 @@ pub struct Metrics {
     /// `exporter.queue_capacity` when forwarding (0 = detect-only), for the queue-near-full
     /// alert.
     pub forward_queue_capacity: std::sync::atomic::AtomicU64,
+    /// (profile, pattern, severity, service.name, gen_ai.agent.name) → detections, for
+    /// self-telemetry (a prometheus-client family cannot be read back).
+    detection_counts: std::sync::Mutex<std::collections::BTreeMap<DetectionKey, u64>>,
+    signals_published_count: std::sync::atomic::AtomicU64,
 }
+
+/// (profile, pattern, severity, service.name, gen_ai.agent.name).
+pub type DetectionKey = (String, String, String, String, String);
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -65,6 +72,8 @@ impl Default for Metrics {
             loop_detections: Family::default(),
             fleet: crate::fleet::Fleet::default(),
             forward_queue_capacity: Default::default(),
+            detection_counts: Default::default(),
+            signals_published_count: Default::default(),
         }
     }
 }
@@ -89,6 +98,34 @@ impl Metrics {
             })
             .inc();
         self.fleet.observe_detection(d, crate::fleet::now_unix());
+        let key = (
+            d.profile.name.clone(),
+            d.detection.pattern.as_str().to_string(),
+            d.detection.severity.as_str().to_string(),
+            d.service_name.as_deref().unwrap_or(unknown).to_string(),
+            d.agent_name.as_deref().unwrap_or(unknown).to_string(),
+        );
+        *self
+            .detection_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default() += 1;
+    }
+
+    /// Detections so far by (profile, pattern, severity, service.name, gen_ai.agent.name).
+    pub fn detection_counts(&self) -> Vec<(DetectionKey, u64)> {
+        let counts = self
+            .detection_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    /// Signals handed to the hub so far.
+    pub fn signals_published_total(&self) -> u64 {
+        self.signals_published_count
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Counts a signal handed to the hub.
@@ -99,6 +136,8 @@ impl Metrics {
                 action: signal.action.clone(),
             })
             .inc();
+        self.signals_published_count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -167,6 +206,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         "requests_received",
         "Export requests accepted by the OTLP receivers",
         rs.accepted_requests(),
+    );
+    counter(
+        &mut r,
+        "otlp_json_unknown_fields",
+        "Fields in OTLP/JSON requests that OTLP does not define (ignored)",
+        rs.otlp_json_unknown_fields.total(),
     );
     use crate::receiver::stats::RejectReason;
     labelled_counter(

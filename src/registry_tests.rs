@@ -19,6 +19,7 @@ fn three_in_ten() -> ProfileSettings {
         cycle: 3,
         max_cycle_period: 3,
         repeated_text: 3,
+        ..ProfileSettings::nudge()
     }
 }
 
@@ -41,6 +42,7 @@ fn call(run: &str, span: u64, start: u64, tool: u8) -> RunEvent {
             call_fingerprint: Some([tool; 32]),
             result_fingerprint: None,
         },
+        call: Default::default(),
     }
 }
 

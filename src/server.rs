@@ -86,6 +86,7 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let summary = crate::startup::StartupSummary::of(&config)?;
     let server = start(config).await?;
     tracing::info!(
         grpc = %server.grpc_addr,
@@ -93,6 +94,9 @@ pub async fn run(
         admin = %server
             .admin_addr
             .map_or_else(|| "off".to_string(), |a| a.to_string()),
+        downstream = %summary.downstream,
+        sinks = %summary.sinks,
+        profiles = %summary.profiles,
         "loopwatch listening"
     );
     shutdown.await;
@@ -235,6 +239,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         exporter_health: forwarder.as_ref().and_then(|f| f.health()),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
+    let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
+        .context("telemetry.endpoint")?;
     let ready = admin_state.ready.clone();
     let admin_task = admin_listener.map(|l| {
         let app = crate::auth::protect_admin(api::router(admin_state), edges.admin_auth.clone());
@@ -303,6 +309,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         };
         // 3. signals flush best-effort.
         done_signals.shutdown(drain_timeout).await;
+        // 4. self-telemetry exports its last values.
+        if let Some(telemetry) = telemetry {
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        }
         sweeper.abort();
         if let Some(admin) = admin_task {
             let _ = admin.await;

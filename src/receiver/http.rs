@@ -21,7 +21,7 @@ use prost::Message;
 
 use crate::ingest::{IncomingRequest, SpanSink};
 
-use super::decode::{decode_json, decompress, read_protobuf, Compression};
+use super::decode::{decode_json_counted, decompress, read_protobuf, Compression};
 use super::error::ReceiveError;
 use super::stats::ReceiverStats;
 use super::ReceiverOptions;
@@ -174,7 +174,15 @@ async fn read_request(
     let bytes = decompress(compression, body, limit)?;
     Ok(match format {
         Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes)?),
-        Format::Json => IncomingRequest::Json(decode_json(&bytes)?),
+        Format::Json => {
+            let (request, unknown) = decode_json_counted(&bytes)?;
+            let sender = header_str(headers, http::header::USER_AGENT);
+            state
+                .stats
+                .otlp_json_unknown_fields
+                .record(&sender, &unknown);
+            IncomingRequest::Json(request)
+        }
     })
 }
 
