@@ -38,3 +38,4 @@ pub mod startup;
 pub mod telemetry;
 pub mod tls;
 pub mod ui;
+pub mod wire;
