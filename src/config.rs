@@ -12,6 +12,7 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 
 pub mod exporter;
+pub mod security;
 pub mod telemetry;
 
 use self::exporter::ForwarderConfig;
@@ -125,13 +126,27 @@ pub struct ProfileConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// HTTP admin listen address (`/v1/…`, `/metrics`, `/healthz`, `/readyz`); empty = off.
+    /// Default `127.0.0.1:8787`: loopback only unless configured.
     pub listen: String,
+    /// Bearer token for the admin API (all but `/healthz`, `/readyz`) and gRPC
+    /// `Signals/Watch`; unset = open.
+    pub auth_token: Option<String>,
+    /// File holding the admin token (trailing newline ignored); instead of `auth_token`.
+    pub auth_token_file: Option<std::path::PathBuf>,
+    /// `[admin.tls]`: TLS (and mTLS) on the admin listener.
+    pub tls: crate::tls::ServerTlsConfig,
+    /// `[admin.connections]`: the admin listener's own connection limit and timeouts.
+    pub connections: crate::listen::ConnectionConfig,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
-            listen: "0.0.0.0:8787".into(),
+            listen: "127.0.0.1:8787".into(),
+            auth_token: None,
+            auth_token_file: None,
+            tls: Default::default(),
+            connections: crate::listen::ConnectionConfig::admin_default(),
         }
     }
 }
@@ -297,6 +312,7 @@ impl Config {
                 });
             }
         }
+        security::validate(self).map_err(ConfigError::Other)?;
         Ok(())
     }
 

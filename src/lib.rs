@@ -9,6 +9,7 @@
 
 pub mod annotate;
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod conventions;
 pub mod detector;
@@ -18,6 +19,7 @@ pub mod fingerprint;
 pub mod fleet;
 pub mod forward;
 pub mod ingest;
+pub mod listen;
 pub mod metrics;
 pub mod otlp;
 pub mod pipeline;
@@ -26,8 +28,10 @@ pub mod registry;
 pub mod replay;
 pub mod report;
 pub mod scan;
+pub mod security;
 pub mod server;
 pub mod signals;
 pub mod startup;
 pub mod telemetry;
+pub mod tls;
 pub mod ui;

@@ -18,7 +18,6 @@ use crate::forward::Forwarder;
 use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, SpanSink};
 use crate::receiver::grpc::GrpcReceiver;
-use crate::receiver::http::serve_http;
 use crate::receiver::stats::ReceiverStats;
 use crate::signals::SignalHub;
 
@@ -109,6 +108,12 @@ pub async fn run(
 /// an invalid config.
 pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let engine = Arc::new(Engine::from_config(&config)?);
+    let edges = crate::security::Edges::from_config(&config).map_err(anyhow::Error::msg)?;
+    let nofile = crate::listen::fd::raise_nofile_limit();
+    crate::listen::fd::check_connection_budget(
+        nofile,
+        2 * config.receiver.connections.max_connections + config.admin.connections.max_connections,
+    );
     if config
         .detection
         .fingerprint_key
@@ -193,14 +198,37 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let grpc = GrpcReceiver::new(sink.clone(), options, receiver_stats.clone()).add_service(
         crate::signals::grpc::signals_service_until(signals.clone(), stop.subscribe()),
     );
-    let grpc_task = tokio::spawn(grpc.serve(grpc_listener, stopped()));
-    let http_task = tokio::spawn(serve_http(
-        http_listener,
-        sink.clone(),
-        options,
-        receiver_stats.clone(),
+    let limits = &config.receiver.connections;
+    let grpc_incoming = crate::listen::spawn_accept(
+        "receiver.grpc",
+        grpc_listener,
+        edges.grpc_tls.clone(),
+        limits,
         stopped(),
-    ));
+    );
+    let grpc_task = tokio::spawn({
+        let (limits, edge, stop) = (limits.clone(), edges.grpc_edge(), stopped());
+        async move {
+            grpc.serve_incoming(grpc_incoming, &limits, edge, stop)
+                .await
+        }
+    });
+    let http_incoming = crate::listen::spawn_accept(
+        "receiver.http",
+        http_listener,
+        edges.http_tls.clone(),
+        limits,
+        stopped(),
+    );
+    let http_app = crate::auth::protect_receiver(
+        crate::receiver::http_router(sink.clone(), options, receiver_stats.clone()),
+        edges.receiver_auth.clone(),
+    );
+    let http_task = tokio::spawn({
+        let (limits, stop) = (limits.clone(), stopped());
+        async move { crate::listen::http::serve_router(http_incoming, http_app, &limits, stop).await }
+    });
+    edges.spawn_reloaders(&stopped);
     let admin_state = AdminState {
         engine: engine.clone(),
         signals: signals.clone(),
@@ -214,9 +242,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         .context("telemetry.endpoint")?;
     let ready = admin_state.ready.clone();
     let admin_task = admin_listener.map(|l| {
-        let app = api::router(admin_state);
+        let app = crate::auth::protect_admin(api::router(admin_state), edges.admin_auth.clone());
+        let limits = config.admin.connections.clone();
+        let incoming =
+            crate::listen::spawn_accept("admin", l, edges.admin_tls.clone(), &limits, stopped());
         let stop = stopped();
-        tokio::spawn(async move { axum::serve(l, app).with_graceful_shutdown(stop).await })
+        tokio::spawn(async move {
+            crate::listen::http::serve_router(incoming, app, &limits, stop).await
+        })
     });
 
     // Idle-run eviction.

@@ -98,6 +98,7 @@ fn config(addr: SocketAddr) -> ForwarderConfig {
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(50),
         concurrency: 1,
+        ..ForwarderConfig::default()
     }
 }
 

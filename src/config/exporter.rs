@@ -1,6 +1,6 @@
 //! `[exporter]` section: where and how the span path forwards (read by [`crate::forward`]).
 //!
-//! A leaf module (no crate imports), so the top-level [`crate::config`] does not depend on
+//! A leaf module (no crate imports but the TLS settings of [`crate::tls`]), so the top-level [`crate::config`] does not depend on
 //! the forwarder, and the forwarder depends only on this section.
 
 use std::time::Duration;
@@ -52,6 +52,8 @@ pub struct ForwarderConfig {
     pub max_backoff: Duration,
     /// Export RPCs in flight at once (default 4).
     pub concurrency: usize,
+    /// `[exporter.tls]`: CA, client certificate and server name for an `https://` endpoint.
+    pub tls: crate::tls::ClientTlsConfig,
 }
 
 impl Default for ForwarderConfig {
@@ -65,6 +67,7 @@ impl Default for ForwarderConfig {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
             concurrency: 4,
+            tls: crate::tls::ClientTlsConfig::default(),
         }
     }
 }

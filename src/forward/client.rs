@@ -11,6 +11,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
 use crate::otlp::EXPORT_PATH;
+use crate::tls::ClientTlsConfig;
 
 use super::{ForwardCompression, ForwardError};
 
@@ -55,7 +56,8 @@ pub struct ExportClient {
 }
 
 impl ExportClient {
-    /// A lazily connecting client for `endpoint` (e.g. `http://127.0.0.1:4317`).
+    /// A lazily connecting client for `endpoint` (e.g. `http://127.0.0.1:4317`); an
+    /// `https://` endpoint uses TLS with the system and webpki roots.
     ///
     /// # Errors
     /// [`ForwardError::InvalidEndpoint`] when `endpoint` is not a valid URI.
@@ -64,13 +66,38 @@ impl ExportClient {
         compression: ForwardCompression,
         timeout: Duration,
     ) -> Result<Self, ForwardError> {
-        let channel = Endpoint::from_shared(endpoint.to_owned())
+        Self::with_tls(endpoint, compression, timeout, &ClientTlsConfig::default())
+    }
+
+    /// As [`ExportClient::new`]; an `https://` endpoint uses TLS with `tls` (CA, client
+    /// certificate, server name), never cleartext.
+    ///
+    /// # Errors
+    /// [`ForwardError::InvalidEndpoint`] for an invalid URI, [`ForwardError::Tls`] for
+    /// TLS settings that cannot be loaded or an `http://` endpoint with TLS settings.
+    pub fn with_tls(
+        endpoint: &str,
+        compression: ForwardCompression,
+        timeout: Duration,
+        tls: &ClientTlsConfig,
+    ) -> Result<Self, ForwardError> {
+        let mut channel = Endpoint::from_shared(endpoint.to_owned())
             .map_err(|e| ForwardError::InvalidEndpoint {
                 endpoint: endpoint.to_owned(),
                 message: e.to_string(),
             })?
-            .connect_timeout(timeout)
-            .connect_lazy();
+            .connect_timeout(timeout);
+        if channel.uri().scheme_str() == Some("https") {
+            let config = tls.tonic().map_err(|e| ForwardError::Tls(e.to_string()))?;
+            channel = channel
+                .tls_config(config)
+                .map_err(|e| ForwardError::Tls(e.to_string()))?;
+        } else if tls.is_set() {
+            return Err(ForwardError::Tls(format!(
+                "set, but exporter.endpoint `{endpoint}` is not https://"
+            )));
+        }
+        let channel = channel.connect_lazy();
         let mut grpc = tonic::client::Grpc::new(channel)
             .accept_compressed(CompressionEncoding::Gzip)
             .max_decoding_message_size(4 * 1024 * 1024);

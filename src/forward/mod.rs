@@ -32,6 +32,9 @@ pub enum ForwardError {
     /// A config value is out of range.
     #[error(transparent)]
     InvalidConfig(#[from] InvalidExporterConfig),
+    /// `[exporter.tls]` cannot be loaded or does not fit the endpoint.
+    #[error("exporter.tls: {0}")]
+    Tls(String),
     /// `exporter.endpoint` is not a valid URI.
     #[error("exporter.endpoint `{endpoint}` is not a valid URI: {message}")]
     InvalidEndpoint {
@@ -70,7 +73,7 @@ impl Forwarder {
         let client = config
             .endpoint
             .as_deref()
-            .map(|e| ExportClient::new(e, config.compression, config.timeout))
+            .map(|e| ExportClient::with_tls(e, config.compression, config.timeout, &config.tls))
             .transpose()?;
         let stats = Arc::new(ForwarderStats::default());
         let (queue, rx) = ForwardQueue::new(config.queue_capacity, Arc::clone(&stats));

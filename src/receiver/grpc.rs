@@ -282,11 +282,47 @@ impl GrpcReceiver {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), tonic::transport::Error> {
-        let health = self.health;
-        health
-            .set_service_status(TRACE_SERVICE_NAME, ServingStatus::Serving)
-            .await;
-        let shutdown = async move {
+        let health = self.health.clone();
+        let shutdown = self.health_then(shutdown);
+        tonic::transport::Server::builder()
+            .add_routes(self.routes)
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                Self::serving(health, shutdown),
+            )
+            .await
+    }
+
+    /// As [`GrpcReceiver::serve`], on connections from a [`crate::listen`] accept loop (TLS,
+    /// connection limit) with its HTTP/2 limits and the edge layer (content type, tokens).
+    ///
+    /// # Errors
+    /// A transport error from the server.
+    pub async fn serve_incoming(
+        self,
+        incoming: crate::listen::Incoming,
+        limits: &crate::listen::ConnectionConfig,
+        edge: crate::listen::grpc::GrpcEdgeLayer,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), tonic::transport::Error> {
+        let health = self.health.clone();
+        let shutdown = self.health_then(shutdown);
+        crate::listen::grpc::server_builder(limits, edge)
+            .add_routes(self.routes)
+            .serve_with_incoming_shutdown(
+                crate::listen::incoming_stream(incoming),
+                Self::serving(health, shutdown),
+            )
+            .await
+    }
+
+    /// `shutdown`, then every service reported `NOT_SERVING`.
+    fn health_then(
+        &self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> impl Future<Output = ()> + Send {
+        let health = self.health.clone();
+        async move {
             shutdown.await;
             health
                 .set_service_status(TRACE_SERVICE_NAME, ServingStatus::NotServing)
@@ -294,14 +330,16 @@ impl GrpcReceiver {
             health
                 .set_service_status("", ServingStatus::NotServing)
                 .await;
-        };
-        tonic::transport::Server::builder()
-            .add_routes(self.routes)
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                shutdown,
-            )
-            .await
+        }
+    }
+
+    /// Reports the trace service `SERVING` once the server polls this future, then waits
+    /// for `shutdown`.
+    async fn serving(health: HealthReporter, shutdown: impl Future<Output = ()>) {
+        health
+            .set_service_status(TRACE_SERVICE_NAME, ServingStatus::Serving)
+            .await;
+        shutdown.await;
     }
 }
 

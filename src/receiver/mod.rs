@@ -38,6 +38,12 @@ pub struct ReceiverConfig {
     /// Delay suggested to refused clients (`Retry-After`, gRPC `RetryInfo`), e.g. `"1s"`.
     #[serde(with = "humantime_serde")]
     pub retry_after: Duration,
+    /// `[receiver.tls]`: TLS (and mTLS) on both receivers.
+    pub tls: crate::tls::ServerTlsConfig,
+    /// `[receiver.auth]`: optional token check on both receivers.
+    pub auth: crate::auth::ReceiverAuthConfig,
+    /// `[receiver.connections]`: per-listener connection limit, HTTP/2 and idle limits.
+    pub connections: crate::listen::ConnectionConfig,
 }
 
 impl Default for ReceiverConfig {
@@ -47,6 +53,9 @@ impl Default for ReceiverConfig {
             http_listen: SocketAddr::from(([0, 0, 0, 0], 4318)),
             max_recv_msg_size_mib: DEFAULT_MAX_RECV_MSG_SIZE_MIB,
             retry_after: Duration::from_secs(1),
+            tls: Default::default(),
+            auth: Default::default(),
+            connections: Default::default(),
         }
     }
 }
