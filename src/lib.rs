@@ -27,6 +27,7 @@ pub mod receiver;
 pub mod registry;
 pub mod replay;
 pub mod report;
+pub mod retry;
 pub mod scan;
 pub mod security;
 pub mod server;

@@ -181,6 +181,8 @@ pub struct MetricSources<'a> {
     pub receiver_stats: &'a crate::receiver::stats::ReceiverStats,
     /// `None` in detect-only mode (no forward metrics are rendered).
     pub forwarder: Option<&'a crate::forward::stats::ForwarderStats>,
+    /// Downstream reachability, when forwarding.
+    pub exporter_health: Option<&'a crate::forward::DownstreamHealth>,
 }
 
 /// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
@@ -315,22 +317,55 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 .map(|d| (label("reason", d.as_str()), fs.dropped_spans(*d)))
                 .collect(),
         );
+        let forward_gauges = [
+            (
+                "forward_queue_depth",
+                "Requests waiting in the forward queue",
+                fs.queue_depth(),
+            ),
+            (
+                "forward_in_flight",
+                "Requests in an export RPC now",
+                fs.in_flight(),
+            ),
+            (
+                "forward_in_backoff",
+                "Requests waiting out a retry backoff (holding no delivery slot)",
+                fs.in_backoff(),
+            ),
+            (
+                "forward_pending_spans",
+                "Spans accepted and not yet delivered or given up",
+                fs.pending_spans(),
+            ),
+        ];
+        for (name, help, value) in forward_gauges {
+            gauge(&mut r, name, help, i64::try_from(value).unwrap_or(i64::MAX));
+        }
+        counter(
+            &mut r,
+            "forward_exports",
+            "Successful export RPCs (a batch of queued requests is one)",
+            fs.exports(),
+        );
         gauge(
             &mut r,
             "forward_queue_capacity",
             "Requests the forward queue holds at most (exporter.queue_capacity)",
             state.metrics.forward_queue_capacity.load(Relaxed) as i64,
         );
-        gauge(
-            &mut r,
-            "forward_queue_depth",
-            "Requests waiting in the forward queue",
-            fs.queue_depth() as i64,
-        );
         r.register(
             "forward_latency_seconds",
             "Downstream export latency per delivered request",
             state.metrics.forward_latency.clone(),
+        );
+    }
+    if let Some(health) = state.exporter_health {
+        gauge(
+            &mut r,
+            "exporter_up",
+            "1 when the last export attempt or idle probe reached the downstream, else 0",
+            health.up(),
         );
     }
     r.register(

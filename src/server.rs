@@ -235,7 +235,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         metrics: metrics.clone(),
         receiver_stats: receiver_stats.clone(),
         forwarder: forwarder.as_ref().map(|f| f.stats()),
-        downstream: config.exporter.endpoint.clone().filter(|e| !e.is_empty()),
+        forward_queue: forwarder.as_ref().map(|f| f.queue()),
+        exporter_health: forwarder.as_ref().and_then(|f| f.health()),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
     let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
@@ -302,10 +303,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             }
         }
         // 2. the forward queue drains within the deadline.
-        if let Some(forwarder) = forwarder {
-            let report = forwarder.shutdown(drain_timeout).await;
-            tracing::info!(?report, "forward queue drained");
-        }
+        let lost = match forwarder {
+            Some(forwarder) => forwarder.shutdown(drain_timeout).await.undelivered_spans,
+            None => 0,
+        };
         // 3. signals flush best-effort.
         done_signals.shutdown(drain_timeout).await;
         // 4. self-telemetry exports its last values.
@@ -325,6 +326,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 .load(std::sync::atomic::Ordering::Relaxed),
             "loopwatch stopped"
         );
+        if lost > 0 {
+            anyhow::bail!(
+                "{lost} acknowledged span(s) were not delivered downstream before the drain deadline (shutdown.drain_timeout = {})",
+                humantime::format_duration(drain_timeout)
+            );
+        }
         Ok(())
     });
 
