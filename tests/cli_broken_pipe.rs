@@ -6,7 +6,8 @@ use std::process::{Command, Stdio};
 
 #[test]
 fn scan_into_a_closed_pipe_exits_zero_without_a_panic() {
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus/pydantic-ai");
+    let corpus =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus/pydantic-ai");
     for format in ["json", "table"] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
             .args(["scan", "--format", format])

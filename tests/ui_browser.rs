@@ -64,8 +64,12 @@ async fn ui_shows_a_replayed_loop_in_headless_chromium() {
 
     // The whole corpus, one request every 100 ms, while the page is loaded.
     let endpoint = format!("http://{}", server.grpc_addr);
-    let files: Vec<PathBuf> =
-        loopwatch::scan::request_files(&[repo().join("tests/fixtures/corpus")]).unwrap();
+    let corpus = repo().join("tests/fixtures/corpus");
+    let expected: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(corpus.join("expected.json")).unwrap())
+            .unwrap();
+    let runs: Vec<PathBuf> = expected.keys().map(|run| corpus.join(run)).collect();
+    let files: Vec<PathBuf> = loopwatch::scan::request_files(&runs).unwrap();
     let replay = tokio::spawn(async move {
         loopwatch::replay::replay(&endpoint, &files, Duration::from_millis(100)).await
     });
