@@ -1,6 +1,6 @@
 //! Traces recorded from real frameworks that the original corpus does not cover
-//! (`tools/record/`, labels in `tests/fixtures/corpus/recorded-runs.json` and
-//! `recorded-expected.json`, both derived from the recording script through the reference
+//! (`tools/record/`, labels in `tests/fixtures/corpus/recorded/runs.json` and
+//! `recorded/expected.json`, both derived from the recording script through the reference
 //! oracle, never from loopwatch's output).
 //!
 //! Every run must give exactly its labelled detections for both profiles, from the
@@ -52,18 +52,18 @@ fn known_misread(run: &str) -> Option<&'static str> {
 }
 
 fn recorded_runs() -> Vec<Json> {
-    let path = fixtures().join("corpus/recorded-runs.json");
+    let path = fixtures().join("corpus/recorded/runs.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    match serde_json::from_str(&text).expect("parse recorded-runs.json") {
+    match serde_json::from_str(&text).expect("parse recorded/runs.json") {
         Json::Array(runs) => runs,
-        other => panic!("recorded-runs.json is not a list: {other}"),
+        other => panic!("recorded/runs.json is not a list: {other}"),
     }
 }
 
 fn recorded_expected() -> BTreeMap<String, Json> {
-    let path = fixtures().join("corpus/recorded-expected.json");
+    let path = fixtures().join("corpus/recorded/expected.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    serde_json::from_str(&text).expect("parse recorded-expected.json")
+    serde_json::from_str(&text).expect("parse recorded/expected.json")
 }
 
 /// Feeds the requests in order through a fresh engine with the default config.
@@ -270,7 +270,7 @@ fn payload_json(payload: &Payload) -> Json {
     serde_json::from_str(&text).unwrap_or(Json::String(text))
 }
 
-/// `tool({...})` / `tool(?)` of recorded-runs.json → (tool, arguments).
+/// `tool({...})` / `tool(?)` of recorded/runs.json → (tool, arguments).
 fn parse_sequence_entry(entry: &str) -> (String, Option<Json>) {
     let (name, rest) = entry.split_once('(').expect("entry has '('");
     let inner = rest.strip_suffix(')').expect("entry ends with ')'");
