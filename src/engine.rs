@@ -14,6 +14,9 @@ use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
 
+#[path = "engine_calls.rs"]
+mod calls;
+
 /// How spans are grouped into runs and fingerprinted.
 #[derive(Clone, Debug, Default)]
 pub struct EngineOptions {
@@ -23,6 +26,8 @@ pub struct EngineOptions {
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
     pub match_tool_name_without_arguments: bool,
+    /// `[[conventions.custom]]` mappings, tried before the built-in conventions.
+    pub custom_conventions: Vec<crate::conventions::custom::CustomConvention>,
 }
 
 /// Counters of what the engine saw (read by `/metrics`).
@@ -122,7 +127,9 @@ impl Engine {
             for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
                 for (i, span) in scope_spans.spans.iter().enumerate() {
                     self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
-                    let Some(extracted) = conventions::extract(span) else {
+                    let Some(extracted) =
+                        conventions::extract_with(&self.options.custom_conventions, span)
+                    else {
                         continue;
                     };
                     let Some(run_key) = self.run_key(span, resource) else {
@@ -130,6 +137,7 @@ impl Engine {
                         continue;
                     };
                     let observation = self.observation(&extracted.kind, span);
+                    let call = self.call_context(span, &extracted);
                     events.push(RunEvent {
                         run_key,
                         trace_id: span.trace_id.clone(),
@@ -139,6 +147,7 @@ impl Engine {
                         service_name: service_name.clone(),
                         agent_name: extracted.agent_name.as_deref().map(Arc::from),
                         observation,
+                        call,
                     });
                     locations.push(((r, s, i), (span.trace_id.clone(), span.span_id.clone())));
                 }
@@ -267,6 +276,7 @@ impl Engine {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
                 .filter(|a| !a.is_empty()),
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
+            custom_conventions: config.conventions.custom.clone(),
         };
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = config.fingerprint_rules()?;

@@ -22,6 +22,7 @@ pub mod ingest;
 pub mod listen;
 pub mod metrics;
 pub mod otlp;
+pub mod otlp_json;
 pub mod pipeline;
 pub mod receiver;
 pub mod registry;

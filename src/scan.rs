@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::engine::Engine;
 use crate::otlp::ExportTraceServiceRequest;
-use crate::receiver::decode::{decode_json, decode_protobuf};
+use crate::receiver::decode::{decode_json_counted, decode_protobuf};
 use crate::registry::RunDetection;
 use crate::report::DetectionRecord;
 
@@ -90,7 +90,17 @@ pub fn read_request(path: &Path) -> Result<ExportTraceServiceRequest, ScanError>
     })?;
     let decoded = match path.extension().and_then(|e| e.to_str()) {
         Some("pb") => decode_protobuf(&bytes),
-        Some("json") => decode_json(&bytes),
+        Some("json") => decode_json_counted(&bytes).map(|(request, unknown)| {
+            if unknown.count > 0 {
+                tracing::warn!(
+                    path = %path.display(),
+                    field = unknown.first.as_deref().unwrap_or(""),
+                    count = unknown.count,
+                    "fields OTLP does not define are ignored"
+                );
+            }
+            request
+        }),
         _ => {
             return Err(ScanError::UnknownType {
                 path: path.to_path_buf(),

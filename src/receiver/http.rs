@@ -21,7 +21,7 @@ use prost::Message;
 
 use crate::ingest::{IncomingRequest, SpanSink};
 
-use super::decode::{decode_json, decode_protobuf, decompress, span_count, Compression};
+use super::decode::{decode_json_counted, decode_protobuf, decompress, span_count, Compression};
 use super::error::ReceiveError;
 use super::stats::ReceiverStats;
 use super::ReceiverOptions;
@@ -177,10 +177,18 @@ async fn read_request(
             request: decode_protobuf(&bytes)?,
             raw_protobuf: Some(bytes),
         },
-        Format::Json => IncomingRequest {
-            request: decode_json(&bytes)?,
-            raw_protobuf: None,
-        },
+        Format::Json => {
+            let (request, unknown) = decode_json_counted(&bytes)?;
+            let sender = header_str(headers, http::header::USER_AGENT);
+            state
+                .stats
+                .otlp_json_unknown_fields
+                .record(&sender, &unknown);
+            IncomingRequest {
+                request,
+                raw_protobuf: None,
+            }
+        }
     })
 }
 
