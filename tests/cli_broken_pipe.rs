@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 #[test]
 fn scan_into_a_closed_pipe_exits_zero_without_a_panic() {
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus/pydantic-ai");
     for format in ["json", "table"] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
             .args(["scan", "--format", format])
@@ -28,7 +28,6 @@ fn scan_into_a_closed_pipe_exits_zero_without_a_panic() {
         let status = child.wait().unwrap();
         assert!(!stderr.contains("panicked"), "{format}: {stderr}");
         assert_eq!(status.code(), Some(0), "{format}: {stderr}");
-        // 46 requests of the original corpus + 80 of the recorded frameworks (tools/record).
-        assert!(stderr.contains("scanned 126 request(s)"), "{stderr}");
+        assert!(stderr.contains("scanned 16 request(s)"), "{stderr}");
     }
 }
