@@ -6,9 +6,9 @@
 For each pair of PAIRS below (default: all) and each scenario, runs
 ``frameworks/<script>`` in the pair's own environment (``setup.sh`` makes them), which
 records one agent run into ``tests/fixtures/corpus/<framework>/<variant>/<scenario>/``.
-Then (also with ``--label-only``) writes ``tests/fixtures/corpus/recorded-runs.json``
+Then (also with ``--label-only``) writes ``tests/fixtures/corpus/recorded/runs.json``
 (what each run is: the scripted call sequence, span count, request files) and
-``recorded-expected.json`` (what loopwatch's two profiles must detect), both derived from
+``recorded/expected.json`` (what loopwatch's two profiles must detect), both derived from
 the SCRIPT: the scripted calls and results run through the shared reference oracle
 (``oracle/reference.py``), never from loopwatch's output.
 """
@@ -170,10 +170,10 @@ def label():
                 "request_files": files,
             })
             expected[name] = {k: ref.run(scn, k) for k in ref.PROFILES}
-    with open(os.path.join(CORPUS, "recorded-runs.json"), "w") as f:
+    with open(os.path.join(CORPUS, "recorded/runs.json"), "w") as f:
         json.dump(runs, f, indent=1, ensure_ascii=False)
         f.write("\n")
-    with open(os.path.join(CORPUS, "recorded-expected.json"), "w") as f:
+    with open(os.path.join(CORPUS, "recorded/expected.json"), "w") as f:
         json.dump(expected, f, indent=1, ensure_ascii=False)
         f.write("\n")
     print(f"labelled {len(runs)} runs")
