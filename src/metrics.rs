@@ -338,7 +338,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
-    render_fleet(&mut r, &state.metrics);
+    render_fleet(&mut r, state.metrics);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;
     Ok(out)
