@@ -34,6 +34,7 @@ pub fn engine(run_key_attribute: Option<&str>) -> Engine {
         EngineOptions {
             run_key_attribute: run_key_attribute.map(str::to_owned),
             match_tool_name_without_arguments: run_key_attribute.is_some(),
+            ..EngineOptions::default()
         },
     )
 }

@@ -60,6 +60,10 @@ fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
     }
+    if span.name == pydantic_legacy::SPAN_NAME {
+        // pydantic-ai ≤ v2 `running tool` spans (v2 also marks them `execute_tool`).
+        return pydantic_legacy::extract(span);
+    }
     if genai::is_tool_span(span) {
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
         return genai::extract_tool(span);
