@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub mod exporter;
 pub mod security;
+pub mod telemetry;
 
 use self::exporter::ForwarderConfig;
-use crate::detector::{Action, ProfileSettings};
+use crate::detector::{FingerprintRules, ProfileSettings, ToolRule, ToolRules};
 use crate::fingerprint::FingerprintConfig;
 use crate::receiver::ReceiverConfig;
 use crate::registry::RegistryConfig;
@@ -31,8 +32,11 @@ pub struct Config {
     pub exporter: ForwarderConfig,
     /// `[detection]`: run key and fingerprinting.
     pub detection: DetectionConfig,
-    /// `[profiles.<name>]`: overrides of the built-in `nudge` / `stop` profiles, or new ones.
-    pub profiles: BTreeMap<String, ProfileConfig>,
+    /// `[profiles.<name>]`: overrides of the built-in `nudge` / `stop` profiles, or new ones
+    /// (keys of [`ProfileSettings`], plus `extends` and `preset`; see [`Config::profiles`]).
+    pub profiles: BTreeMap<String, figment::value::Dict>,
+    /// `[[tools]]`: per-tool rules, first match wins ([`crate::detector::tools`]).
+    pub tools: Vec<ToolRule>,
     /// `[registry]`: per-run state limits.
     pub registry: RegistryConfig,
     /// `[signals.*]`: kill/warn signal sinks.
@@ -45,6 +49,8 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     /// `[[conventions.custom]]`: user mappings for conventions loopwatch does not ship.
     pub conventions: crate::conventions::custom::ConventionsConfig,
+    /// `[telemetry]`: loopwatch's own metrics over OTLP (off by default).
+    pub telemetry: telemetry::TelemetryConfig,
 }
 
 /// `[detection]`
@@ -98,26 +104,6 @@ impl DetectionConfig {
             max_depth: self.max_depth,
         }
     }
-}
-
-/// `[profiles.<name>]`: every key optional; unset keys come from the built-in profile of
-/// the same name, else from the profile named by `extends` (default `nudge`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ProfileConfig {
-    pub extends: Option<String>,
-    pub action: Option<Action>,
-    pub window: Option<usize>,
-    pub repeated_call: Option<usize>,
-    pub repeated_result: Option<usize>,
-    pub alternating_calls: Option<usize>,
-    pub cycle: Option<usize>,
-    pub max_cycle_period: Option<usize>,
-    pub repeated_text: Option<usize>,
-    /// Publish signals for this profile's warn/kill detections (default true).
-    pub signals: Option<bool>,
-    /// Set to false to switch a built-in profile off.
-    pub enabled: Option<bool>,
 }
 
 /// `[admin]`
@@ -238,13 +224,6 @@ fn describe(error: figment::Error) -> ConfigError {
     ConfigError::Invalid(lines.join("; "))
 }
 
-/// A profile ready to run, with its signal switch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedProfile {
-    pub settings: ProfileSettings,
-    pub signals: bool,
-}
-
 impl Config {
     /// Builds the layered figment: defaults, then `file` (if any), then env, then `overrides`
     /// (dotted keys, e.g. `("receiver.grpc_listen", "127.0.0.1:0")`).
@@ -288,18 +267,23 @@ impl Config {
         Ok(config)
     }
 
-    /// Checks everything a running server would trip over: profiles and signal sinks.
+    /// Checks everything a running server would trip over: profiles, tool rules and
+    /// signal sinks.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.profiles()?;
         self.conventions
             .validate()
             .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
+        self.fingerprint_rules()?;
         self.signals
             .validate()
             .map_err(|e| ConfigError::Other(e.to_string()))?;
         self.exporter
             .validate()
             .map_err(|e| ConfigError::Other(format!("exporter: {e}")))?;
+        self.telemetry
+            .validate(&[self.receiver.grpc_listen, self.receiver.http_listen])
+            .map_err(|e| ConfigError::Other(e.to_string()))?;
         if let Some(endpoint) = self.exporter.endpoint.as_deref().filter(|e| !e.is_empty()) {
             let valid = endpoint.parse::<http::Uri>().ok().filter(|u| {
                 matches!(u.scheme_str(), Some("http") | Some("https")) && u.host().is_some()
@@ -315,57 +299,128 @@ impl Config {
         Ok(())
     }
 
-    /// The profiles to run: the built-ins `nudge` and `stop` (unless disabled) with their
-    /// overrides, plus user profiles, in name order after the built-ins. Errors name the key.
-    pub fn profiles(&self) -> Result<Vec<ResolvedProfile>, ConfigError> {
-        let mut names: Vec<String> = vec!["nudge".into(), "stop".into()];
+    /// The `[[tools]]` fingerprint keys (volatile keys, transient errors), compiled.
+    /// Errors name the key (`tools[i].match`, `tools[i].transient_errors`, …).
+    pub fn fingerprint_rules(&self) -> Result<FingerprintRules, ConfigError> {
+        FingerprintRules::compile(
+            &self.tools,
+            &self.detection.volatile_keys,
+            &self.detection.result_volatile_keys,
+        )
+        .map_err(key_error)
+    }
+
+    /// The profiles to run: the built-ins `nudge` and `stop` (unless `enabled = false`),
+    /// then user profiles in name order. Each starts from a base, then takes its keys:
+    /// the base is the preset named by `preset`, else the built-in of the same name, else
+    /// the built-in named by `extends` (default `nudge`). Each gets the `[[tools]]` entries
+    /// that apply to it, then its preset's own entries. Errors name the key.
+    pub fn profiles(&self) -> Result<Vec<ProfileSettings>, ConfigError> {
+        let mut names: Vec<String> = ProfileSettings::BUILT_IN.map(String::from).to_vec();
         names.extend(
             self.profiles
                 .keys()
-                .filter(|n| n.as_str() != "nudge" && n.as_str() != "stop")
+                .filter(|n| !ProfileSettings::BUILT_IN.contains(&n.as_str()))
                 .cloned(),
         );
         let mut out = Vec::new();
         for name in names {
-            let overrides = self.profiles.get(&name).cloned().unwrap_or_default();
-            if overrides.enabled == Some(false) {
-                continue;
+            if let Some(settings) = self.profile(&name)? {
+                out.push(settings);
             }
-            let base_name = match name.as_str() {
-                "nudge" | "stop" => name.clone(),
-                _ => overrides.extends.clone().unwrap_or_else(|| "nudge".into()),
-            };
-            let mut s = match base_name.as_str() {
-                "nudge" => ProfileSettings::nudge(),
-                "stop" => ProfileSettings::stop(),
-                other => {
-                    return Err(ConfigError::Key {
-                        key: format!("profiles.{name}.extends"),
-                        reason: format!(
-                            "unknown built-in profile {other:?} (expected nudge or stop)"
-                        ),
-                    })
-                }
-            };
-            s.name = name.clone();
-            let o = &overrides;
-            s.action = o.action.unwrap_or(s.action);
-            s.window = o.window.unwrap_or(s.window);
-            s.repeated_call = o.repeated_call.unwrap_or(s.repeated_call);
-            s.repeated_result = o.repeated_result.unwrap_or(s.repeated_result);
-            s.alternating_calls = o.alternating_calls.unwrap_or(s.alternating_calls);
-            s.cycle = o.cycle.unwrap_or(s.cycle);
-            s.max_cycle_period = o.max_cycle_period.unwrap_or(s.max_cycle_period);
-            s.repeated_text = o.repeated_text.unwrap_or(s.repeated_text);
-            s.validate().map_err(|e| ConfigError::Key {
-                key: e.key.clone(),
-                reason: e.reason.clone(),
-            })?;
-            out.push(ResolvedProfile {
-                settings: s,
-                signals: o.signals.unwrap_or(true),
-            });
         }
         Ok(out)
+    }
+
+    /// One profile, resolved and validated; `None` when it is switched off.
+    fn profile(&self, name: &str) -> Result<Option<ProfileSettings>, ConfigError> {
+        let key = |field: &str| format!("profiles.{name}.{field}");
+        let mut own = self.profiles.get(name).cloned().unwrap_or_default();
+        let text = |field: &str, own: &mut figment::value::Dict| match own.remove(field) {
+            None => Ok(None),
+            Some(v) => v.into_string().map(Some).ok_or_else(|| ConfigError::Key {
+                key: key(field),
+                reason: "must be a string".into(),
+            }),
+        };
+        let extends = text("extends", &mut own)?;
+        let preset = text("preset", &mut own)?;
+        let built_in = ProfileSettings::BUILT_IN.contains(&name);
+        let mut base = match (&preset, &extends) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Key {
+                    key: key("extends"),
+                    reason: "set either preset or extends, not both".into(),
+                })
+            }
+            (Some(preset), None) => {
+                ProfileSettings::preset_table(preset).ok_or_else(|| ConfigError::Key {
+                    key: key("preset"),
+                    reason: format!(
+                        "unknown preset {preset:?} (expected one of {})",
+                        ProfileSettings::preset_names().join(", ")
+                    ),
+                })?
+            }
+            (None, Some(_)) if built_in => {
+                return Err(ConfigError::Key {
+                    key: key("extends"),
+                    reason: "a built-in profile cannot extend another".into(),
+                })
+            }
+            (None, extends) => {
+                let base = extends.as_deref().unwrap_or("nudge");
+                let base = if built_in { name } else { base };
+                ProfileSettings::built_in_table(base).ok_or_else(|| ConfigError::Key {
+                    key: key("extends"),
+                    reason: format!(
+                        "unknown built-in profile {base:?} (expected {})",
+                        ProfileSettings::BUILT_IN.join(" or ")
+                    ),
+                })?
+            }
+        };
+        let preset_tools: Vec<ToolRule> = match base.remove("tools") {
+            Some(tools) => tools
+                .try_into()
+                .map_err(|e| ConfigError::Other(format!("preset tools: {e}")))?,
+            None => Vec::new(),
+        };
+        let mut settings: ProfileSettings = Figment::from(Serialized::defaults(base))
+            .merge(Serialized::defaults(own))
+            .extract()
+            .map_err(|e| match describe(e) {
+                ConfigError::Invalid(text) => {
+                    ConfigError::Invalid(format!("profiles.{name}.{text}"))
+                }
+                other => other,
+            })?;
+        settings.name = name.to_string();
+        if !settings.enabled {
+            return Ok(None);
+        }
+        settings.validate().map_err(key_error)?;
+        let mut entries: Vec<(String, ToolRule)> = self
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("tools[{i}]"), t.clone()))
+            .collect();
+        entries.extend(
+            preset_tools
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| (format!("{}.tools[{i}]", key("preset")), t)),
+        );
+        settings.tools =
+            std::sync::Arc::new(ToolRules::compile(&settings, &entries).map_err(key_error)?);
+        Ok(Some(settings))
+    }
+}
+
+fn key_error(e: crate::detector::ProfileError) -> ConfigError {
+    ConfigError::Key {
+        key: e.key,
+        reason: e.reason,
     }
 }

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use crate::annotate::annotate_span;
 use crate::conventions;
-use crate::detector::Observation;
-use crate::event::{EventKind, ModelResponse, Payload};
+use crate::detector::{FingerprintRules, Observation};
+use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
@@ -59,6 +59,8 @@ pub struct Engine {
     pub fingerprint_key: FingerprintKey,
     pub options: EngineOptions,
     pub stats: EngineStats,
+    /// `[[tools]]` volatile keys and transient errors (empty: none).
+    pub tool_fingerprints: FingerprintRules,
 }
 
 /// Where a span sits in its request: (resource_spans, scope_spans, span) indices.
@@ -77,6 +79,7 @@ impl Engine {
             fingerprint_key,
             options,
             stats: EngineStats::default(),
+            tool_fingerprints: FingerprintRules::default(),
         }
     }
 
@@ -133,7 +136,7 @@ impl Engine {
                         self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
                         continue;
                     };
-                    let observation = self.observation(&extracted.kind);
+                    let observation = self.observation(&extracted.kind, span);
                     let call = self.call_context(span, &extracted);
                     events.push(RunEvent {
                         run_key,
@@ -170,15 +173,22 @@ impl Engine {
         otlp::is_valid_trace_id(&span.trace_id).then(|| Arc::from(otlp::hex_id(&span.trace_id)))
     }
 
-    fn observation(&self, kind: &EventKind) -> Observation {
+    fn observation(&self, kind: &EventKind, span: &otlp::Span) -> Observation {
         match kind {
             EventKind::ToolCall(call) => {
                 self.stats.tool_calls.fetch_add(1, Ordering::Relaxed);
+                let rule = self.tool_fingerprints.treatment(&call.tool_name);
                 let call_fingerprint = match &call.arguments {
-                    Some(arguments) => Some(
-                        self.fingerprinter
+                    Some(arguments) => Some(match rule {
+                        Some(rule) => self.fingerprinter.call_fingerprint_with(
+                            &call.tool_name,
+                            arguments,
+                            &rule.volatile_keys,
+                        ),
+                        None => self
+                            .fingerprinter
                             .call_fingerprint(&call.tool_name, arguments),
-                    ),
+                    }),
                     None => {
                         self.stats
                             .tool_calls_without_arguments
@@ -191,12 +201,30 @@ impl Engine {
                         })
                     }
                 };
+                let result_fingerprint = match (rule, &call.status) {
+                    (Some(rule), CallStatus::Error { message })
+                        if rule
+                            .transient_errors
+                            .as_ref()
+                            .is_some_and(|r| r.is_match(message)) =>
+                    {
+                        // A transient error (rate limit, timeout) is never "the same
+                        // result": a fingerprint of its own, so it shows progress.
+                        Some(transient_fingerprint(&span.trace_id, &span.span_id))
+                    }
+                    (Some(rule), _) => self.fingerprinter.result_fingerprint_with(
+                        &call.status,
+                        call.result.as_ref(),
+                        &rule.result_volatile_keys,
+                    ),
+                    (None, _) => self
+                        .fingerprinter
+                        .result_fingerprint(&call.status, call.result.as_ref()),
+                };
                 Observation::ToolCall {
                     tool_name: Arc::from(call.tool_name.as_str()),
                     call_fingerprint,
-                    result_fingerprint: self
-                        .fingerprinter
-                        .result_fingerprint(&call.status, call.result.as_ref()),
+                    result_fingerprint,
                 }
             }
             EventKind::ModelResponse(ModelResponse::Text(text)) => {
@@ -213,6 +241,18 @@ impl Engine {
     }
 }
 
+/// The result fingerprint of a transient error: unique to its span, so it never equals
+/// another result (SHA-256 of a tag, the trace_id and the span_id).
+fn transient_fingerprint(trace_id: &[u8], span_id: &[u8]) -> crate::fingerprint::Fingerprint {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(b"transient\0");
+    hasher.update(trace_id);
+    hasher.update([0u8]);
+    hasher.update(span_id);
+    hasher.finalize().into()
+}
+
 /// Errors building an engine from configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -225,7 +265,7 @@ impl Engine {
     /// With no `detection.fingerprint_key`, a random key is drawn (fingerprints are then
     /// stable only for the life of the process).
     pub fn from_config(config: &crate::config::Config) -> Result<Engine, EngineError> {
-        let profiles = config.profiles()?.into_iter().map(|p| p.settings).collect();
+        let profiles = config.profiles()?;
         let registry = Registry::new(profiles, config.registry.clone());
         let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
         let fingerprint_key = match config.detection.fingerprint_key.as_deref() {
@@ -238,11 +278,8 @@ impl Engine {
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
             custom_conventions: config.conventions.custom.clone(),
         };
-        Ok(Engine::new(
-            registry,
-            fingerprinter,
-            fingerprint_key,
-            options,
-        ))
+        let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
+        engine.tool_fingerprints = config.fingerprint_rules()?;
+        Ok(engine)
     }
 }

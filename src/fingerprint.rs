@@ -139,6 +139,21 @@ impl Fingerprinter {
         hasher.finalize().into()
     }
 
+    /// As [`Fingerprinter::call_fingerprint`], removing exactly `volatile_keys` (a
+    /// `[[tools]]` entry's list: the global keys and its own).
+    pub fn call_fingerprint_with(
+        &self,
+        tool_name: &str,
+        arguments: &Payload,
+        volatile_keys: &HashSet<String>,
+    ) -> Fingerprint {
+        let mut hasher = Sha256::new();
+        hasher.update(tool_name.as_bytes());
+        hasher.update([0u8]);
+        self.feed_canonical(arguments, volatile_keys, &mut hasher);
+        hasher.finalize().into()
+    }
+
     /// SHA-256(status ‖ 0x00 ‖ canonical result or error message), status `ok`/`error`;
     /// an error is the hash of its message whether or not a result was captured. `None`
     /// when the call succeeded but its result was not captured (reference `rfp`).
@@ -146,6 +161,16 @@ impl Fingerprinter {
         &self,
         status: &CallStatus,
         result: Option<&Payload>,
+    ) -> Option<Fingerprint> {
+        self.result_fingerprint_with(status, result, &self.result_volatile_keys)
+    }
+
+    /// As [`Fingerprinter::result_fingerprint`], removing exactly `volatile_keys`.
+    pub fn result_fingerprint_with(
+        &self,
+        status: &CallStatus,
+        result: Option<&Payload>,
+        volatile_keys: &HashSet<String>,
     ) -> Option<Fingerprint> {
         let mut hasher = Sha256::new();
         match (status, result) {
@@ -156,7 +181,7 @@ impl Fingerprinter {
             (CallStatus::Ok, None) => return None,
             (CallStatus::Ok, Some(result)) => {
                 hasher.update(b"ok\0");
-                self.feed_canonical(result, &self.result_volatile_keys, &mut hasher);
+                self.feed_canonical(result, volatile_keys, &mut hasher);
             }
         }
         Some(hasher.finalize().into())

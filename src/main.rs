@@ -114,11 +114,7 @@ fn main() -> ExitCode {
 fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
     let config = Config::load(args.config.as_deref(), &[])?;
     if let Some(profile) = &args.profile {
-        let known: Vec<String> = config
-            .profiles()?
-            .into_iter()
-            .map(|p| p.settings.name)
-            .collect();
+        let known: Vec<String> = config.profiles()?.into_iter().map(|p| p.name).collect();
         if !known.contains(profile) {
             anyhow::bail!(
                 "unknown profile {profile:?}; known profiles: {}",
@@ -139,11 +135,22 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
         .filter(|d| args.profile.as_ref().is_none_or(|p| &d.profile.name == p))
         .map(DetectionRecord::from)
         .collect();
-    match args.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&detections)?),
-        OutputFormat::Table => print!("{}", scan::render_table(&detections)),
+    let text = match args.format {
+        OutputFormat::Json => serde_json::to_string_pretty(&detections)? + "\n",
+        OutputFormat::Table => scan::render_table(&detections),
+    };
+    write_stdout(&text)
+}
+
+/// Writes to stdout; a reader that went away (`loopwatch scan … | head`) ends the output
+/// quietly instead of panicking as `print!` does.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result?),
     }
-    Ok(())
 }
 
 fn check_config(file: PathBuf) -> anyhow::Result<()> {
@@ -151,11 +158,18 @@ fn check_config(file: PathBuf) -> anyhow::Result<()> {
     let profiles = config.profiles()?;
     println!("{}: ok", file.display());
     for p in profiles {
-        let s = p.settings;
-        println!(
-            "profile {}: action={} window={} repeated_call={} repeated_result={} alternating_calls={} cycle={} max_cycle_period={} repeated_text={} signals={}",
-            s.name, s.action.as_str(), s.window, s.repeated_call, s.repeated_result, s.alternating_calls, s.cycle, s.max_cycle_period, s.repeated_text, p.signals
-        );
+        // every key of the profile, from its one definition
+        let settings = toml::Value::try_from(&p)?;
+        let keys = settings
+            .as_table()
+            .map(|t| {
+                t.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        println!("profile {}: {keys}", p.name);
     }
     Ok(())
 }

@@ -125,15 +125,6 @@ fn occurrence_key(d: &RunDetection) -> OccurrenceKey {
     )
 }
 
-/// Every pattern (to forget a span's identities).
-const PATTERNS: [Pattern; 5] = [
-    Pattern::RepeatedResult,
-    Pattern::AlternatingCalls,
-    Pattern::Cycle,
-    Pattern::RepeatedCall,
-    Pattern::RepeatedText,
-];
-
 /// A repeated call in a run: what `GET /v1/traces/{trace_id}/loops` lists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RepeatedCall {
@@ -435,7 +426,7 @@ impl Registry {
             }
             run.seen.remove(&event.span_id);
             for profile_index in 0..self.profiles.len() {
-                for pattern in PATTERNS {
+                for pattern in Pattern::ALL {
                     run.reported
                         .remove(&(profile_index, event.span_id.clone(), pattern));
                 }

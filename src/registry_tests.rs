@@ -19,6 +19,7 @@ fn three_in_ten() -> ProfileSettings {
         cycle: 3,
         max_cycle_period: 3,
         repeated_text: 3,
+        ..ProfileSettings::nudge()
     }
 }
 

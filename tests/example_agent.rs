@@ -173,9 +173,8 @@ fn stop_threshold(config: &Config) -> usize {
         .profiles()
         .expect("profiles")
         .into_iter()
-        .find(|p| p.settings.name == "stop")
+        .find(|p| p.name == "stop")
         .expect("built-in stop profile")
-        .settings
         .repeated_result
 }
 

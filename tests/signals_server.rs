@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::downstream::Downstream;
 use futures::StreamExt;
-use loopwatch::config::{Config, ProfileConfig};
+use loopwatch::config::Config;
 use loopwatch::signals::grpc::proto::WatchRequest;
 use loopwatch::signals::grpc::SignalsClient;
 use loopwatch::signals::Signal;
@@ -443,10 +443,9 @@ async fn signals_can_be_switched_off_per_profile() {
     let mut config = sink_config(&names, None, REDIS_URL, false);
     config.profiles.insert(
         "nudge".into(),
-        ProfileConfig {
-            signals: Some(false),
-            ..Default::default()
-        },
+        [("signals".to_string(), false.into())]
+            .into_iter()
+            .collect(),
     );
     let server = loopwatch::server::start(config).await.unwrap();
     let admin = server.admin_addr.unwrap();

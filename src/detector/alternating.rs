@@ -5,6 +5,9 @@ use super::{shows_progress, CallRecord, Match, Pattern};
 
 /// Checks the window whose last record is the completing call.
 pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
+    if threshold == 0 {
+        return None;
+    }
     let len = threshold.checked_mul(2)?;
     let start = window.len().checked_sub(len)?;
     let seq = &window[start..];
@@ -25,7 +28,7 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
         count: threshold,
         progress: shows_progress(seq.iter()),
         fingerprints: vec![*a, *b],
-        positions: (start..window.len()).collect(),
+        members: seq.iter().map(|r| r.index).collect(),
     })
 }
 
@@ -47,7 +50,7 @@ mod tests {
     fn fires_on_n_cycles() {
         let w = abab(7, |_| 0);
         let m = check(&w, 3).expect("ABABAB at the end");
-        assert_eq!(m.positions, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(m.members, vec![1, 2, 3, 4, 5, 6]);
         assert_eq!(
             m.tool_names.iter().map(|t| &**t).collect::<Vec<_>>(),
             ["b", "a"]

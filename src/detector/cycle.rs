@@ -1,19 +1,27 @@
 //! `cycle`: the last `p·threshold` calls repeat a p-call sequence, 3 ≤ p ≤
-//! `max_cycle_period`, with ≥ 2 distinct calls and no shorter period (reference check 3).
-//! The smallest matching p wins.
+//! `max_cycle_period` (≤ 8), with ≥ 2 distinct calls and no shorter period (reference
+//! check 3). The smallest matching p wins. The calls looked at are those kept since the
+//! last detection, which may reach past the window: an exact repetition of a p-call
+//! sequence is never legitimate work.
 
 use super::{shows_progress, CallRecord, Match, Pattern};
 use crate::fingerprint::Fingerprint;
 
-/// Checks the window whose last record is the completing call.
-pub(crate) fn check(window: &[CallRecord], threshold: usize, max_period: usize) -> Option<Match> {
-    if threshold == 0 {
-        return None;
-    }
-    for period in 3..=max_period {
+/// Checks the calls kept since the last detection (`window`, whose last record is the
+/// completing call); `threshold(p)` is the repeat count needed for period p (0 = off).
+pub(crate) fn check(
+    window: &[CallRecord],
+    threshold: &dyn Fn(usize) -> usize,
+    max_period: usize,
+) -> Option<Match> {
+    for period in 3..=max_period.min(window.len()) {
+        let threshold = threshold(period);
+        if threshold == 0 {
+            continue;
+        }
         let len = period.checked_mul(threshold)?;
         let Some(start) = window.len().checked_sub(len) else {
-            return None; // longer periods need even more calls
+            continue; // a longer period may have a smaller threshold
         };
         let seq = &window[start..];
         let pattern: Vec<Fingerprint> = seq[..period].iter().map(|r| r.fingerprint).collect();
@@ -30,7 +38,7 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize, max_period: usize) 
                 count: threshold,
                 progress: shows_progress(seq.iter()),
                 fingerprints,
-                positions: (start..window.len()).collect(),
+                members: seq.iter().map(|r| r.index).collect(),
             });
         }
     }
@@ -46,8 +54,8 @@ fn is_cycle(seq: &[CallRecord], pattern: &[Fingerprint]) -> bool {
         .iter()
         .enumerate()
         .all(|(i, r)| r.fingerprint == pattern[i % period]);
-    let shorter =
-        (1..period).any(|q| period % q == 0 && (0..period).all(|i| pattern[i] == pattern[i % q]));
+    let shorter = (1..period)
+        .any(|q| period.is_multiple_of(q) && (0..period).all(|i| pattern[i] == pattern[i % q]));
     distinct && repeats && !shorter
 }
 
@@ -70,15 +78,15 @@ mod tests {
         let calls: Vec<_> = std::iter::once(("z", 9))
             .chain(abc.iter().copied().cycle().take(9))
             .collect();
-        let m = check(&seq(&calls), 3, 3).expect("ABCx3");
-        assert_eq!(m.positions, (1..10).collect::<Vec<_>>());
+        let m = check(&seq(&calls), &|_| 3, 3).expect("ABCx3");
+        assert_eq!(m.members, (1..10).collect::<Vec<_>>());
         assert_eq!(
             m.tool_names.iter().map(|t| &**t).collect::<Vec<_>>(),
             ["a", "b", "c"]
         );
         assert_eq!(m.fingerprints.len(), 3);
         assert_eq!(m.count, 3);
-        assert!(check(&seq(&calls[..9]), 3, 3).is_none());
+        assert!(check(&seq(&calls[..9]), &|_| 3, 3).is_none());
     }
 
     #[test]
@@ -89,7 +97,7 @@ mod tests {
             .cycle()
             .take(9)
             .collect();
-        let m = check(&seq(&calls), 3, 3).expect("AAB x3");
+        let m = check(&seq(&calls), &|_| 3, 3).expect("AAB x3");
         assert_eq!(m.tool_names.len(), 3);
         assert_eq!(m.fingerprints.len(), 2);
     }
@@ -97,7 +105,7 @@ mod tests {
     #[test]
     fn shorter_periods_and_single_calls_are_not_cycles() {
         let same: Vec<_> = std::iter::repeat_n(("a", 1), 9).collect();
-        assert!(check(&seq(&same), 3, 3).is_none());
+        assert!(check(&seq(&same), &|_| 3, 3).is_none());
         // period 4 = ABAB is period 2 in disguise
         let abab: Vec<_> = [("a", 1), ("b", 2)]
             .iter()
@@ -105,7 +113,7 @@ mod tests {
             .cycle()
             .take(12)
             .collect();
-        assert!(check(&seq(&abab), 3, 4).is_none());
+        assert!(check(&seq(&abab), &|_| 3, 4).is_none());
         // a real period 4 is found when allowed
         let abcd: Vec<_> = [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
             .iter()
@@ -113,9 +121,9 @@ mod tests {
             .cycle()
             .take(12)
             .collect();
-        assert!(check(&seq(&abcd), 3, 3).is_none());
+        assert!(check(&seq(&abcd), &|_| 3, 3).is_none());
         assert_eq!(
-            check(&seq(&abcd), 3, 4).map(|m| m.positions.len()),
+            check(&seq(&abcd), &|_| 3, 4).map(|m| m.members.len()),
             Some(12)
         );
     }

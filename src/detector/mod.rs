@@ -24,17 +24,22 @@
 
 mod alternating;
 mod cycle;
+mod escalation;
 pub mod profile;
 mod repeated_call;
 mod repeated_result;
 mod repeated_text;
+pub mod tools;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::fingerprint::Fingerprint;
-pub use profile::{Action, ProfileError, ProfileSettings};
+use escalation::Escalation;
+pub use profile::{Action, Limits, ProfileError, ProfileSettings, ResultScope};
+use repeated_result::RunStreaks;
 use repeated_text::TextStreak;
+pub use tools::{FingerprintRules, ToolRule, ToolRules};
 
 /// One step of a run, in start-time order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +72,15 @@ pub enum Pattern {
 }
 
 impl Pattern {
+    /// Every pattern, in the order call patterns are checked (repeated_text last).
+    pub const ALL: [Pattern; 5] = [
+        Pattern::RepeatedResult,
+        Pattern::AlternatingCalls,
+        Pattern::Cycle,
+        Pattern::RepeatedCall,
+        Pattern::RepeatedText,
+    ];
+
     /// The wire name (`loop.pattern`, signals, scan output), e.g. `"repeated_call"`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -121,13 +135,20 @@ pub struct Detection {
     pub response: Option<usize>,
 }
 
-/// Per-run, per-profile detector state. Bounded: it keeps at most `window` tool calls and
-/// the current text streak (at most `repeated_text` indices).
+/// Per-run, per-profile detector state. Bounded: it keeps at most
+/// [`ProfileSettings::history`] tool calls (the window, or the longest cycle), the current
+/// text streak (at most `repeated_text` indices), and with `escalate_after` /
+/// `repeated_result_scope = "run"` small per-loop / per-call counters (capped).
 #[derive(Clone, Debug)]
 pub struct Detector {
     settings: Arc<ProfileSettings>,
-    /// Live (unconsumed) tool calls with captured arguments, the last `window` of them.
-    window: VecDeque<CallRecord>,
+    /// Live (unconsumed) tool calls with captured arguments, the last
+    /// `settings.history()` of them; the window is the last `window` of these.
+    history: VecDeque<CallRecord>,
+    /// Detections per loop (for `escalate_after`).
+    escalation: Escalation,
+    /// Same-result streaks per call since the last detection (`repeated_result_scope = "run"`).
+    streaks: RunStreaks,
     /// Observations seen so far (the next observation's 0-based index).
     observations: usize,
     /// Tool calls seen so far, with or without arguments (the last call's 1-based ordinal).
@@ -141,7 +162,9 @@ impl Detector {
     pub fn new(settings: Arc<ProfileSettings>) -> Self {
         Detector {
             settings,
-            window: VecDeque::new(),
+            history: VecDeque::new(),
+            escalation: Escalation::default(),
+            streaks: RunStreaks::default(),
             observations: 0,
             calls: 0,
             responses: 0,
@@ -169,30 +192,40 @@ impl Detector {
                 call_fingerprint,
                 result_fingerprint,
             } => {
+                let treatment = self.settings.tools.treatment(tool_name).copied();
+                if treatment.is_some_and(|t| t.ignore) {
+                    return None; // removed from the sequence
+                }
                 self.text.reset();
                 self.calls += 1;
                 let fingerprint = (*call_fingerprint)?;
-                self.window.push_back(CallRecord {
+                let limits = treatment.map_or_else(|| self.settings.limits(), |t| t.limits);
+                let record = CallRecord {
                     fingerprint,
                     result: *result_fingerprint,
                     tool_name: tool_name.clone(),
                     index,
-                });
-                while self.window.len() > self.settings.window {
-                    self.window.pop_front();
+                    limits,
+                };
+                if self.settings.repeated_result_scope == ResultScope::Run {
+                    self.streaks.observe(&record);
+                }
+                self.history.push_back(record);
+                while self.history.len() > self.settings.history() {
+                    self.history.pop_front();
                 }
                 let found = self.check_calls()?;
-                let window = self.window.make_contiguous();
-                let members = found.positions.iter().map(|&i| window[i].index).collect();
-                self.window.clear();
+                self.history.clear();
+                self.streaks.clear();
+                let severity = self.severity(found.progress, found.pattern, &found.fingerprints);
                 Some(Detection {
                     pattern: found.pattern,
                     tool_names: found.tool_names,
                     count: found.count,
                     window: self.settings.window,
-                    severity: self.severity(found.progress),
+                    severity,
                     fingerprints: found.fingerprints,
-                    members,
+                    members: found.members,
                     call: Some(self.calls),
                     response: None,
                 })
@@ -204,13 +237,16 @@ impl Detector {
             Observation::TextResponse { text_fingerprint } => {
                 self.responses += 1;
                 let threshold = self.settings.repeated_text;
+                if threshold == 0 {
+                    return None;
+                }
                 let members = self.text.observe(*text_fingerprint, index, threshold)?;
                 Some(Detection {
                     pattern: Pattern::RepeatedText,
                     tool_names: Vec::new(),
                     count: members.len(),
                     window: self.settings.window,
-                    severity: self.severity(false),
+                    severity: self.severity(false, Pattern::RepeatedText, &[]),
                     fingerprints: Vec::new(),
                     members,
                     call: None,
@@ -220,23 +256,67 @@ impl Detector {
         }
     }
 
-    /// The call patterns in priority order on the current window.
+    /// The call patterns in priority order: repeated_result (in the window, or in the run
+    /// with `repeated_result_scope = "run"`), alternating_calls (window), cycle (may look
+    /// back past the window, over the calls kept since the last detection), repeated_call
+    /// (window). Thresholds are those of the completing call's tool; a pattern spanning
+    /// several tools takes the largest of theirs, and is off if any of them has it off.
     fn check_calls(&mut self) -> Option<Match> {
         let s = &*self.settings;
-        let window = self.window.make_contiguous();
-        repeated_result::check(window, s.repeated_result)
-            .or_else(|| alternating::check(window, s.alternating_calls))
-            .or_else(|| cycle::check(window, s.cycle, s.max_cycle_period))
-            .or_else(|| repeated_call::check(window, s.repeated_call))
+        let history = self.history.make_contiguous();
+        let window = &history[history.len().saturating_sub(s.window)..];
+        let current = window.last()?;
+        let result = match s.repeated_result_scope {
+            ResultScope::Window => repeated_result::check(window, current.limits.repeated_result),
+            ResultScope::Run => self.streaks.check(current),
+        };
+        result
+            .or_else(|| {
+                let threshold = joint(window.iter().rev().take(2), |l| l.alternating_calls);
+                alternating::check(window, threshold)
+            })
+            .or_else(|| {
+                let threshold =
+                    |period: usize| joint(history.iter().rev().take(period), |l| l.cycle);
+                cycle::check(history, &threshold, s.max_cycle_period)
+            })
+            .or_else(|| repeated_call::check(window, current.limits.repeated_call))
     }
 
-    fn severity(&self, progress: bool) -> Severity {
-        match (progress, self.settings.action) {
-            (true, _) => Severity::Info,
-            (false, Action::Warn) => Severity::Warn,
-            (false, Action::Kill) => Severity::Kill,
+    fn severity(
+        &mut self,
+        progress: bool,
+        pattern: Pattern,
+        fingerprints: &[Fingerprint],
+    ) -> Severity {
+        if progress {
+            return Severity::Info;
+        }
+        let escalate_after = self.settings.escalate_after;
+        if escalate_after > 0 && self.escalation.count(pattern, fingerprints) >= escalate_after {
+            return Severity::Kill;
+        }
+        match self.settings.action {
+            Action::Warn => Severity::Warn,
+            Action::Kill => Severity::Kill,
         }
     }
+}
+
+/// The threshold of a pattern over several calls: the largest of theirs, 0 (off) if any
+/// of them has it off.
+fn joint<'a>(
+    calls: impl Iterator<Item = &'a CallRecord>,
+    field: impl Fn(&Limits) -> usize,
+) -> usize {
+    let mut out = 0;
+    for call in calls {
+        match field(&call.limits) {
+            0 => return 0,
+            n => out = out.max(n),
+        }
+    }
+    out
 }
 
 /// Runs a fresh [`Detector`] over `observations` and returns every detection, in order.
@@ -256,9 +336,11 @@ pub(crate) struct CallRecord {
     pub(crate) tool_name: Arc<str>,
     /// 0-based index of the observation.
     pub(crate) index: usize,
+    /// Thresholds for this call (the profile's, or its `[[tools]]` entry's).
+    pub(crate) limits: Limits,
 }
 
-/// What a call pattern found; `positions` index the window, ascending.
+/// What a call pattern found; `members` are observation indices, ascending.
 #[derive(Clone, Debug)]
 pub(crate) struct Match {
     pub(crate) pattern: Pattern,
@@ -266,7 +348,7 @@ pub(crate) struct Match {
     pub(crate) count: usize,
     pub(crate) progress: bool,
     pub(crate) fingerprints: Vec<Fingerprint>,
-    pub(crate) positions: Vec<usize>,
+    pub(crate) members: Vec<usize>,
 }
 
 /// Window positions of the calls with `fingerprint`, ascending.

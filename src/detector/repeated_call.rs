@@ -5,6 +5,9 @@ use super::{shows_progress, CallRecord, Match, Pattern};
 
 /// Checks the window whose last record is the completing call.
 pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
+    if threshold == 0 {
+        return None;
+    }
     let current = window.last()?;
     let occurrences = super::occurrences(window, &current.fingerprint);
     if occurrences.len() < threshold {
@@ -16,7 +19,7 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
         count: occurrences.len(),
         progress: shows_progress(occurrences.iter().map(|&i| &window[i])),
         fingerprints: vec![current.fingerprint],
-        positions: occurrences,
+        members: occurrences.iter().map(|&i| window[i].index).collect(),
     })
 }
 
@@ -38,7 +41,7 @@ mod tests {
             .collect();
         let m = check(&w, 4).expect("a occurs 5 times");
         assert_eq!(m.count, 5);
-        assert_eq!(m.positions, vec![0, 2, 3, 5, 6]);
+        assert_eq!(m.members, vec![0, 2, 3, 5, 6]);
         assert!(!m.progress);
         assert!(check(&w, 6).is_none());
     }

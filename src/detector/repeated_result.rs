@@ -1,10 +1,18 @@
 //! `repeated_result`: the completing call's last `threshold` occurrences in the window all
 //! returned the same captured result (reference check 1). Never shows progress.
+//! With `repeated_result_scope = "run"`, [`RunStreaks`] counts the occurrences since the
+//! last detection instead, however far apart.
+
+use std::collections::{HashMap, VecDeque};
 
 use super::{CallRecord, Match, Pattern};
+use crate::fingerprint::Fingerprint;
 
 /// Checks the window whose last record is the completing call.
 pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
+    if threshold == 0 {
+        return None;
+    }
     let current = window.last()?;
     let result = current.result?;
     let occurrences = super::occurrences(window, &current.fingerprint);
@@ -19,8 +27,62 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
         count: threshold,
         progress: false,
         fingerprints: vec![current.fingerprint],
-        positions: last.to_vec(),
+        members: last.iter().map(|&i| window[i].index).collect(),
     })
+}
+
+/// Calls tracked at once in run scope; past it, calls seen once are dropped first.
+const MAX_STREAKS: usize = 4096;
+
+/// Per call fingerprint: the result of its latest occurrence and the observation indices of
+/// its latest occurrences that all returned it (at most the threshold), since the last
+/// detection.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RunStreaks {
+    streaks: HashMap<Fingerprint, (Option<Fingerprint>, VecDeque<usize>)>,
+}
+
+impl RunStreaks {
+    /// Adds a call (before checking it). A missing result starts the streak over.
+    pub(crate) fn observe(&mut self, call: &CallRecord) {
+        if self.streaks.len() >= MAX_STREAKS && !self.streaks.contains_key(&call.fingerprint) {
+            self.streaks.retain(|_, (_, members)| members.len() > 1);
+            if self.streaks.len() >= MAX_STREAKS {
+                self.streaks.clear();
+            }
+        }
+        let (result, members) = self.streaks.entry(call.fingerprint).or_default();
+        if *result != call.result || call.result.is_none() {
+            members.clear();
+        }
+        *result = call.result;
+        members.push_back(call.index);
+        while members.len() > call.limits.repeated_result.max(1) {
+            members.pop_front();
+        }
+    }
+
+    /// The run-scope repeated_result for the call just observed.
+    pub(crate) fn check(&self, current: &CallRecord) -> Option<Match> {
+        let threshold = current.limits.repeated_result;
+        let (result, members) = self.streaks.get(&current.fingerprint)?;
+        if threshold == 0 || result.is_none() || members.len() < threshold {
+            return None;
+        }
+        Some(Match {
+            pattern: Pattern::RepeatedResult,
+            tool_names: vec![current.tool_name.clone()],
+            count: threshold,
+            progress: false,
+            fingerprints: vec![current.fingerprint],
+            members: members.iter().copied().collect(),
+        })
+    }
+
+    /// After a detection: counting starts over.
+    pub(crate) fn clear(&mut self) {
+        self.streaks.clear();
+    }
 }
 
 #[cfg(test)]
@@ -39,7 +101,7 @@ mod tests {
         let m = check(&w, 3).expect("three same results");
         assert_eq!(m.pattern, Pattern::RepeatedResult);
         assert_eq!(m.count, 3);
-        assert_eq!(m.positions, vec![0, 2, 3]);
+        assert_eq!(m.members, vec![0, 2, 3]);
         assert_eq!(&*m.tool_names[0], "a");
         assert!(!m.progress);
     }
@@ -53,7 +115,7 @@ mod tests {
             rec(2, "a", 1, 7),
             rec(3, "a", 1, 7),
         ];
-        assert_eq!(check(&w, 3).map(|m| m.positions), Some(vec![1, 2, 3]));
+        assert_eq!(check(&w, 3).map(|m| m.members), Some(vec![1, 2, 3]));
         let changed = vec![rec(0, "a", 1, 7), rec(1, "a", 1, 9), rec(2, "a", 1, 7)];
         assert!(check(&changed, 3).is_none());
     }

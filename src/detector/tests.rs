@@ -13,6 +13,7 @@ pub(crate) fn rec(index: usize, tool: &str, arg: u8, result: u8) -> CallRecord {
         result: Some(fp(result)),
         tool_name: tool.into(),
         index,
+        limits: ProfileSettings::nudge().limits(),
     }
 }
 
@@ -174,7 +175,8 @@ fn degenerate_settings_never_panic() {
         ..ProfileSettings::nudge()
     });
     let obs = vec![call("a", 1, Some(1)), text("t"), call("b", 2, None)];
-    assert_eq!(detect_all(&zero, &obs).len(), 1);
+    // every threshold 0: every pattern off
+    assert!(detect_all(&zero, &obs).is_empty());
     let huge = Arc::new(ProfileSettings {
         window: 4,
         cycle: usize::MAX,
@@ -184,4 +186,61 @@ fn degenerate_settings_never_panic() {
     });
     let obs: Vec<_> = (0..8).map(|i| call("a", (i % 3) as u8, Some(0))).collect();
     assert!(detect_all(&huge, &obs).is_empty());
+}
+
+#[test]
+fn a_four_call_cycle_is_caught_past_the_window_by_both_profiles() {
+    // read → edit → test → check, the same arguments each round (results change)
+    let round = ["read", "edit", "test", "check"];
+    let obs: Vec<_> = (0..24)
+        .map(|i| call(round[i % 4], (i % 4) as u8, Some(i as u8)))
+        .collect();
+    for (base, first_call) in [
+        (ProfileSettings::nudge(), 12),
+        (ProfileSettings::stop(), 24),
+    ] {
+        let default = Arc::new(base.clone());
+        assert!(
+            detect_all(&default, &obs).is_empty(),
+            "{}: period 4 is off by default (max_cycle_period 3)",
+            base.name
+        );
+        let settings = Arc::new(ProfileSettings {
+            max_cycle_period: 4,
+            ..base
+        });
+        let got = detect_all(&settings, &obs);
+        assert_eq!(got[0].pattern, Pattern::Cycle, "{}", settings.name);
+        assert_eq!(got[0].call, Some(first_call));
+        assert_eq!(got[0].members.len(), first_call);
+        assert_eq!(got[0].severity, Severity::Info); // results changed: progress
+    }
+}
+
+#[test]
+fn escalation_and_run_scope_in_the_detector() {
+    let settings = Arc::new(ProfileSettings {
+        escalate_after: 2,
+        repeated_result_scope: ResultScope::Run,
+        ..ProfileSettings::nudge()
+    });
+    // the same failing call every 6th call: never 3 in a window of 10 … but in the run
+    let obs: Vec<_> = (0..36)
+        .map(|i| match i % 6 {
+            0 => call("bash", 1, Some(9)),
+            _ => call("other", 10 + i as u8, None),
+        })
+        .collect();
+    assert!(detect_all(&nudge(), &obs).is_empty());
+    let got: Vec<_> = detect_all(&settings, &obs)
+        .into_iter()
+        .map(|d| (d.call, d.pattern, d.severity))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(13), Pattern::RepeatedResult, Severity::Warn),
+            (Some(31), Pattern::RepeatedResult, Severity::Kill)
+        ]
+    );
 }
