@@ -49,8 +49,16 @@ impl Engine {
                 } => ToolCallPart {
                     call_id: Arc::from(id),
                     call_fingerprint: name.as_ref().zip(arguments).map(|(name, arguments)| {
-                        self.fingerprinter
-                            .call_fingerprint(name, &wrappers::normalize_arguments(arguments))
+                        let arguments = wrappers::normalize_arguments(arguments);
+                        // The tool's own volatile keys, as for its tool spans.
+                        match self.tool_fingerprints.treatment(name) {
+                            Some(rule) => self.fingerprinter.call_fingerprint_with(
+                                name,
+                                &arguments,
+                                &rule.volatile_keys,
+                            ),
+                            None => self.fingerprinter.call_fingerprint(name, &arguments),
+                        }
                     }),
                     tool_name: name.map(Arc::from),
                     result_fingerprint: None,

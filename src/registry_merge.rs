@@ -256,3 +256,131 @@ fn fill_from_part(target: &mut Observation, part: &ToolCallPart) -> bool {
     }
     changed
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Registry, RegistryConfig};
+    use std::time::Instant;
+
+    fn registry() -> Registry {
+        Registry::new(
+            vec![crate::detector::ProfileSettings::nudge()],
+            RegistryConfig::default(),
+        )
+    }
+
+    fn tool(span: u8, parent: u8, start: u64, call: Option<u8>, result: Option<u8>) -> RunEvent {
+        RunEvent {
+            run_key: Arc::from("r"),
+            trace_id: vec![1; 16],
+            span_id: vec![span; 8],
+            start_time_unix_nano: start,
+            end_time_unix_nano: start + 10,
+            service_name: None,
+            agent_name: None,
+            observation: Observation::ToolCall {
+                tool_name: Arc::from("t"),
+                call_fingerprint: call.map(|c| [c; 32]),
+                result_fingerprint: result.map(|r| [r; 32]),
+            },
+            call: CallContext {
+                parent_span_id: if parent == 0 {
+                    Vec::new()
+                } else {
+                    vec![parent; 8]
+                },
+                completeness: 4,
+                ..CallContext::default()
+            },
+        }
+    }
+
+    fn calls(r: &Registry) -> usize {
+        r.run("r").map_or(0, |s| s.tool_calls)
+    }
+
+    #[test]
+    fn late_outer_span_replaces_its_inner_span_and_is_filled_from_it() {
+        let r = registry();
+        let now = Instant::now();
+        // Inner (child of span 1) first, carrying the result; the outer has none.
+        r.observe(vec![tool(2, 1, 101, Some(7), Some(9))], now);
+        assert_eq!(calls(&r), 1);
+        r.observe(vec![tool(1, 0, 100, Some(7), None)], now);
+        assert_eq!(calls(&r), 1, "one call");
+        let run = r.runs.get("r").unwrap();
+        assert_eq!(
+            run.events[0].span_id,
+            vec![1; 8],
+            "the outer span is the call"
+        );
+        assert_eq!(
+            run.events[0].observation,
+            Observation::ToolCall {
+                tool_name: Arc::from("t"),
+                call_fingerprint: Some([7; 32]),
+                result_fingerprint: Some([9; 32]),
+            }
+        );
+    }
+
+    #[test]
+    fn unfinished_snapshot_is_replaced_identical_copy_is_a_duplicate() {
+        let r = registry();
+        let now = Instant::now();
+        let mut snapshot = tool(1, 0, 100, Some(7), None);
+        snapshot.end_time_unix_nano = 0;
+        snapshot.call.completeness = 1;
+        r.observe(vec![snapshot], now);
+        let finished = tool(1, 0, 100, Some(7), Some(9));
+        r.observe(vec![finished.clone()], now);
+        r.observe(vec![finished], now);
+        assert_eq!(calls(&r), 1);
+        assert_eq!(
+            r.stats()
+                .duplicate_spans
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        let run = r.runs.get("r").unwrap();
+        assert_eq!(run.events[0].end_time_unix_nano, 110);
+    }
+
+    #[test]
+    fn unclaimed_message_parts_are_bounded() {
+        let r = registry();
+        let now = Instant::now();
+        let parts = (0..MAX_PENDING_PARTS + 10)
+            .map(|i| ToolCallPart {
+                call_id: Arc::from(format!("c{i}")),
+                tool_name: Some(Arc::from("t")),
+                call_fingerprint: Some([1; 32]),
+                result_fingerprint: None,
+            })
+            .collect();
+        let response = RunEvent {
+            observation: Observation::ToolCallResponse,
+            call: CallContext {
+                parts,
+                ..CallContext::default()
+            },
+            ..tool(9, 0, 1, None, None)
+        };
+        r.observe(vec![response], now);
+        assert_eq!(r.runs.get("r").unwrap().calls.len(), MAX_PENDING_PARTS);
+        // The newest parts are kept and fill a call that arrives later.
+        let mut late = tool(3, 0, 50, None, None);
+        late.call.call_id = Some(Arc::from(format!("c{}", MAX_PENDING_PARTS + 9)));
+        r.observe(vec![late], now);
+        let run = r.runs.get("r").unwrap();
+        let call = run.events.iter().find(|e| e.span_id == vec![3; 8]).unwrap();
+        assert!(matches!(
+            call.observation,
+            Observation::ToolCall {
+                call_fingerprint: Some(_),
+                ..
+            }
+        ));
+    }
+}

@@ -267,5 +267,29 @@ async fn every_case_through_the_server_over_http_json() {
         let text = response.text().await.unwrap();
         assert!(text.contains("OTLP"), "{body}: {text}");
     }
+    // Unknown fields are ignored, counted and the request accepted.
+    let body = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[],"spanz":[]}]}],"foo":1}"#;
+    let response = http
+        .post(format!("http://{}/v1/traces", server.http_addr))
+        .header("content-type", "application/json")
+        .header("user-agent", "misconfigured-sender/1.0")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let admin = server.admin_addr.expect("admin listener");
+    let metrics = reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "loopwatch_otlp_json_unknown_fields_total 2"),
+        "{metrics}"
+    );
     server.shutdown().await.unwrap();
 }

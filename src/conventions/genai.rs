@@ -2,8 +2,9 @@
 //!
 //! A tool span is one with `gen_ai.operation.name` = `execute_tool`, or (attribute absent)
 //! a span named `execute_tool` / `execute_tool {gen_ai.tool.name}`. Spans named
-//! `running tool` are left to [`super::pydantic_legacy`] (pydantic-ai v2 sets
-//! `gen_ai.operation.name=execute_tool` on them too, and must count once).
+//! `running tool` never reach this module: [`super::extract`] hands them to
+//! `pydantic_legacy` first (pydantic-ai v2 sets `gen_ai.operation.name=execute_tool` on
+//! them too, and they must count once).
 //!
 //! Fields, first found wins (new names before legacy names):
 //! - tool name: `gen_ai.tool.name`, else the span-name suffix after `execute_tool `;
@@ -58,9 +59,6 @@ const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details
 
 /// True when this convention claims the span as a tool span (see module docs).
 pub fn is_tool_span(span: &Span) -> bool {
-    if span.name == super::pydantic_legacy::SPAN_NAME {
-        return false;
-    }
     match attr_str(&span.attributes, "gen_ai.operation.name") {
         Some(op) => op == EXECUTE_TOOL,
         None => span_name_suffix(&span.name).is_some(),

@@ -68,6 +68,10 @@ fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
     }
+    if span.name == pydantic_legacy::SPAN_NAME {
+        // pydantic-ai ≤ v2 `running tool` spans (v2 also marks them `execute_tool`).
+        return pydantic_legacy::extract(span);
+    }
     if openllmetry::is_tool_span(span) {
         // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
         return openllmetry::extract(span);
