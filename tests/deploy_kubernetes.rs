@@ -67,12 +67,18 @@ fn check_loopwatch_container(c: &Json, pod: &Json) {
     assert_eq!(sc["runAsNonRoot"], true);
     assert_eq!(sc["allowPrivilegeEscalation"], false);
     assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
-    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
     assert!(c["resources"]["requests"]["memory"].is_string());
     assert!(c["resources"]["limits"]["memory"].is_string());
     // The security defaults may bind the admin listener to loopback: kubelet probes and
     // Prometheus need it on the pod IP.
-    assert_eq!(env_value(c, "LOOPWATCH_ADMIN__LISTEN"), Some("0.0.0.0:8787"));
+    assert_eq!(
+        env_value(c, "LOOPWATCH_ADMIN__LISTEN"),
+        Some("0.0.0.0:8787")
+    );
     assert!(
         c["image"].as_str().unwrap().contains("/loopwatch:"),
         "image not set by the overlay: {}",
@@ -123,7 +129,9 @@ fn check_no_hard_coded_namespace(dir: &Path) {
         if name.ends_with(".yaml") && name != "kustomization.yaml" {
             let text = std::fs::read_to_string(&path).unwrap();
             assert!(
-                !text.lines().any(|l| l.trim_start().starts_with("namespace:")),
+                !text
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("namespace:")),
                 "{} hard-codes a namespace",
                 path.display()
             );
@@ -133,7 +141,9 @@ fn check_no_hard_coded_namespace(dir: &Path) {
 
 #[test]
 fn sidecar_overlay_renders_a_native_sidecar() {
-    let Some(objects) = render("sidecar") else { return };
+    let Some(objects) = render("sidecar") else {
+        return;
+    };
     check_namespaces(&objects, "agents");
     check_no_hard_coded_namespace(&repo().join("deploy/kubernetes/sidecar"));
     let agent = find(&objects, "Deployment", "research-agent");
@@ -164,7 +174,9 @@ fn sidecar_overlay_renders_a_native_sidecar() {
 
 #[test]
 fn gateway_overlay_renders_replicas_collector_and_rbac() {
-    let Some(objects) = render("gateway") else { return };
+    let Some(objects) = render("gateway") else {
+        return;
+    };
     check_namespaces(&objects, "loopwatch");
     check_no_hard_coded_namespace(&repo().join("deploy/kubernetes/gateway"));
     let deploy = find(&objects, "Deployment", "loopwatch");

@@ -5,9 +5,9 @@
 //! server reports in `/v1/runs`.
 
 mod common;
-mod server_support;
 #[path = "ops_support/corpus_server.rs"]
 mod corpus_server;
+mod server_support;
 
 use std::collections::BTreeMap;
 
@@ -48,7 +48,10 @@ async fn fleet_view_counts_the_corpus_runs_loops_and_kills() {
         }
     }
     let loop_runs: u64 = by_agent.values().map(|v| v.1).sum();
-    assert!(loop_runs > 0 && !kills.is_empty(), "the corpus has loops and kills");
+    assert!(
+        loop_runs > 0 && !kills.is_empty(),
+        "the corpus has loops and kills"
+    );
 
     let summary = get_json(admin, "/v1/summary").await;
     let fleet = &summary["fleet"];
@@ -63,8 +66,14 @@ async fn fleet_view_counts_the_corpus_runs_loops_and_kills() {
         assert_eq!(last["by_agent"][agent]["runs"], *n, "{agent}");
         assert_eq!(last["by_agent"][agent]["loop_runs"], *loops, "{agent}");
     }
-    assert_eq!(last["kills_by_reason"], serde_json::to_value(&kills).unwrap());
-    assert_eq!(fleet["kills_by_reason"], serde_json::to_value(&kills).unwrap());
+    assert_eq!(
+        last["kills_by_reason"],
+        serde_json::to_value(&kills).unwrap()
+    );
+    assert_eq!(
+        fleet["kills_by_reason"],
+        serde_json::to_value(&kills).unwrap()
+    );
     // Nothing happened before this process started.
     assert_eq!(fleet["previous_window"]["runs"], 0);
     // 60 one-minute buckets, oldest first; their runs add up to the window's.

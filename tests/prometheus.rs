@@ -7,10 +7,10 @@
 //! sink pointed at a closed port) goes pending.
 
 mod common;
-mod ops_support;
-mod server_support;
 #[path = "ops_support/corpus_server.rs"]
 mod corpus_server;
+mod ops_support;
+mod server_support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -55,7 +55,10 @@ fn start_prometheus(binary: &std::path::Path, target: SocketAddr) -> Prometheus 
     let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
     let child = Command::new(binary)
         .arg(format!("--config.file={}", config_path.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
         .arg(format!("--web.listen-address={addr}"))
         .stdout(Stdio::null())
         .stderr(log)
@@ -86,7 +89,10 @@ async fn query(prom: SocketAddr, expr: &str) -> Vec<Value> {
         .await
         .unwrap_or_else(|e| panic!("query {expr}: {e}"));
     assert_eq!(body["status"], "success", "{expr}: {body}");
-    body["data"]["result"].as_array().cloned().unwrap_or_default()
+    body["data"]["result"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 async fn wait_for(timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
@@ -133,7 +139,10 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
         return;
     };
     let rules_path = repo().join("deploy/prometheus/rules.yaml");
-    let out = run(Command::new(&promtool).arg("check").arg("rules").arg(&rules_path));
+    let out = run(Command::new(&promtool)
+        .arg("check")
+        .arg("rules")
+        .arg(&rules_path));
     assert!(out.contains("SUCCESS"), "{out}");
 
     let (server, _downstream) = corpus_server::start().await;
@@ -143,17 +152,28 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
 
     // Three scrapes at least, so rate() and increase() have samples to work on.
     let scraped = wait_for(Duration::from_secs(60), async || {
-        try_query(prom.addr, "count_over_time(loopwatch_spans_received_total[1m])")
-            .await
-            .ok()
-            .and_then(|body| body["data"]["result"][0]["value"][1].as_str()?.parse::<f64>().ok())
-            .is_some_and(|n| n >= 3.0)
+        try_query(
+            prom.addr,
+            "count_over_time(loopwatch_spans_received_total[1m])",
+        )
+        .await
+        .ok()
+        .and_then(|body| {
+            body["data"]["result"][0]["value"][1]
+                .as_str()?
+                .parse::<f64>()
+                .ok()
+        })
+        .is_some_and(|n| n >= 3.0)
     })
     .await;
     assert!(scraped, "Prometheus did not scrape loopwatch at {admin}");
     let started = query(prom.addr, "sum(loopwatch_runs_started_total)").await;
     let started: f64 = started[0]["value"][1].as_str().unwrap().parse().unwrap();
-    assert!(started >= runs as f64 / 2.0, "runs started: {started}, corpus runs: {runs}");
+    assert!(
+        started >= runs as f64 / 2.0,
+        "runs started: {started}, corpus runs: {runs}"
+    );
 
     // Every dashboard expression returns data.
     let dashboard: Value = serde_json::from_str(

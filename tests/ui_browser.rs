@@ -123,7 +123,11 @@ async fn ui_shows_a_replayed_loop_in_headless_chromium() {
         .unwrap();
     }
     let png = std::fs::read(&shot).expect("screenshot written");
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "{} bytes", png.len());
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
     eprintln!("screenshot: {}", shot.display());
     server.shutdown().await.unwrap();
 }

@@ -195,7 +195,10 @@ fn a_four_call_cycle_is_caught_past_the_window_by_both_profiles() {
     let obs: Vec<_> = (0..24)
         .map(|i| call(round[i % 4], (i % 4) as u8, Some(i as u8)))
         .collect();
-    for (base, first_call) in [(ProfileSettings::nudge(), 12), (ProfileSettings::stop(), 24)] {
+    for (base, first_call) in [
+        (ProfileSettings::nudge(), 12),
+        (ProfileSettings::stop(), 24),
+    ] {
         let default = Arc::new(base.clone());
         assert!(
             detect_all(&default, &obs).is_empty(),

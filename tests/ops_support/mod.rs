@@ -20,7 +20,11 @@ pub fn in_ci() -> bool {
 /// skipped; panics instead when `CI` is set.
 pub fn tool(name: &str, also: &[&str], why: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect::<Vec<_>>())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default()
         .into_iter()
         .chain(also.iter().map(PathBuf::from))
