@@ -5,13 +5,12 @@
 //! - `GET /v1/summary` → runs, loop runs, loop rate, detections by pattern, per service and agent
 //! - `GET /v1/signals?trace_id=…&since=…` → recent signals
 //! - `GET /ui` → the built-in fleet page ([`crate::ui`])
-//! - `GET /metrics` (Prometheus text), `GET /healthz` (alive), `GET /readyz` (serving and
-//!   downstream reachable when configured)
+//! - `GET /metrics` (Prometheus text), `GET /healthz` (alive), `GET /readyz` (local state
+//!   only: serving, listeners up, forward queue below its high-water mark)
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
@@ -36,9 +35,11 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     pub receiver_stats: Arc<ReceiverStats>,
     pub forwarder: Option<Arc<ForwarderStats>>,
-    /// The downstream endpoint URL, when forwarding.
-    pub downstream: Option<String>,
-    /// False once shutdown began.
+    /// The forward queue (for readiness), when forwarding.
+    pub forward_queue: Option<crate::forward::ForwardQueue>,
+    /// Downstream reachability (`loopwatch_exporter_up`), when forwarding.
+    pub exporter_health: Option<Arc<crate::forward::DownstreamHealth>>,
+    /// False once shutdown began or a listener stopped.
     pub ready: Arc<AtomicBool>,
 }
 
@@ -51,6 +52,7 @@ impl AdminState {
             metrics: &self.metrics,
             receiver_stats: &self.receiver_stats,
             forwarder: self.forwarder.as_deref(),
+            exporter_health: self.exporter_health.as_deref(),
         }
     }
 }
@@ -243,41 +245,33 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     }
 }
 
+/// Share of the forward queue's slots in use at which `/readyz` answers 503 (90 %).
+pub const READY_QUEUE_HIGH_WATER: f64 = 0.9;
+
+/// Readiness from local state only (issue 10): not shutting down, every listener serving,
+/// and the forward queue below [`READY_QUEUE_HIGH_WATER`]. Downstream reachability is the
+/// `loopwatch_exporter_up` gauge instead, so a collector outage does not take every
+/// sidecar out of its Service.
 async fn readyz(State(state): State<AdminState>) -> Response {
     if !state.ready.load(Ordering::Relaxed) {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not serving (shutting down or a listener stopped)",
+        );
     }
-    if let Some(endpoint) = &state.downstream {
-        if let Err(e) = reachable(endpoint).await {
+    if let Some(queue) = &state.forward_queue {
+        let used = queue.len() as f64 / queue.capacity().max(1) as f64;
+        if used >= READY_QUEUE_HIGH_WATER {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
-                &format!("downstream {endpoint} unreachable: {e}"),
+                &format!(
+                    "forward queue {} of {} slots in use (high-water mark {:.0} %)",
+                    queue.len(),
+                    queue.capacity(),
+                    READY_QUEUE_HIGH_WATER * 100.0
+                ),
             );
         }
     }
     (StatusCode::OK, "ready\n").into_response()
-}
-
-/// Opens (and closes) a TCP connection to the endpoint's host and port within 1 s.
-async fn reachable(endpoint: &str) -> Result<(), String> {
-    let uri: http::Uri = endpoint.parse().map_err(|e| format!("{e}"))?;
-    let host = uri.host().ok_or("no host")?;
-    let port = uri
-        .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") {
-            443
-        } else {
-            80
-        });
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    match tokio::time::timeout(
-        Duration::from_secs(1),
-        tokio::net::TcpStream::connect((host, port)),
-    )
-    .await
-    {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("timed out".into()),
-    }
 }

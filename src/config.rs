@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod exporter;
 pub mod security;
+pub mod telemetry;
 
 use self::exporter::ForwarderConfig;
 use crate::detector::{FingerprintRules, ProfileSettings, ToolRule, ToolRules};
@@ -48,6 +49,8 @@ pub struct Config {
     pub log: LogConfig,
     /// `[shutdown]`
     pub shutdown: ShutdownConfig,
+    /// `[telemetry]`: loopwatch's own metrics over OTLP (off by default).
+    pub telemetry: telemetry::TelemetryConfig,
 }
 
 /// `[detection]`
@@ -275,6 +278,9 @@ impl Config {
         self.exporter
             .validate()
             .map_err(|e| ConfigError::Other(format!("exporter: {e}")))?;
+        self.telemetry
+            .validate(&[self.receiver.grpc_listen, self.receiver.http_listen])
+            .map_err(|e| ConfigError::Other(e.to_string()))?;
         if let Some(endpoint) = self.exporter.endpoint.as_deref().filter(|e| !e.is_empty()) {
             let valid = endpoint.parse::<http::Uri>().ok().filter(|u| {
                 matches!(u.scheme_str(), Some("http") | Some("https")) && u.host().is_some()

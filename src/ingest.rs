@@ -7,6 +7,8 @@
 //! upwards. Arrows point down: receiver → span path → forward.
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::otlp::ExportTraceServiceRequest;
 
@@ -23,7 +25,8 @@ pub struct IncomingRequest {
 /// Why a request was not accepted. Receivers map it to a retryable status.
 #[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
 pub enum AcceptError {
-    /// The forward queue is full: gRPC `UNAVAILABLE`, HTTP 503 with `Retry-After`.
+    /// The forward queue stayed full for the admission wait: gRPC `UNAVAILABLE` with
+    /// `RetryInfo`, HTTP 503 with `Retry-After`.
     #[error("forward queue is full")]
     QueueFull,
     /// The process is shutting down: gRPC `UNAVAILABLE`, HTTP 503.
@@ -31,9 +34,51 @@ pub enum AcceptError {
     ShuttingDown,
 }
 
-/// What the receivers hand requests to. `accept` must not block: it either takes the
-/// request (processing and queueing it for forwarding) or refuses it.
+/// Room for one request on the span path, taken **before** the request body is read and
+/// decoded, so a refusal costs almost nothing. Dropping it unused gives the room back.
+///
+/// It holds one slot of the forward queue's admission semaphore (see
+/// [`crate::forward::ForwardQueue::admit`]) or nothing (detect-only mode, test sinks).
+#[derive(Debug, Default)]
+pub struct Admission {
+    slot: Option<OwnedSemaphorePermit>,
+}
+
+impl Admission {
+    /// An admission that holds no slot (for sinks without a bounded queue).
+    pub fn unlimited() -> Self {
+        Self { slot: None }
+    }
+
+    /// An admission holding one semaphore slot, released when the request leaves the span
+    /// path (delivered, given up, or dropped unused).
+    pub fn with_slot(slot: OwnedSemaphorePermit) -> Self {
+        Self { slot: Some(slot) }
+    }
+
+    /// The slot, if it holds one.
+    pub fn into_slot(self) -> Option<OwnedSemaphorePermit> {
+        self.slot
+    }
+}
+
+/// What the receivers hand requests to, in two steps: [`SpanSink::admit`] before reading the
+/// body (may wait; the receiver bounds the wait and refuses with a retryable status when it
+/// passes), then [`SpanSink::accept`] with the decoded request (never blocks).
 pub trait SpanSink: Send + Sync + 'static {
-    /// Takes one request. On `Err` nothing of the request was kept, so the client may retry.
-    fn accept(&self, request: IncomingRequest) -> Result<(), AcceptError>;
+    /// Waits until the span path has room for one more request. The default admits at once.
+    ///
+    /// # Errors
+    /// [`AcceptError::ShuttingDown`] once the span path stopped taking requests (a sink may
+    /// also answer [`AcceptError::QueueFull`] instead of waiting).
+    fn admit(&self) -> BoxFuture<'_, Result<Admission, AcceptError>> {
+        Box::pin(std::future::ready(Ok(Admission::unlimited())))
+    }
+
+    /// Takes one admitted request. On `Err` nothing of the request was kept, so the client
+    /// may retry.
+    ///
+    /// # Errors
+    /// [`AcceptError`] when the request is refused after all.
+    fn accept(&self, admission: Admission, request: IncomingRequest) -> Result<(), AcceptError>;
 }

@@ -135,11 +135,22 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
         .filter(|d| args.profile.as_ref().is_none_or(|p| &d.profile.name == p))
         .map(DetectionRecord::from)
         .collect();
-    match args.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&detections)?),
-        OutputFormat::Table => print!("{}", scan::render_table(&detections)),
+    let text = match args.format {
+        OutputFormat::Json => serde_json::to_string_pretty(&detections)? + "\n",
+        OutputFormat::Table => scan::render_table(&detections),
+    };
+    write_stdout(&text)
+}
+
+/// Writes to stdout; a reader that went away (`loopwatch scan … | head`) ends the output
+/// quietly instead of panicking as `print!` does.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result?),
     }
-    Ok(())
 }
 
 fn check_config(file: PathBuf) -> anyhow::Result<()> {

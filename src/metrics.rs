@@ -54,7 +54,14 @@ pub struct Metrics {
     /// `exporter.queue_capacity` when forwarding (0 = detect-only), for the queue-near-full
     /// alert.
     pub forward_queue_capacity: std::sync::atomic::AtomicU64,
+    /// (profile, pattern, severity, service.name, gen_ai.agent.name) → detections, for
+    /// self-telemetry (a prometheus-client family cannot be read back).
+    detection_counts: std::sync::Mutex<std::collections::BTreeMap<DetectionKey, u64>>,
+    signals_published_count: std::sync::atomic::AtomicU64,
 }
+
+/// (profile, pattern, severity, service.name, gen_ai.agent.name).
+pub type DetectionKey = (String, String, String, String, String);
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -65,6 +72,8 @@ impl Default for Metrics {
             loop_detections: Family::default(),
             fleet: crate::fleet::Fleet::default(),
             forward_queue_capacity: Default::default(),
+            detection_counts: Default::default(),
+            signals_published_count: Default::default(),
         }
     }
 }
@@ -89,6 +98,34 @@ impl Metrics {
             })
             .inc();
         self.fleet.observe_detection(d, crate::fleet::now_unix());
+        let key = (
+            d.profile.name.clone(),
+            d.detection.pattern.as_str().to_string(),
+            d.detection.severity.as_str().to_string(),
+            d.service_name.as_deref().unwrap_or(unknown).to_string(),
+            d.agent_name.as_deref().unwrap_or(unknown).to_string(),
+        );
+        *self
+            .detection_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default() += 1;
+    }
+
+    /// Detections so far by (profile, pattern, severity, service.name, gen_ai.agent.name).
+    pub fn detection_counts(&self) -> Vec<(DetectionKey, u64)> {
+        let counts = self
+            .detection_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    /// Signals handed to the hub so far.
+    pub fn signals_published_total(&self) -> u64 {
+        self.signals_published_count
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Counts a signal handed to the hub.
@@ -99,6 +136,8 @@ impl Metrics {
                 action: signal.action.clone(),
             })
             .inc();
+        self.signals_published_count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -142,6 +181,8 @@ pub struct MetricSources<'a> {
     pub receiver_stats: &'a crate::receiver::stats::ReceiverStats,
     /// `None` in detect-only mode (no forward metrics are rendered).
     pub forwarder: Option<&'a crate::forward::stats::ForwarderStats>,
+    /// Downstream reachability, when forwarding.
+    pub exporter_health: Option<&'a crate::forward::DownstreamHealth>,
 }
 
 /// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
@@ -276,22 +317,55 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 .map(|d| (label("reason", d.as_str()), fs.dropped_spans(*d)))
                 .collect(),
         );
+        let forward_gauges = [
+            (
+                "forward_queue_depth",
+                "Requests waiting in the forward queue",
+                fs.queue_depth(),
+            ),
+            (
+                "forward_in_flight",
+                "Requests in an export RPC now",
+                fs.in_flight(),
+            ),
+            (
+                "forward_in_backoff",
+                "Requests waiting out a retry backoff (holding no delivery slot)",
+                fs.in_backoff(),
+            ),
+            (
+                "forward_pending_spans",
+                "Spans accepted and not yet delivered or given up",
+                fs.pending_spans(),
+            ),
+        ];
+        for (name, help, value) in forward_gauges {
+            gauge(&mut r, name, help, i64::try_from(value).unwrap_or(i64::MAX));
+        }
+        counter(
+            &mut r,
+            "forward_exports",
+            "Successful export RPCs (a batch of queued requests is one)",
+            fs.exports(),
+        );
         gauge(
             &mut r,
             "forward_queue_capacity",
             "Requests the forward queue holds at most (exporter.queue_capacity)",
             state.metrics.forward_queue_capacity.load(Relaxed) as i64,
         );
-        gauge(
-            &mut r,
-            "forward_queue_depth",
-            "Requests waiting in the forward queue",
-            fs.queue_depth() as i64,
-        );
         r.register(
             "forward_latency_seconds",
             "Downstream export latency per delivered request",
             state.metrics.forward_latency.clone(),
+        );
+    }
+    if let Some(health) = state.exporter_health {
+        gauge(
+            &mut r,
+            "exporter_up",
+            "1 when the last export attempt or idle probe reached the downstream, else 0",
+            health.up(),
         );
     }
     r.register(
@@ -332,7 +406,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
-    render_fleet(&mut r, &state.metrics);
+    render_fleet(&mut r, state.metrics);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;
     Ok(out)

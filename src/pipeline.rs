@@ -2,7 +2,9 @@
 //!
 //! Receivers talk to it only through the contract in [`crate::ingest`] (re-exported here).
 
-pub use crate::ingest::{AcceptError, IncomingRequest, SpanSink};
+pub use crate::ingest::{AcceptError, Admission, IncomingRequest, SpanSink};
+
+use futures::future::BoxFuture;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,29 +31,44 @@ pub struct Pipeline {
 }
 
 impl SpanSink for Pipeline {
-    fn accept(&self, incoming: IncomingRequest) -> Result<(), AcceptError> {
-        // Reserve first: a refused request leaves no trace in the detectors, so the
-        // client's retry is processed as if it were the first delivery.
-        let permit = match &self.forward {
-            Some(queue) => Some(queue.try_reserve()?),
-            None => None,
+    fn admit(&self) -> BoxFuture<'_, Result<Admission, AcceptError>> {
+        match &self.forward {
+            Some(queue) => Box::pin(queue.admit()),
+            None => Box::pin(std::future::ready(Ok(Admission::unlimited()))),
+        }
+    }
+
+    fn accept(&self, admission: Admission, incoming: IncomingRequest) -> Result<(), AcceptError> {
+        // The admission slot was taken before the request was read: a refused request left
+        // no trace in the detectors, so the client's retry is processed as if it were the
+        // first delivery. An admission without a slot (a caller that skipped `admit`) takes
+        // one now or refuses.
+        let admission = match (&self.forward, admission.into_slot()) {
+            (Some(_), Some(slot)) => Admission::with_slot(slot),
+            (Some(queue), None) => queue.try_admit()?,
+            (None, _) => Admission::unlimited(),
         };
         let IncomingRequest {
             mut request,
             raw_protobuf,
         } = incoming;
         let processed = self.engine.process(&mut request, Instant::now());
-        if let Some(permit) = permit {
-            let bytes = match raw_protobuf {
-                Some(raw) if processed.annotated_spans == 0 => raw,
-                _ => bytes::Bytes::from(request.encode_to_vec()),
-            };
-            permit.send(bytes, crate::otlp::span_count(&request));
-        }
+        let queued = match &self.forward {
+            Some(queue) => {
+                let bytes = match raw_protobuf {
+                    Some(raw) if processed.annotated_spans == 0 => raw,
+                    _ => bytes::Bytes::from(request.encode_to_vec()),
+                };
+                queue.send(admission, bytes, crate::otlp::span_count(&request))
+            }
+            None => Ok(()),
+        };
+        // Reported even when the forwarder closed in between: the run state already holds
+        // these spans, so the client's retry is a duplicate and would not detect again.
         for detection in &processed.detections {
             self.report(detection);
         }
-        Ok(())
+        queued
     }
 }
 

@@ -86,6 +86,7 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let summary = crate::startup::StartupSummary::of(&config)?;
     let server = start(config).await?;
     tracing::info!(
         grpc = %server.grpc_addr,
@@ -93,6 +94,9 @@ pub async fn run(
         admin = %server
             .admin_addr
             .map_or_else(|| "off".to_string(), |a| a.to_string()),
+        downstream = %summary.downstream,
+        sinks = %summary.sinks,
+        profiles = %summary.profiles,
         "loopwatch listening"
     );
     shutdown.await;
@@ -231,9 +235,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         metrics: metrics.clone(),
         receiver_stats: receiver_stats.clone(),
         forwarder: forwarder.as_ref().map(|f| f.stats()),
-        downstream: config.exporter.endpoint.clone().filter(|e| !e.is_empty()),
+        forward_queue: forwarder.as_ref().map(|f| f.queue()),
+        exporter_health: forwarder.as_ref().and_then(|f| f.health()),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
+    let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
+        .context("telemetry.endpoint")?;
     let ready = admin_state.ready.clone();
     let admin_task = admin_listener.map(|l| {
         let app = crate::auth::protect_admin(api::router(admin_state), edges.admin_auth.clone());
@@ -296,12 +303,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             }
         }
         // 2. the forward queue drains within the deadline.
-        if let Some(forwarder) = forwarder {
-            let report = forwarder.shutdown(drain_timeout).await;
-            tracing::info!(?report, "forward queue drained");
-        }
+        let lost = match forwarder {
+            Some(forwarder) => forwarder.shutdown(drain_timeout).await.undelivered_spans,
+            None => 0,
+        };
         // 3. signals flush best-effort.
         done_signals.shutdown(drain_timeout).await;
+        // 4. self-telemetry exports its last values.
+        if let Some(telemetry) = telemetry {
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        }
         sweeper.abort();
         if let Some(admin) = admin_task {
             let _ = admin.await;
@@ -315,6 +326,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 .load(std::sync::atomic::Ordering::Relaxed),
             "loopwatch stopped"
         );
+        if lost > 0 {
+            anyhow::bail!(
+                "{lost} acknowledged span(s) were not delivered downstream before the drain deadline (shutdown.drain_timeout = {})",
+                humantime::format_duration(drain_timeout)
+            );
+        }
         Ok(())
     });
 

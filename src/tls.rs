@@ -321,6 +321,95 @@ impl ClientTlsConfig {
     }
 }
 
+impl ClientTlsConfig {
+    /// The Redis client's certificates (`rediss://`): `None` when no CA or client
+    /// certificate is set (the client then uses its built-in roots).
+    ///
+    /// # Errors
+    /// [`TlsError`] naming an unreadable file, a certificate without a key, or a
+    /// `server_name` (the Redis client verifies the URL's host).
+    pub fn redis_certificates(&self) -> Result<Option<redis::TlsCertificates>, TlsError> {
+        if self.server_name.is_some() {
+            return Err(TlsError::Settings(
+                "server_name is not supported for Redis; put the name in the URL".into(),
+            ));
+        }
+        let root_cert = match &self.ca_file {
+            Some(ca) => {
+                root_store(ca)?;
+                Some(read(ca)?)
+            }
+            None => None,
+        };
+        let client_tls = match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                read_certs(cert)?;
+                read_key(key)?;
+                Some(redis::ClientTlsConfig {
+                    client_cert: read(cert)?,
+                    client_key: read(key)?,
+                })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(TlsError::Settings(
+                    "cert_file and key_file go together".into(),
+                ))
+            }
+        };
+        Ok(
+            (root_cert.is_some() || client_tls.is_some()).then_some(redis::TlsCertificates {
+                client_tls,
+                root_cert,
+            }),
+        )
+    }
+}
+
+impl ClientTlsConfig {
+    /// NATS connect options with this TLS: any setting (or `tls_first`) requires TLS; a
+    /// `tls://` URL requires it by itself.
+    ///
+    /// # Errors
+    /// [`TlsError`] naming an unreadable file, a certificate without a key, or a
+    /// `server_name`.
+    pub fn nats_options(
+        &self,
+        mut options: async_nats::ConnectOptions,
+        tls_first: bool,
+    ) -> Result<async_nats::ConnectOptions, TlsError> {
+        if self.server_name.is_some() {
+            return Err(TlsError::Settings(
+                "server_name is not supported for NATS; put the name in the URL".into(),
+            ));
+        }
+        if let Some(ca) = &self.ca_file {
+            root_store(ca)?;
+            options = options.add_root_certificates(ca.clone());
+        }
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                read_certs(cert)?;
+                read_key(key)?;
+                options = options.add_client_certificate(cert.clone(), key.clone());
+            }
+            (None, None) => {}
+            _ => {
+                return Err(TlsError::Settings(
+                    "cert_file and key_file go together".into(),
+                ))
+            }
+        }
+        if self.is_set() || tls_first {
+            options = options.require_tls(true);
+        }
+        if tls_first {
+            options = options.tls_first();
+        }
+        Ok(options)
+    }
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| TlsError::File {
         path: path.to_owned(),

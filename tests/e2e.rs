@@ -145,14 +145,33 @@ async fn corpus_end_to_end(transport: Transport) {
     assert_eq!(sent_ids, received_ids);
     assert_eq!(received.len(), sent_ids.len());
 
-    // Nothing but loop.* changed: every received request, loop.* removed, is a sent request.
-    let sent_encoded: HashSet<Vec<u8>> = sent.iter().map(|r| r.encode_to_vec()).collect();
+    // Nothing but loop.* changed: every received resource_spans entry, loop.* removed, is a
+    // sent one (the forwarder may batch several sent requests into one export, so entries
+    // are compared rather than whole requests), and there are as many as were sent.
+    let entries = |r: &ExportTraceServiceRequest| -> Vec<Vec<u8>> {
+        r.resource_spans
+            .iter()
+            .map(|rs| {
+                ExportTraceServiceRequest {
+                    resource_spans: vec![rs.clone()],
+                }
+                .encode_to_vec()
+            })
+            .collect()
+    };
+    let sent_encoded: HashSet<Vec<u8>> = sent.iter().flat_map(entries).collect();
+    let mut received_entries = 0;
     for request in downstream.received.lock().unwrap().iter() {
-        assert!(
-            sent_encoded.contains(&strip_loop_attributes(request).encode_to_vec()),
-            "{transport:?}: a forwarded request differs from what was sent beyond loop.*"
-        );
+        for entry in entries(&strip_loop_attributes(request)) {
+            received_entries += 1;
+            assert!(
+                sent_encoded.contains(&entry),
+                "{transport:?}: a forwarded resource_spans differs from what was sent beyond loop.*"
+            );
+        }
     }
+    let sent_entries: usize = sent.iter().map(|r| r.resource_spans.len()).sum();
+    assert_eq!(received_entries, sent_entries, "{transport:?}");
 
     // Final detections per run = expected.json; the completing spans carry loop.*.
     let by_id: HashMap<Vec<u8>, Span> = received

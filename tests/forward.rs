@@ -14,8 +14,8 @@ use common::{corpus, decode_pb, read, RecordingSink};
 use loopwatch::forward::{
     DropReason, ForwardCompression, ForwardQueue, Forwarder, ForwarderConfig,
 };
+use loopwatch::ingest::AcceptError;
 use loopwatch::otlp::ExportTraceServiceRequest;
-use loopwatch::pipeline::AcceptError;
 use loopwatch::receiver::rpc_status::status_details_with_retry;
 use loopwatch::receiver::{serve_grpc, ReceiverOptions, ReceiverStats};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
@@ -98,6 +98,9 @@ fn config(addr: SocketAddr) -> ForwarderConfig {
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(50),
         concurrency: 1,
+        // one request per export unless a test turns batching on
+        batch_max_bytes: 1,
+        batch_timeout: Duration::ZERO,
         ..ForwarderConfig::default()
     }
 }
@@ -297,10 +300,13 @@ async fn down_downstream_fills_queue_then_everything_is_delivered() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(refused, Some(AcceptError::QueueFull));
-    // 4 queued + the one the worker is retrying
-    assert_eq!(accepted, 5);
-    assert_eq!(stats.queue_depth(), 4);
-    assert_eq!(stats.in_flight(), 1);
+    // the capacity bounds queued + in flight + in backoff together
+    assert_eq!(accepted, 4);
+    assert_eq!(stats.pending_requests(), 4);
+    assert_eq!(
+        stats.queue_depth() + stats.in_flight() + stats.in_backoff(),
+        4
+    );
     wait_until("a retry", Duration::from_secs(5), || stats.retries() > 0).await;
 
     // the downstream comes up on the same address
@@ -359,7 +365,10 @@ async fn shutdown_deadline_reports_undelivered() {
     let report = forwarder.shutdown(Duration::from_millis(300)).await;
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(report.undelivered, 3);
+    assert_eq!(report.undelivered_spans, 3);
     assert_eq!(stats.dropped_requests(DropReason::Shutdown), 3);
+    assert_eq!(stats.dropped_spans(DropReason::Shutdown), 3);
+    assert_eq!(stats.pending_requests(), 0);
     assert_eq!(stats.forwarded_requests(), 0);
 }
 
@@ -372,4 +381,250 @@ async fn no_endpoint_discards_and_counts() {
     assert_eq!(report.undelivered, 0);
     assert_eq!(stats.discarded_requests(), 1);
     assert_eq!(stats.forwarded_requests(), 0);
+}
+
+/// Config for the delivery tests: one delivery slot, batching off.
+fn one_slot(addr: SocketAddr) -> ForwarderConfig {
+    ForwarderConfig {
+        queue_capacity: 64,
+        ..config(addr)
+    }
+}
+
+#[tokio::test]
+async fn connection_broken_mid_request_is_retried_and_delivered() {
+    // The first downstream reads part of the request and closes the connection.
+    let (listener, addr) = bind().await;
+    let breaker = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let (mut socket, _) = listener.accept().await.unwrap_or_else(|e| panic!("{e}"));
+        let mut got = vec![0u8; 256];
+        let mut read = 0;
+        while read < 200 {
+            match socket.read(&mut got[read..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+        read // socket and listener dropped here: the connection breaks mid-request
+    });
+    let cfg = ForwarderConfig {
+        initial_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_millis(200),
+        ..one_slot(addr)
+    };
+    let forwarder = start(&cfg);
+    let stats = forwarder.stats();
+    let health = forwarder.health().unwrap_or_else(|| panic!("no health"));
+    let bytes = read(&corpus("pb")[0]);
+    assert!(
+        bytes.len() > 1000,
+        "the request must outlive the 200 bytes read"
+    );
+    send(&forwarder.queue(), &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let read_before_break = breaker.await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(read_before_break >= 200, "read {read_before_break}");
+    wait_until(
+        "the broken attempt to be retried",
+        Duration::from_secs(5),
+        || stats.in_backoff() == 1 || stats.retries() > 0,
+    )
+    .await;
+    assert_eq!(
+        health.up(),
+        0,
+        "a broken connection marks the downstream down"
+    );
+    // the real downstream comes up on the same address
+    let downstream = Arc::new(Downstream::default());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("rebind {addr}: {e}"));
+    start_downstream_on(listener, Arc::clone(&downstream)).await;
+    wait_until("delivery", Duration::from_secs(10), || {
+        downstream.got() == 1
+    })
+    .await;
+    wait_until("counters", Duration::from_secs(5), || {
+        stats.forwarded_requests() == 1
+    })
+    .await;
+    assert_eq!(
+        downstream.got.lock().map(|g| g[0].clone()).ok(),
+        Some(decode_pb(&bytes))
+    );
+    assert!(stats.retries() >= 1);
+    assert_eq!(stats.dropped_requests_total(), 0);
+    assert_eq!(health.up(), 1, "recovered");
+}
+
+#[tokio::test]
+async fn backoff_does_not_block_other_deliveries() {
+    let downstream = Arc::new(Downstream::default());
+    if let Ok(mut s) = downstream.script.lock() {
+        s.push_back(Status::unavailable("overloaded"));
+    }
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let cfg = ForwarderConfig {
+        initial_backoff: Duration::from_secs(3),
+        max_backoff: Duration::from_secs(3),
+        ..one_slot(addr)
+    };
+    let forwarder = start(&cfg);
+    let stats = forwarder.stats();
+    let queue = forwarder.queue();
+    let bytes = read(&corpus("pb")[0]);
+    send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    wait_until(
+        "the first request to sleep in backoff",
+        Duration::from_secs(5),
+        || stats.in_backoff() == 1,
+    )
+    .await;
+    // one delivery slot, held by nobody while the first request sleeps (≥ 1.5 s)
+    let started = Instant::now();
+    send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    wait_until("the second request", Duration::from_secs(5), || {
+        stats.forwarded_requests() == 1
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(stats.in_backoff(), 1, "the first is still waiting");
+    wait_until("the first request", Duration::from_secs(10), || {
+        stats.forwarded_requests() == 2
+    })
+    .await;
+    assert_eq!(downstream.got(), 2);
+    assert_eq!(stats.in_backoff(), 0);
+    assert_eq!(stats.pending_requests(), 0);
+}
+
+#[tokio::test]
+async fn shutdown_wakes_retries_in_backoff_and_delivers_at_once() {
+    let downstream = Arc::new(Downstream::default());
+    if let Ok(mut s) = downstream.script.lock() {
+        s.push_back(Status::unavailable("restarting"));
+        s.push_back(Status::unavailable("restarting"));
+    }
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let cfg = ForwarderConfig {
+        initial_backoff: Duration::from_secs(20),
+        max_backoff: Duration::from_secs(20),
+        max_elapsed_retry: Duration::from_secs(300),
+        concurrency: 2,
+        ..one_slot(addr)
+    };
+    let forwarder = start(&cfg);
+    let stats = forwarder.stats();
+    let bytes = read(&corpus("pb")[0]);
+    for _ in 0..2 {
+        send(&forwarder.queue(), &bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    wait_until("both in backoff", Duration::from_secs(5), || {
+        stats.in_backoff() == 2
+    })
+    .await;
+    let started = Instant::now();
+    let report = forwarder.shutdown(Duration::from_secs(5)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(report.undelivered, 0);
+    assert_eq!(report.undelivered_spans, 0);
+    assert_eq!(downstream.got(), 2);
+    assert_eq!(stats.forwarded_requests(), 2);
+}
+
+/// `n` requests of one span each, with span ids 0..n (big-endian in the last 4 bytes).
+fn numbered_requests(n: u32) -> Vec<Vec<u8>> {
+    use prost::Message;
+    (0..n)
+        .map(|i| {
+            let mut request = common::big_request(200);
+            let span = &mut request.resource_spans[0].scope_spans[0].spans[0];
+            span.span_id = [[0u8; 4], i.to_be_bytes()].concat();
+            request.encode_to_vec()
+        })
+        .collect()
+}
+
+fn span_ids(requests: &[ExportTraceServiceRequest]) -> Vec<u32> {
+    let mut ids: Vec<u32> = requests
+        .iter()
+        .flat_map(|r| &r.resource_spans)
+        .flat_map(|rs| &rs.scope_spans)
+        .flat_map(|ss| &ss.spans)
+        .map(|s| u32::from_be_bytes([s.span_id[4], s.span_id[5], s.span_id[6], s.span_id[7]]))
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[tokio::test]
+async fn batching_delivers_every_span_once_in_fewer_requests() {
+    let downstream = Arc::new(Downstream {
+        delay: Duration::from_millis(50),
+        ..Downstream::default()
+    });
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let cfg = ForwarderConfig {
+        batch_max_bytes: 64 * 1024,
+        ..one_slot(addr)
+    };
+    let forwarder = start(&cfg);
+    let stats = forwarder.stats();
+    let requests = numbered_requests(40);
+    for bytes in &requests {
+        send(&forwarder.queue(), bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let report = forwarder.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(report.undelivered, 0);
+    let got = downstream.got.lock().map(|g| g.clone()).unwrap_or_default();
+    assert_eq!(
+        span_ids(&got),
+        (0..40).collect::<Vec<u32>>(),
+        "every span exactly once"
+    );
+    let calls = downstream.calls.load(Ordering::SeqCst);
+    assert!(calls < 10, "40 queued requests took {calls} exports");
+    assert_eq!(stats.exports(), calls as u64);
+    assert_eq!(stats.forwarded_requests(), 40);
+    assert_eq!(stats.forwarded_spans(), 40);
+}
+
+#[tokio::test]
+async fn batches_respect_the_byte_limit() {
+    let downstream = Arc::new(Downstream {
+        delay: Duration::from_millis(30),
+        ..Downstream::default()
+    });
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let requests = numbered_requests(12);
+    let one = requests[0].len();
+    let cfg = ForwarderConfig {
+        batch_max_bytes: one * 3,
+        ..one_slot(addr)
+    };
+    let forwarder = start(&cfg);
+    for bytes in &requests {
+        send(&forwarder.queue(), bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let report = forwarder.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(report.undelivered, 0);
+    let got = downstream.got.lock().map(|g| g.clone()).unwrap_or_default();
+    assert_eq!(span_ids(&got), (0..12).collect::<Vec<u32>>());
+    for request in &got {
+        assert!(
+            request.resource_spans.len() <= 3,
+            "{} requests in one export",
+            request.resource_spans.len()
+        );
+    }
+    assert!(got.len() >= 4);
 }

@@ -3,6 +3,7 @@
 
 mod security_support;
 mod server_support;
+mod signals_support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -696,4 +697,196 @@ async fn certificates_reload_when_the_files_change() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(export_tls(addr, new.tonic_client(None)).await, Ok(()));
     server.shutdown().await.expect("shutdown");
+}
+
+#[test]
+fn check_config_reads_security_keys_from_the_environment() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+    let run = |vars: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+        command
+            .arg("check-config")
+            .arg(&example)
+            .env_remove("RUST_LOG");
+        for (k, v) in vars {
+            command.env(k, v);
+        }
+        let out = command.output().expect("run loopwatch");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(run(&[]).0);
+    let (ok, stderr) = run(&[("LOOPWATCH_RECEIVER__CONNECTIONS__MAX_CONNECTIONS", "0")]);
+    assert!(
+        !ok && stderr.contains("receiver.connections.max_connections: must be at least 1"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&[(
+        "LOOPWATCH_ADMIN__AUTH_TOKEN_FILE",
+        "/nonexistent/admin-token",
+    )]);
+    assert!(
+        !ok && stderr.contains("admin.auth_token_file: /nonexistent/admin-token"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&[("LOOPWATCH_RECEIVER__TLS__CERT_FILE", "/nonexistent/tls.crt")]);
+    assert!(
+        !ok && stderr.contains("receiver.tls: cert_file needs key_file"),
+        "{stderr}"
+    );
+}
+
+/// A TLS-terminating proxy in front of `upstream` (for servers that do not speak TLS
+/// themselves, like the local Redis), with the PKI's server certificate; built with
+/// rustls directly, not with loopwatch's TLS code.
+async fn tls_proxy(pki: &Pki, upstream: &'static str) -> SocketAddr {
+    use rustls_pki_types::pem::PemObject;
+    let chain = rustls_pki_types::CertificateDer::pem_file_iter(&pki.server_cert)
+        .expect("cert")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("cert");
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_file(&pki.server_key).expect("key");
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                if let Ok(mut up) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn rediss_through_a_tls_terminating_proxy() {
+    use futures::StreamExt;
+    use signals_support::{fast_retry, service_up, signal, unique, REDIS_ADDR, REDIS_URL};
+    if !service_up(REDIS_ADDR).await {
+        return;
+    }
+    let pki = Pki::new();
+    let proxy = tls_proxy(&pki, REDIS_ADDR).await;
+    let channel = unique("loopwatch:test:tls");
+    let key_prefix = format!("{}:", unique("loopwatch:test:tlskill"));
+    let client = redis::Client::open(REDIS_URL).expect("redis url");
+    let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
+    pubsub.subscribe(&channel).await.expect("subscribe");
+
+    let mut config = loopwatch::signals::SignalsConfig::default();
+    config.redis.url = Some(format!("rediss://127.0.0.1:{}", proxy.port()));
+    config.redis.channel = channel.clone();
+    config.redis.key_prefix = key_prefix.clone();
+    config.redis.tls.ca_file = Some(pki.ca.clone());
+    config.retry = fast_retry();
+    let hub = loopwatch::signals::SignalHub::start(config);
+    let kill = signal(&unique("run"), 1, "kill", Some("checkout"));
+    hub.publish(kill.clone());
+    let mut messages = pubsub.on_message();
+    let msg = tokio::time::timeout(Duration::from_secs(10), messages.next())
+        .await
+        .expect("signal over rediss:// within 10s")
+        .expect("pubsub open");
+    let payload: String = msg.get_payload().expect("payload");
+    assert_eq!(payload, serde_json::to_string(&kill).expect("json"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connection");
+    let flag: Option<String> = redis::cmd("GET")
+        .arg(format!("{key_prefix}{}", kill.trace_id))
+        .query_async(&mut conn)
+        .await
+        .expect("GET");
+    assert_eq!(flag, Some(payload));
+    hub.shutdown(Duration::from_secs(2)).await;
+
+    // rediss:// without the CA (built-in roots): the proxy's certificate is not trusted,
+    // nothing is published.
+    let mut config = loopwatch::signals::SignalsConfig::default();
+    config.redis.url = Some(format!("rediss://127.0.0.1:{}", proxy.port()));
+    config.redis.channel = channel.clone();
+    config.redis.key_prefix = key_prefix;
+    config.retry = fast_retry();
+    let untrusting = loopwatch::signals::SignalHub::start(config);
+    untrusting.publish(signal(&unique("run"), 2, "kill", Some("checkout")));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), messages.next())
+            .await
+            .is_err(),
+        "published through an untrusted certificate"
+    );
+    untrusting.shutdown(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn nats_over_tls_through_a_tls_terminating_proxy() {
+    use futures::StreamExt;
+    use signals_support::{fast_retry, service_up, signal, unique, NATS_ADDR, NATS_URL};
+    if !service_up(NATS_ADDR).await {
+        return;
+    }
+    let pki = Pki::new();
+    let proxy = tls_proxy(&pki, NATS_ADDR).await;
+    let prefix = unique("lwtls");
+    let plain = async_nats::connect(NATS_URL).await.expect("nats");
+    let mut sub = plain
+        .subscribe(format!("{prefix}.>"))
+        .await
+        .expect("subscribe");
+    plain.flush().await.expect("flush");
+
+    let mut config = loopwatch::signals::SignalsConfig::default();
+    config.nats.url = Some(format!("tls://127.0.0.1:{}", proxy.port()));
+    config.nats.subject_prefix = prefix.clone();
+    config.nats.jetstream = false;
+    config.nats.tls.ca_file = Some(pki.ca.clone());
+    config.nats.tls_first = true;
+    config.retry = fast_retry();
+    let hub = loopwatch::signals::SignalHub::start(config);
+    let kill = signal(&unique("run"), 1, "kill", Some("checkout"));
+    hub.publish(kill.clone());
+    let msg = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("signal over NATS TLS within 10s")
+        .expect("subscription open");
+    assert_eq!(msg.subject.as_str(), format!("{prefix}.kill.checkout"));
+    assert_eq!(msg.payload, serde_json::to_vec(&kill).expect("json"));
+    hub.shutdown(Duration::from_secs(2)).await;
+
+    // Without the CA the proxy's certificate is not trusted: nothing is published.
+    let mut config = loopwatch::signals::SignalsConfig::default();
+    config.nats.url = Some(format!("tls://127.0.0.1:{}", proxy.port()));
+    config.nats.subject_prefix = prefix;
+    config.nats.jetstream = false;
+    config.nats.tls_first = true;
+    config.retry = fast_retry();
+    let untrusting = loopwatch::signals::SignalHub::start(config);
+    untrusting.publish(signal(&unique("run"), 2, "kill", Some("checkout")));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), sub.next())
+            .await
+            .is_err(),
+        "published through an untrusted certificate"
+    );
+    untrusting.shutdown(Duration::from_millis(200)).await;
 }

@@ -34,7 +34,8 @@ pub enum ForwardCompression {
 pub struct ForwarderConfig {
     /// Downstream OTLP/gRPC endpoint, e.g. `http://127.0.0.1:4317`; none = detect-only.
     pub endpoint: Option<String>,
-    /// Requests the queue holds (default 1024); when full, receivers refuse.
+    /// Requests accepted and not yet delivered (queued, in flight or in backoff) at most
+    /// (default 1024); when all are taken, receivers refuse with a retryable status.
     pub queue_capacity: usize,
     /// Per-attempt timeout, e.g. `"5s"`.
     #[serde(with = "humantime_serde")]
@@ -44,14 +45,23 @@ pub struct ForwarderConfig {
     /// Give up retrying one request after this long (default `"5m"`, as the Collector).
     #[serde(with = "humantime_serde")]
     pub max_elapsed_retry: Duration,
-    /// First backoff wait (default `"1s"`), doubled per retry, ±50 % jitter.
+    /// First backoff wait (default `"1s"`), doubled per retry up to `max_backoff`; each wait
+    /// is drawn in `[d/2, d]` (jitter inside the cap).
     #[serde(with = "humantime_serde")]
     pub initial_backoff: Duration,
-    /// Largest backoff wait (default `"30s"`).
+    /// Largest backoff wait, server-requested (`RetryInfo`) waits included (default `"30s"`).
     #[serde(with = "humantime_serde")]
     pub max_backoff: Duration,
-    /// Export RPCs in flight at once (default 4).
+    /// Export RPCs in flight at once (default 10, like the Collector's queue consumers).
+    /// Retries sleeping in backoff do not take one.
     pub concurrency: usize,
+    /// Queued requests are sent together, their protobuf bytes concatenated (no re-encoding),
+    /// up to this many bytes per export (default 1 MiB; a larger request goes alone).
+    pub batch_max_bytes: usize,
+    /// How long the worker waits for more requests to fill a batch (default `"0s"`: only
+    /// what is already queued is batched, adding no latency).
+    #[serde(with = "humantime_serde")]
+    pub batch_timeout: Duration,
     /// `[exporter.tls]`: CA, client certificate and server name for an `https://` endpoint.
     pub tls: crate::tls::ClientTlsConfig,
 }
@@ -66,7 +76,9 @@ impl Default for ForwarderConfig {
             max_elapsed_retry: Duration::from_secs(300),
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
-            concurrency: 4,
+            concurrency: 10,
+            batch_max_bytes: 1024 * 1024,
+            batch_timeout: Duration::ZERO,
             tls: crate::tls::ClientTlsConfig::default(),
         }
     }
@@ -90,6 +102,9 @@ impl ForwarderConfig {
         if self.concurrency == 0 {
             return bad("concurrency", "must be at least 1");
         }
+        if self.batch_max_bytes == 0 {
+            return bad("batch_max_bytes", "must be at least 1");
+        }
         if self.timeout.is_zero() {
             return bad("timeout", "must be positive");
         }
@@ -112,6 +127,9 @@ mod tests {
         let cfg: ForwarderConfig = toml::from_str("").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg, ForwarderConfig::default());
         assert_eq!(cfg.queue_capacity, 1024);
+        assert_eq!(cfg.concurrency, 10);
+        assert_eq!(cfg.batch_max_bytes, 1024 * 1024);
+        assert_eq!(cfg.batch_timeout, Duration::ZERO);
         let cfg: ForwarderConfig = toml::from_str(
             "endpoint = \"http://127.0.0.1:4317\"\ntimeout = \"2s\"\ncompression = \"gzip\"\nmax_elapsed_retry = \"1m\"\n",
         )

@@ -54,8 +54,8 @@ fn is_cycle(seq: &[CallRecord], pattern: &[Fingerprint]) -> bool {
         .iter()
         .enumerate()
         .all(|(i, r)| r.fingerprint == pattern[i % period]);
-    let shorter =
-        (1..period).any(|q| period % q == 0 && (0..period).all(|i| pattern[i] == pattern[i % q]));
+    let shorter = (1..period)
+        .any(|q| period.is_multiple_of(q) && (0..period).all(|i| pattern[i] == pattern[i % q]));
     distinct && repeats && !shorter
 }
 

@@ -1,29 +1,33 @@
 //! Forwarding to the downstream OTLP/gRPC exporter endpoint: bounded queue, retries with
 //! backoff on OTLP-retryable codes, drain on shutdown.
 //!
-//! Producers call [`ForwardQueue::try_reserve`] before doing detection work and
-//! [`ForwardPermit::send`] with the encoded request. A worker takes requests off the
-//! queue (up to `concurrency` at once) and exports each with [`ExportClient`]. While the
-//! downstream is down, requests stay queued, the queue fills, and receivers refuse with a
-//! retryable status: nothing is dropped silently. Final failures are logged (first one per
-//! reason at `warn`) and counted in [`ForwarderStats`].
+//! Receivers take an admission slot ([`ForwardQueue::admit`]) before reading a request; the
+//! span path queues the encoded request with [`ForwardQueue::send`]. A worker takes requests
+//! off the queue, batches what is waiting (raw bytes, no re-encoding) and exports with up to
+//! `concurrency` RPCs in flight ([`ExportClient`]); retries ([`crate::retry`]) sleep without
+//! holding a delivery slot. While the downstream is down, requests stay pending, the slots
+//! run out, and receivers refuse with a retryable status: nothing is dropped silently. Final
+//! failures are logged (first one per reason at `error`) and counted in [`ForwarderStats`];
+//! reachability is [`DownstreamHealth`] (`loopwatch_exporter_up`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 pub mod client;
+pub mod health;
 pub mod queue;
-pub mod retry;
 pub mod stats;
 mod worker;
 
 pub use crate::config::exporter::{ForwardCompression, ForwarderConfig, InvalidExporterConfig};
+pub use crate::retry::{classify, classify_status, Backoff, RetryDecision, RetryPolicy};
 pub use client::{ExportClient, RawBytesCodec};
+pub use health::DownstreamHealth;
 pub use queue::{ForwardPermit, ForwardQueue};
-pub use retry::{classify, classify_status, Backoff, RetryDecision};
 pub use stats::{DeliveryLatency, DropReason, ForwarderStats, LatencyHook};
 
 /// Forwarder set-up errors.
@@ -48,18 +52,36 @@ pub enum ForwardError {
 /// What [`Forwarder::shutdown`] left behind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShutdownReport {
-    /// Requests still queued or in flight at the deadline (counted as dropped, reason
-    /// `shutdown`).
+    /// Requests still queued, in flight or in backoff at the deadline (counted as dropped,
+    /// reason `shutdown`).
     pub undelivered: u64,
+    /// The spans of those requests: acknowledged to clients and not delivered.
+    pub undelivered_spans: u64,
+    /// Spans given up on since start for any reason (shutdown included).
+    pub dropped_spans_total: u64,
 }
 
-/// The running forwarder: queue + worker task.
-#[derive(Debug)]
+/// How often an idle forwarder probes the downstream (TCP connect) for
+/// `loopwatch_exporter_up`.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The running forwarder: queue + worker task (+ an idle probe of the downstream).
 pub struct Forwarder {
     queue: ForwardQueue,
     stats: Arc<ForwarderStats>,
+    health: Option<Arc<DownstreamHealth>>,
+    flush: CancellationToken,
     close: Option<oneshot::Sender<()>>,
     worker: JoinHandle<()>,
+    probe: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Forwarder {
@@ -70,26 +92,41 @@ impl Forwarder {
     /// [`ForwardError`] for an invalid config or endpoint.
     pub fn start(config: &ForwarderConfig) -> Result<Self, ForwardError> {
         config.validate()?;
-        let client = config
-            .endpoint
-            .as_deref()
+        let endpoint = config.endpoint.as_deref().filter(|e| !e.is_empty());
+        let client = endpoint
             .map(|e| ExportClient::with_tls(e, config.compression, config.timeout, &config.tls))
             .transpose()?;
         let stats = Arc::new(ForwarderStats::default());
+        let health = endpoint.map(|e| Arc::new(DownstreamHealth::new(e)));
         let (queue, rx) = ForwardQueue::new(config.queue_capacity, Arc::clone(&stats));
         let (close_tx, close_rx) = oneshot::channel();
-        let worker = tokio::spawn(worker::run(
-            rx,
-            close_rx,
+        let flush = CancellationToken::new();
+        let shared = Arc::new(worker::Shared {
             client,
-            config.clone(),
-            Arc::clone(&stats),
-        ));
+            config: config.clone(),
+            stats: Arc::clone(&stats),
+            health: health.clone(),
+            flush: flush.clone(),
+            slots: Arc::new(tokio::sync::Semaphore::new(config.concurrency)),
+        });
+        let worker = tokio::spawn(worker::run(rx, close_rx, queue.clone(), shared));
+        let probe = match (endpoint, &health) {
+            (Some(endpoint), Some(health)) => Some(tokio::spawn(probe(
+                endpoint.to_owned(),
+                Arc::clone(health),
+                Arc::clone(&stats),
+                config.timeout.min(Duration::from_secs(1)),
+            ))),
+            _ => None,
+        };
         Ok(Self {
             queue,
             stats,
+            health,
+            flush,
             close: Some(close_tx),
             worker,
+            probe,
         })
     }
 
@@ -103,32 +140,86 @@ impl Forwarder {
         Arc::clone(&self.stats)
     }
 
-    /// Closes the queue (new reservations fail with `ShuttingDown`) and keeps delivering
-    /// what is queued until it is empty or `deadline` passes; what is left is dropped,
-    /// counted, and reported.
+    /// Downstream reachability (`None` without an endpoint).
+    pub fn health(&self) -> Option<Arc<DownstreamHealth>> {
+        self.health.clone()
+    }
+
+    /// Closes the queue (new admissions fail with `ShuttingDown`), wakes every retry sleeping
+    /// in backoff so it is tried at once, and keeps delivering until nothing is pending or
+    /// `deadline` passes. What is left is dropped, counted (reason `shutdown`) and reported:
+    /// at ERROR when acknowledged spans were lost, at WARN when earlier drops happened.
     pub async fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
         if let Some(close) = self.close.take() {
             let _ = close.send(());
         }
-        let undelivered = match tokio::time::timeout(deadline, &mut self.worker).await {
-            Ok(_) => 0,
-            Err(_) => {
-                self.worker.abort();
-                let _ = (&mut self.worker).await;
-                let left = self.stats.queue_depth() + self.stats.in_flight();
-                self.stats.abandoned(left);
-                left
-            }
-        };
-        tracing::info!(
-            forwarded_requests = self.stats.forwarded_requests(),
-            forwarded_spans = self.stats.forwarded_spans(),
-            retries = self.stats.retries(),
-            dropped_non_retryable = self.stats.dropped_requests(DropReason::NonRetryable),
-            dropped_retries_exhausted = self.stats.dropped_requests(DropReason::RetriesExhausted),
+        self.flush.cancel();
+        if let Some(probe) = self.probe.take() {
+            probe.abort();
+        }
+        let (undelivered, undelivered_spans) =
+            match tokio::time::timeout(deadline, &mut self.worker).await {
+                Ok(_) => (0, 0),
+                Err(_) => {
+                    // Dropping the worker's JoinSet aborts its delivery tasks.
+                    self.worker.abort();
+                    let _ = (&mut self.worker).await;
+                    let left = (self.stats.pending_requests(), self.stats.pending_spans());
+                    self.stats.abandoned(left.0, left.1);
+                    left
+                }
+            };
+        let report = ShutdownReport {
             undelivered,
-            "forwarder stopped"
-        );
-        ShutdownReport { undelivered }
+            undelivered_spans,
+            dropped_spans_total: self.stats.dropped_spans_total(),
+        };
+        let s = &self.stats;
+        macro_rules! summary {
+            ($level:ident, $msg:literal) => {
+                tracing::$level!(
+                    forwarded_requests = s.forwarded_requests(),
+                    forwarded_spans = s.forwarded_spans(),
+                    exports = s.exports(),
+                    retries = s.retries(),
+                    dropped_spans_non_retryable = s.dropped_spans(DropReason::NonRetryable),
+                    dropped_spans_retries_exhausted = s.dropped_spans(DropReason::RetriesExhausted),
+                    undelivered_requests = undelivered,
+                    undelivered_spans,
+                    ?deadline,
+                    $msg
+                )
+            };
+        }
+        if undelivered > 0 {
+            summary!(error, "forwarder stopped: acknowledged spans were NOT delivered before the drain deadline");
+        } else if report.dropped_spans_total > 0 {
+            summary!(warn, "forwarder stopped; some spans were dropped earlier");
+        } else {
+            summary!(info, "forwarder stopped; everything accepted was delivered");
+        }
+        report
+    }
+}
+
+/// While no export ran in the last interval, checks with a TCP connect that the downstream
+/// is reachable, so `loopwatch_exporter_up` is true on an idle sidecar too.
+async fn probe(
+    endpoint: String,
+    health: Arc<DownstreamHealth>,
+    stats: Arc<ForwarderStats>,
+    timeout: Duration,
+) {
+    let mut last_attempts = u64::MAX;
+    loop {
+        let attempts = stats.exports() + stats.retries() + stats.dropped_requests_total();
+        if attempts == last_attempts {
+            match health::tcp_probe(&endpoint, timeout).await {
+                Ok(()) => health.reached(),
+                Err(e) => health.unreachable(&e),
+            }
+        }
+        last_attempts = attempts;
+        tokio::time::sleep(PROBE_INTERVAL).await;
     }
 }

@@ -11,7 +11,7 @@ pub enum DropReason {
     NonRetryable,
     /// Retries went on past `max_elapsed_retry`.
     RetriesExhausted,
-    /// Still queued or in flight when the shutdown deadline passed.
+    /// Still queued, in flight or in backoff when the shutdown deadline passed.
     Shutdown,
 }
 
@@ -54,6 +54,10 @@ pub struct ForwarderStats {
     discarded_requests: AtomicU64,
     queued: AtomicU64,
     in_flight: AtomicU64,
+    in_backoff: AtomicU64,
+    pending_requests: AtomicU64,
+    pending_spans: AtomicU64,
+    exports: AtomicU64,
     latency_hook: OnceLock<LatencyHook>,
 }
 
@@ -101,50 +105,105 @@ impl ForwarderStats {
     pub fn discarded_requests(&self) -> u64 {
         self.discarded_requests.load(Ordering::Relaxed)
     }
-    /// Requests waiting in the queue.
+    /// Requests waiting in the queue (not yet taken by the worker).
     pub fn queue_depth(&self) -> u64 {
         self.queued.load(Ordering::Relaxed)
     }
-    /// Requests taken from the queue and not yet delivered or dropped.
+    /// Requests in an export RPC right now (a batch counts each request it carries).
     pub fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Relaxed)
     }
+    /// Requests waiting out a retry backoff (they hold no delivery slot).
+    pub fn in_backoff(&self) -> u64 {
+        self.in_backoff.load(Ordering::Relaxed)
+    }
+    /// Requests accepted and not yet delivered or given up: queued + in flight + in backoff.
+    pub fn pending_requests(&self) -> u64 {
+        self.pending_requests.load(Ordering::Relaxed)
+    }
+    /// Spans of the [`pending_requests`](Self::pending_requests).
+    pub fn pending_spans(&self) -> u64 {
+        self.pending_spans.load(Ordering::Relaxed)
+    }
+    /// Export RPCs that succeeded (one per batch; fewer than requests when batching).
+    pub fn exports(&self) -> u64 {
+        self.exports.load(Ordering::Relaxed)
+    }
 
-    pub(crate) fn enqueued(&self) {
+    pub(crate) fn enqueued(&self, spans: u64) {
         self.queued.fetch_add(1, Ordering::Relaxed);
+        self.pending_requests.fetch_add(1, Ordering::Relaxed);
+        self.pending_spans.fetch_add(spans, Ordering::Relaxed);
+    }
+    /// Undoes [`enqueued`](Self::enqueued) for a request the closed queue did not take.
+    pub(crate) fn unqueued(&self, spans: u64) {
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        self.pending_requests.fetch_sub(1, Ordering::Relaxed);
+        self.pending_spans.fetch_sub(spans, Ordering::Relaxed);
     }
     pub(crate) fn dequeued(&self) {
         self.queued.fetch_sub(1, Ordering::Relaxed);
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn export_started(&self, requests: u64) {
+        self.in_flight.fetch_add(requests, Ordering::Relaxed);
+    }
+    pub(crate) fn export_ended(&self, requests: u64) {
+        self.in_flight.fetch_sub(requests, Ordering::Relaxed);
+    }
+    pub(crate) fn backoff_started(&self, requests: u64) {
+        self.in_backoff.fetch_add(requests, Ordering::Relaxed);
+    }
+    pub(crate) fn backoff_ended(&self, requests: u64) {
+        self.in_backoff.fetch_sub(requests, Ordering::Relaxed);
     }
     pub(crate) fn retried(&self) {
         self.retries.fetch_add(1, Ordering::Relaxed);
     }
-    pub(crate) fn delivered(&self, spans: u64, latency: DeliveryLatency) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.forwarded_requests.fetch_add(1, Ordering::Relaxed);
+    fn settled(&self, requests: u64, spans: u64) {
+        self.pending_requests.fetch_sub(requests, Ordering::Relaxed);
+        self.pending_spans.fetch_sub(spans, Ordering::Relaxed);
+    }
+    /// One export RPC carrying `requests` requests and `spans` spans succeeded.
+    pub(crate) fn delivered(&self, requests: u64, spans: u64, latency: DeliveryLatency) {
+        self.settled(requests, spans);
+        self.exports.fetch_add(1, Ordering::Relaxed);
+        self.forwarded_requests
+            .fetch_add(requests, Ordering::Relaxed);
         self.forwarded_spans.fetch_add(spans, Ordering::Relaxed);
         if let Some(hook) = self.latency_hook.get() {
             hook(latency);
         }
     }
-    pub(crate) fn discarded(&self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.discarded_requests.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn discarded(&self, requests: u64, spans: u64) {
+        self.settled(requests, spans);
+        self.discarded_requests
+            .fetch_add(requests, Ordering::Relaxed);
     }
     pub(crate) fn downstream_rejected(&self, spans: u64) {
         self.downstream_rejected_spans
             .fetch_add(spans, Ordering::Relaxed);
     }
-    /// Counts a drop of an in-flight request; true the first time for this reason (warn once).
-    pub(crate) fn dropped(&self, reason: DropReason, spans: u64) -> bool {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.dropped_requests[reason as usize].fetch_add(1, Ordering::Relaxed);
+    /// Counts a drop of `requests` requests holding `spans` spans; true the first time for
+    /// this reason (warn once).
+    pub(crate) fn dropped(&self, reason: DropReason, requests: u64, spans: u64) -> bool {
+        self.settled(requests, spans);
+        self.dropped_requests[reason as usize].fetch_add(requests, Ordering::Relaxed);
         self.dropped_spans[reason as usize].fetch_add(spans, Ordering::Relaxed);
         !self.warned[reason as usize].swap(true, Ordering::Relaxed)
     }
-    /// Counts requests still queued/in flight at the shutdown deadline as dropped.
-    pub(crate) fn abandoned(&self, requests: u64) {
-        self.dropped_requests[DropReason::Shutdown as usize].fetch_add(requests, Ordering::Relaxed);
+    /// Counts requests still pending at the shutdown deadline as dropped (reason `shutdown`).
+    pub(crate) fn abandoned(&self, requests: u64, spans: u64) {
+        self.dropped(DropReason::Shutdown, requests, spans);
+    }
+    /// Requests given up on for every reason since start.
+    pub fn dropped_requests_total(&self) -> u64 {
+        DropReason::ALL
+            .iter()
+            .map(|r| self.dropped_requests(*r))
+            .sum()
+    }
+    /// Spans given up on for every reason since start.
+    pub fn dropped_spans_total(&self) -> u64 {
+        DropReason::ALL.iter().map(|r| self.dropped_spans(*r)).sum()
     }
 }

@@ -1,77 +1,188 @@
-//! The forwarder's worker: takes requests off the queue (up to `concurrency` at once) and
-//! exports each, retrying retryable failures with backoff.
+//! The forwarder's worker: takes requests off the queue, batches what is already waiting
+//! (raw bytes concatenated, up to `batch_max_bytes`, waiting at most `batch_timeout` for
+//! more), and exports each batch with up to `concurrency` RPCs in flight.
+//!
+//! Batching needs no decoding: an `ExportTraceServiceRequest` has one field, the repeated
+//! `resource_spans` (field 1), and protobuf merges repeated fields of concatenated messages,
+//! so the concatenation of encoded requests is the encoding of the request holding all their
+//! `resource_spans` in order.
+//!
+//! A failed export that will be retried gives its delivery slot back while it sleeps in
+//! backoff, so a slow or failing batch never blocks the others. On shutdown the `flush` token
+//! wakes every sleeping retry at once; retries then wait at most [`FLUSH_RETRY_DELAY`].
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
-use super::queue::QueuedRequest;
-use super::retry::{classify_status, Backoff, RetryDecision};
+use crate::retry::{classify_status, is_transport_failure, RetryDecision, RetryPolicy};
+
+use super::health::DownstreamHealth;
+use super::queue::{ForwardQueue, QueuedRequest};
 use super::stats::{DeliveryLatency, DropReason, ForwarderStats};
 use super::{ExportClient, ForwarderConfig};
 
+/// Longest wait between retries once shutdown began.
+pub(super) const FLUSH_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// What the worker and its delivery tasks share.
+pub(super) struct Shared {
+    pub(super) client: Option<ExportClient>,
+    pub(super) config: ForwarderConfig,
+    pub(super) stats: Arc<ForwarderStats>,
+    pub(super) health: Option<Arc<DownstreamHealth>>,
+    pub(super) flush: CancellationToken,
+    pub(super) slots: Arc<Semaphore>,
+}
+
+/// Several queued requests sent as one export.
+struct Batch {
+    items: Vec<QueuedRequest>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn requests(&self) -> u64 {
+        self.items.len() as u64
+    }
+    fn spans(&self) -> u64 {
+        self.items.iter().map(|i| i.spans).sum()
+    }
+    /// The items' bytes concatenated (the single item's bytes when alone: no copy).
+    fn body(&self) -> Bytes {
+        if let [only] = self.items.as_slice() {
+            return only.bytes.clone();
+        }
+        let mut body = BytesMut::with_capacity(self.bytes);
+        for item in &self.items {
+            body.extend_from_slice(&item.bytes);
+        }
+        body.freeze()
+    }
+}
+
 /// Runs until the queue is closed (via `close`) and drained, or every sender is gone.
 pub(super) async fn run(
-    mut rx: mpsc::Receiver<QueuedRequest>,
+    mut rx: mpsc::UnboundedReceiver<QueuedRequest>,
     mut close: oneshot::Receiver<()>,
-    client: Option<ExportClient>,
-    config: ForwarderConfig,
-    stats: Arc<ForwarderStats>,
+    queue: ForwardQueue,
+    shared: Arc<Shared>,
 ) {
-    let slots = Arc::new(Semaphore::new(config.concurrency));
-    let config = Arc::new(config);
     let mut tasks = JoinSet::new();
     let mut closing = false;
+    let mut carry: Option<QueuedRequest> = None;
     loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            break;
+        // The first request, then a delivery slot: while every slot is busy, requests
+        // accumulate in the queue and go out together in the next batch.
+        let first = match carry.take() {
+            Some(item) => Some(item),
+            None => tokio::select! {
+                biased;
+                _ = &mut close, if !closing => {
+                    closing = true;
+                    queue.close();
+                    rx.close();
+                    continue;
+                }
+                item = rx.recv() => item,
+            },
         };
-        let item = tokio::select! {
+        let Some(first) = first else { break };
+        let slot = tokio::select! {
             biased;
             _ = &mut close, if !closing => {
-                rx.close();
                 closing = true;
+                queue.close();
+                rx.close();
+                carry = Some(first);
                 continue;
             }
-            item = rx.recv() => item,
+            slot = Arc::clone(&shared.slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
         };
-        let Some(item) = item else { break };
-        stats.dequeued();
+        shared.stats.dequeued();
+        let (batch, rest) = gather(&mut rx, first, &shared).await;
+        carry = rest;
         while tasks.try_join_next().is_some() {}
-        match &client {
-            Some(client) => {
-                tasks.spawn(deliver(
-                    client.clone(),
-                    item,
-                    Arc::clone(&config),
-                    Arc::clone(&stats),
-                    slot,
-                ));
-            }
-            None => stats.discarded(),
+        if shared.client.is_some() {
+            tasks.spawn(deliver(batch, Arc::clone(&shared), slot));
+        } else {
+            shared.stats.discarded(batch.requests(), batch.spans());
         }
     }
     while tasks.join_next().await.is_some() {}
 }
 
-/// Exports one request, retrying retryable failures with backoff.
-async fn deliver(
-    mut client: ExportClient,
-    item: QueuedRequest,
-    config: Arc<ForwarderConfig>,
-    stats: Arc<ForwarderStats>,
-    _slot: OwnedSemaphorePermit,
-) {
-    let mut backoff = Backoff::new(
-        config.initial_backoff,
-        config.max_backoff,
-        config.max_elapsed_retry,
-    );
+/// Adds queued requests to `first` up to `batch_max_bytes`, waiting up to `batch_timeout`
+/// for more; returns the batch and a request that did not fit (sent next).
+async fn gather(
+    rx: &mut mpsc::UnboundedReceiver<QueuedRequest>,
+    first: QueuedRequest,
+    shared: &Shared,
+) -> (Batch, Option<QueuedRequest>) {
+    let max = shared.config.batch_max_bytes;
+    let deadline = Instant::now() + shared.config.batch_timeout;
+    let mut batch = Batch {
+        bytes: first.bytes.len(),
+        items: vec![first],
+    };
+    while batch.bytes < max {
+        let next = match rx.try_recv() {
+            Ok(item) => item,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
+                    Ok(Some(item)) => item,
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        };
+        if batch.bytes + next.bytes.len() > max {
+            return (batch, Some(next));
+        }
+        shared.stats.dequeued();
+        batch.bytes += next.bytes.len();
+        batch.items.push(next);
+    }
+    (batch, None)
+}
+
+/// Exports one batch, retrying retryable failures with backoff; the delivery slot is given
+/// back while sleeping. The batch's admission slots are released when this returns.
+async fn deliver(batch: Batch, shared: Arc<Shared>, slot: OwnedSemaphorePermit) {
+    let Some(mut client) = shared.client.clone() else {
+        return;
+    };
+    let stats = &shared.stats;
+    let (requests, spans) = (batch.requests(), batch.spans());
+    let body = batch.body();
+    let oldest = batch.items.iter().map(|i| i.enqueued).min();
+    let policy = RetryPolicy {
+        initial: shared.config.initial_backoff,
+        max: shared.config.max_backoff,
+        max_elapsed: Some(shared.config.max_elapsed_retry),
+    };
+    let mut backoff = policy.start();
+    let mut slot = Some(slot);
     loop {
-        let started = std::time::Instant::now();
-        let status = match client.export(item.bytes.clone()).await {
+        let started = Instant::now();
+        stats.export_started(requests);
+        let result = client.export(body.clone()).await;
+        stats.export_ended(requests);
+        let status = match result {
             Ok(response) => {
+                if let Some(health) = &shared.health {
+                    health.reached();
+                }
                 if let Some(partial) = response.partial_success.filter(|p| p.rejected_spans > 0) {
                     let rejected = u64::try_from(partial.rejected_spans).unwrap_or(0);
                     stats.downstream_rejected(rejected);
@@ -82,33 +193,64 @@ async fn deliver(
                     );
                 }
                 stats.delivered(
-                    item.spans,
+                    requests,
+                    spans,
                     DeliveryLatency {
                         export: started.elapsed(),
-                        since_enqueued: item.enqueued.elapsed(),
+                        since_enqueued: oldest.map(|t| t.elapsed()).unwrap_or_default(),
                     },
                 );
                 return;
             }
             Err(status) => status,
         };
-        let reason = match classify_status(&status) {
+        let decision = classify_status(&status);
+        if let Some(health) = &shared.health {
+            let unreachable = is_transport_failure(&status)
+                || matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+                );
+            if unreachable {
+                health.unreachable(&format_args!("{:?}: {}", status.code(), status.message()));
+            } else {
+                health.reached();
+            }
+        }
+        let reason = match decision {
             RetryDecision::DoNotRetry => DropReason::NonRetryable,
             RetryDecision::Retry { after } => match backoff.next_delay(after) {
                 Some(delay) => {
-                    tracing::debug!(code = ?status.code(), message = status.message(), ?delay, "export failed, retrying");
-                    tokio::time::sleep(delay).await;
+                    let flushing = shared.flush.is_cancelled();
+                    let delay = if flushing {
+                        delay.min(FLUSH_RETRY_DELAY)
+                    } else {
+                        delay
+                    };
+                    tracing::debug!(code = ?status.code(), message = status.message(), ?delay, requests, "export failed, retrying");
+                    drop(slot.take());
+                    stats.backoff_started(requests);
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = shared.flush.cancelled(), if !flushing => {}
+                    }
+                    // Back in line for a delivery slot (still counted as in backoff).
+                    match Arc::clone(&shared.slots).acquire_owned().await {
+                        Ok(s) => slot = Some(s),
+                        Err(_) => return,
+                    }
+                    stats.backoff_ended(requests);
                     stats.retried();
                     continue;
                 }
                 None => DropReason::RetriesExhausted,
             },
         };
-        let first = stats.dropped(reason, item.spans);
+        let first = stats.dropped(reason, requests, spans);
         if first {
-            tracing::warn!(code = ?status.code(), message = status.message(), spans = item.spans, reason = reason.as_str(), "dropped a forwarded request (further drops for this reason are logged at debug)");
+            tracing::error!(code = ?status.code(), message = status.message(), requests, spans, reason = reason.as_str(), "dropped forwarded spans (further drops for this reason are counted in loopwatch_spans_dropped_total and logged at debug)");
         } else {
-            tracing::debug!(code = ?status.code(), message = status.message(), spans = item.spans, reason = reason.as_str(), "dropped a forwarded request");
+            tracing::debug!(code = ?status.code(), message = status.message(), requests, spans, reason = reason.as_str(), "dropped forwarded spans");
         }
         return;
     }

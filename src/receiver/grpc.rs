@@ -21,7 +21,7 @@ use tonic::{Code, Request, Response, Status};
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::ingest::{IncomingRequest, SpanSink};
+use crate::ingest::{Admission, IncomingRequest, SpanSink};
 use crate::otlp::ExportTraceServiceRequest;
 
 use super::decode::{decode_protobuf, span_count, Compression};
@@ -162,6 +162,15 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
             return to_status(&err, &shared.options).into_http();
         }
     }
+    // Admission before the body is read: a refusal costs no decoding.
+    let admission = match super::admit(shared.sink.as_ref(), &shared.options).await {
+        Ok(admission) => admission,
+        Err(refused) => {
+            let err = ReceiveError::Refused(refused);
+            shared.stats.record_rejected(err.reason(), 0);
+            return to_status(&err, &shared.options).into_http();
+        }
+    };
     let limit = shared.options.max_recv_msg_size;
     let mut grpc = Grpc::new(ExportCodec)
         .accept_compressed(CompressionEncoding::Gzip)
@@ -171,6 +180,7 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
         .unary(
             ExportHandler {
                 shared: Arc::clone(&shared),
+                admission: Arc::new(std::sync::Mutex::new(Some(admission))),
             },
             req,
         )
@@ -201,6 +211,8 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
 #[derive(Clone)]
 struct ExportHandler {
     shared: Arc<Shared>,
+    /// The admission taken before decoding; used by the one call of this handler.
+    admission: Arc<std::sync::Mutex<Option<Admission>>>,
 }
 
 impl UnaryService<RawExport> for ExportHandler {
@@ -215,7 +227,13 @@ impl UnaryService<RawExport> for ExportHandler {
             raw_protobuf: Some(raw),
         };
         let stats = &self.shared.stats;
-        ready(match self.shared.sink.accept(incoming) {
+        let admission = self
+            .admission
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default();
+        ready(match self.shared.sink.accept(admission, incoming) {
             Ok(()) => {
                 stats.record_accepted(spans);
                 Ok(Response::new(ExportTraceServiceResponse {

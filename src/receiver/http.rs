@@ -116,12 +116,17 @@ async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: B
         Ok(format) => format,
         Err(err) => return reject(&state, Format::Json, &err, 0),
     };
+    // Admission before the body is read: a refusal costs no reading or decoding.
+    let admission = match super::admit(state.sink.as_ref(), &state.options).await {
+        Ok(admission) => admission,
+        Err(refused) => return reject(&state, format, &ReceiveError::Refused(refused), 0),
+    };
     let incoming = match read_request(&state, format, &headers, body).await {
         Ok(incoming) => incoming,
         Err(err) => return reject(&state, format, &err, 0),
     };
     let spans = span_count(&incoming.request);
-    if let Err(refused) = state.sink.accept(incoming) {
+    if let Err(refused) = state.sink.accept(admission, incoming) {
         return reject(&state, format, &ReceiveError::Refused(refused), spans);
     }
     state.stats.record_accepted(spans);

@@ -1,8 +1,10 @@
 //! OTLP receivers: gRPC `TraceService/Export` and HTTP `POST /v1/traces`.
 //!
-//! Both decode each request and hand it to an `Arc<dyn SpanSink>`; a refusal
-//! ([`AcceptError`](crate::ingest::AcceptError)) becomes gRPC `UNAVAILABLE` / HTTP 503
-//! with `Retry-After`, so clients retry and nothing is dropped silently. The receive limit
+//! Both first take an admission from their `Arc<dyn SpanSink>` ([`admit`], waiting at most
+//! `admission_wait`) **before** reading and decoding the body, then decode the request and
+//! hand it over; a refusal ([`AcceptError`](crate::ingest::AcceptError)) becomes gRPC
+//! `UNAVAILABLE` with `RetryInfo` / HTTP 503 with `Retry-After`, so clients retry and nothing
+//! is dropped silently. The receive limit
 //! applies to the decompressed size. Rejections are counted in [`ReceiverStats`].
 
 use std::net::SocketAddr;
@@ -22,6 +24,24 @@ pub use grpc::{serve_grpc, GrpcReceiver, OtlpTraceService};
 pub use http::{router as http_router, serve_http};
 pub use stats::{ReceiverStats, RejectReason};
 
+/// Default wait for an admission slot before refusing: 20 ms.
+pub const DEFAULT_ADMISSION_WAIT: Duration = Duration::from_millis(20);
+
+/// Waits up to `options.admission_wait` for room on the span path.
+///
+/// # Errors
+/// [`AcceptError::QueueFull`] when the wait passes; what the sink answered otherwise.
+pub async fn admit(
+    sink: &dyn crate::ingest::SpanSink,
+    options: &ReceiverOptions,
+) -> Result<crate::ingest::Admission, crate::ingest::AcceptError> {
+    // `timeout` polls the admission once before looking at the clock: a free slot is taken
+    // even with a zero wait.
+    tokio::time::timeout(options.admission_wait, sink.admit())
+        .await
+        .unwrap_or(Err(crate::ingest::AcceptError::QueueFull))
+}
+
 /// Default receive limit: 16 MiB after decompression.
 pub const DEFAULT_MAX_RECV_MSG_SIZE_MIB: usize = 16;
 
@@ -38,6 +58,11 @@ pub struct ReceiverConfig {
     /// Delay suggested to refused clients (`Retry-After`, gRPC `RetryInfo`), e.g. `"1s"`.
     #[serde(with = "humantime_serde")]
     pub retry_after: Duration,
+    /// How long a request waits for room on the span path (a forward-queue slot) before it
+    /// is refused with a retryable status, e.g. `"20ms"`. The wait happens before the body
+    /// is read or decoded, so a refused request costs almost nothing.
+    #[serde(with = "humantime_serde")]
+    pub admission_wait: Duration,
     /// `[receiver.tls]`: TLS (and mTLS) on both receivers.
     pub tls: crate::tls::ServerTlsConfig,
     /// `[receiver.auth]`: optional token check on both receivers.
@@ -53,6 +78,7 @@ impl Default for ReceiverConfig {
             http_listen: SocketAddr::from(([0, 0, 0, 0], 4318)),
             max_recv_msg_size_mib: DEFAULT_MAX_RECV_MSG_SIZE_MIB,
             retry_after: Duration::from_secs(1),
+            admission_wait: DEFAULT_ADMISSION_WAIT,
             tls: Default::default(),
             auth: Default::default(),
             connections: Default::default(),
@@ -66,6 +92,7 @@ impl ReceiverConfig {
         ReceiverOptions {
             max_recv_msg_size: self.max_recv_msg_size_mib.saturating_mul(1024 * 1024),
             retry_after: self.retry_after,
+            admission_wait: self.admission_wait,
         }
     }
 }
@@ -77,6 +104,8 @@ pub struct ReceiverOptions {
     pub max_recv_msg_size: usize,
     /// Delay suggested to clients refused with `UNAVAILABLE` / 503.
     pub retry_after: Duration,
+    /// Longest wait for an admission before refusing (see [`ReceiverConfig::admission_wait`]).
+    pub admission_wait: Duration,
 }
 
 impl Default for ReceiverOptions {
@@ -100,6 +129,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.options().max_recv_msg_size, 4 * 1024 * 1024);
         assert_eq!(cfg.retry_after, Duration::from_secs(3));
+        assert_eq!(cfg.admission_wait, Duration::from_millis(20));
         assert!(toml::from_str::<ReceiverConfig>("max_recv_msg_size = 4").is_err());
     }
 }

@@ -98,7 +98,8 @@ impl Default for RetryConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisSinkConfig {
-    /// Server URL, e.g. `redis://127.0.0.1:6379`; the sink is off when absent.
+    /// Server URL, e.g. `redis://127.0.0.1:6379`, or `rediss://…` for TLS; the sink is off
+    /// when absent.
     pub url: Option<String>,
     /// Pub/sub channel (default `loopwatch:signals`).
     pub channel: String,
@@ -109,6 +110,9 @@ pub struct RedisSinkConfig {
     pub kill_ttl: Duration,
     /// Signals queued for this sink before the oldest is dropped (default 1024).
     pub queue_capacity: usize,
+    /// `[signals.redis.tls]`: CA and client certificate for a `rediss://` URL
+    /// (`server_name` is not supported: the URL's host is verified).
+    pub tls: crate::tls::ClientTlsConfig,
 }
 
 impl Default for RedisSinkConfig {
@@ -119,6 +123,7 @@ impl Default for RedisSinkConfig {
             key_prefix: "loopwatch:kill:".to_owned(),
             kill_ttl: Duration::from_secs(3600),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            tls: crate::tls::ClientTlsConfig::default(),
         }
     }
 }
@@ -127,7 +132,8 @@ impl Default for RedisSinkConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NatsSinkConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`; the sink is off when absent.
+    /// Server URL, e.g. `nats://127.0.0.1:4222`, or `tls://…` to require TLS; the sink is
+    /// off when absent.
     pub url: Option<String>,
     /// Subject prefix (default `loopwatch.signals`).
     pub subject_prefix: String,
@@ -138,6 +144,12 @@ pub struct NatsSinkConfig {
     pub stream: String,
     /// Signals queued for this sink before the oldest is dropped (default 1024).
     pub queue_capacity: usize,
+    /// `[signals.nats.tls]`: CA and client certificate; setting any requires TLS
+    /// (`server_name` is not supported: the URL's host is verified).
+    pub tls: crate::tls::ClientTlsConfig,
+    /// TLS handshake before the server's INFO (NATS `handshake_first`, e.g. behind a
+    /// TLS-terminating proxy); default false.
+    pub tls_first: bool,
 }
 
 impl Default for NatsSinkConfig {
@@ -148,6 +160,8 @@ impl Default for NatsSinkConfig {
             jetstream: true,
             stream: "LOOPWATCH_SIGNALS".to_owned(),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            tls: crate::tls::ClientTlsConfig::default(),
+            tls_first: false,
         }
     }
 }

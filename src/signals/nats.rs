@@ -77,8 +77,12 @@ impl NatsSink {
     }
 
     async fn connect(&self) -> Result<Connection, DeliveryError> {
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(IO_TIMEOUT)
+        let options = async_nats::ConnectOptions::new().connection_timeout(IO_TIMEOUT);
+        let client = self
+            .config
+            .tls
+            .nats_options(options, self.config.tls_first)
+            .map_err(|e| DeliveryError::Retryable(format!("signals.nats.tls: {e}")))?
             .connect(self.url.as_str())
             .await
             .map_err(|e| DeliveryError::Retryable(format!("nats connect: {e}")))?;

@@ -34,8 +34,18 @@ impl RedisSink {
 
     fn connection(&mut self) -> Result<&mut ConnectionManager, DeliveryError> {
         if self.connection.is_none() {
-            let client = redis::Client::open(self.url.as_str())
-                .map_err(|e| DeliveryError::Retryable(format!("redis url: {e}")))?;
+            let client = match self
+                .config
+                .tls
+                .redis_certificates()
+                .map_err(|e| DeliveryError::Retryable(format!("signals.redis.tls: {e}")))?
+            {
+                Some(certificates) => {
+                    redis::Client::build_with_tls(self.url.as_str(), certificates)
+                }
+                None => redis::Client::open(self.url.as_str()),
+            }
+            .map_err(|e| DeliveryError::Retryable(format!("redis url: {e}")))?;
             // No internal reconnect retries: the hub's backoff owns retrying.
             let config = ConnectionManagerConfig::new()
                 .set_number_of_retries(0)

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::sync::Notify;
 
 use super::config::RetryConfig;
@@ -124,15 +123,15 @@ impl SinkQueue {
 
 /// Delay before retry number `attempt` (0-based): a random time in `[d/2, d]` with
 /// `d = min(max_backoff, initial_backoff · 2^attempt)`.
+/// The schedule is [`crate::retry::RetryPolicy`], shared with the forwarder; signals are
+/// retried until delivered (no max elapsed time).
 pub fn backoff(retry: &RetryConfig, attempt: u32) -> Duration {
-    let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
-    let full = retry
-        .initial_backoff
-        .saturating_mul(factor)
-        .min(retry.max_backoff.max(retry.initial_backoff));
-    let half = full / 2;
-    let jitter_nanos = u64::try_from((full - half).as_nanos()).unwrap_or(u64::MAX);
-    half + Duration::from_nanos(rand::rng().random_range(0..=jitter_nanos))
+    crate::retry::RetryPolicy {
+        initial: retry.initial_backoff,
+        max: retry.max_backoff,
+        max_elapsed: None,
+    }
+    .delay(attempt)
 }
 
 /// The task of one sink: takes signals in order and delivers each, retrying retryable

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
+use loopwatch::ingest::{AcceptError, Admission, IncomingRequest, SpanSink};
 use loopwatch::otlp::ExportTraceServiceRequest;
-use loopwatch::pipeline::{AcceptError, IncomingRequest, SpanSink};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
@@ -90,6 +91,7 @@ pub fn zstd(bytes: &[u8]) -> Vec<u8> {
 const ACCEPT: u8 = 0;
 const FULL: u8 = 1;
 const SHUTTING_DOWN: u8 = 2;
+const ADMISSION_FULL: u8 = 3;
 
 /// A SpanSink that records what it accepts, or refuses on demand.
 #[derive(Default)]
@@ -108,6 +110,10 @@ impl RecordingSink {
     pub fn refuse_shutting_down(&self) {
         self.mode.store(SHUTTING_DOWN, Ordering::SeqCst);
     }
+    /// Refuses at admission (before the receiver reads the body) with `QueueFull`.
+    pub fn refuse_admission(&self) {
+        self.mode.store(ADMISSION_FULL, Ordering::SeqCst);
+    }
     pub fn accept_all(&self) {
         self.mode.store(ACCEPT, Ordering::SeqCst);
     }
@@ -117,7 +123,15 @@ impl RecordingSink {
 }
 
 impl SpanSink for RecordingSink {
-    fn accept(&self, request: IncomingRequest) -> Result<(), AcceptError> {
+    fn admit(&self) -> BoxFuture<'_, Result<Admission, AcceptError>> {
+        let answer = match self.mode.load(Ordering::SeqCst) {
+            ADMISSION_FULL => Err(AcceptError::QueueFull),
+            _ => Ok(Admission::unlimited()),
+        };
+        Box::pin(std::future::ready(answer))
+    }
+
+    fn accept(&self, _admission: Admission, request: IncomingRequest) -> Result<(), AcceptError> {
         match self.mode.load(Ordering::SeqCst) {
             FULL => Err(AcceptError::QueueFull),
             SHUTTING_DOWN => Err(AcceptError::ShuttingDown),
