@@ -33,7 +33,7 @@ pub mod scan;
 pub mod security;
 pub mod server;
 pub mod signals;
-pub mod tls;
 pub mod startup;
 pub mod telemetry;
+pub mod tls;
 pub mod ui;

@@ -32,7 +32,7 @@ impl StartupSummary {
         let profiles: Vec<String> = config
             .profiles()?
             .iter()
-            .map(|p| format!("{}({})", p.settings.name, p.settings.action.as_str()))
+            .map(|p| format!("{}({})", p.name, p.action.as_str()))
             .collect();
         Ok(StartupSummary {
             downstream: config

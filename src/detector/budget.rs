@@ -243,7 +243,10 @@ mod tests {
                 .iter()
                 .map(|e| (e.budget, e.value, e.limit))
                 .collect::<Vec<_>>(),
-            [(Budget::MaxToolCalls, 4, 3), (Budget::MaxCallsPerTool, 3, 2)]
+            [
+                (Budget::MaxToolCalls, 4, 3),
+                (Budget::MaxCallsPerTool, 3, 2)
+            ]
         );
         assert_eq!(
             fourth[0].reason(),
