@@ -51,6 +51,8 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     /// `[telemetry]`: loopwatch's own metrics over OTLP (off by default).
     pub telemetry: telemetry::TelemetryConfig,
+    /// `[[conventions.custom]]`: user mappings for conventions loopwatch does not ship.
+    pub conventions: crate::conventions::custom::ConventionsConfig,
 }
 
 /// `[detection]`
@@ -272,6 +274,9 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.profiles()?;
         self.fingerprint_rules()?;
+        self.conventions
+            .validate()
+            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
         self.signals
             .validate()
             .map_err(|e| ConfigError::Other(e.to_string()))?;

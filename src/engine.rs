@@ -2,6 +2,7 @@
 //! (conventions) → fingerprints → registry/detectors → `loop.*` annotation of the spans
 //! in this request that complete a detection.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +16,12 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
+use crate::wire::annotate::SpanEdit;
+use crate::wire::{WireError, WireRequest};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+
+#[path = "engine_calls.rs"]
+mod calls;
 
 /// How spans are grouped into runs and fingerprinted.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +32,8 @@ pub struct EngineOptions {
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
     pub match_tool_name_without_arguments: bool,
+    /// `[[conventions.custom]]` mappings, tried before the built-in conventions.
+    pub custom_conventions: Vec<crate::conventions::custom::CustomConvention>,
 }
 
 /// Counters of what the engine saw (read by `/metrics`).
@@ -62,8 +71,17 @@ pub struct Engine {
     pub budgets: Option<BudgetTracker>,
 }
 
-/// Where a span sits in its request: (resource_spans, scope_spans, span) indices.
-type SpanLocation = (usize, usize, usize);
+/// What processing one request read from its bytes found.
+#[derive(Debug)]
+pub struct WireProcessed {
+    /// The request to forward: the received bytes when no span was annotated, else the
+    /// same bytes with the annotated spans' `loop.*` attributes appended in place.
+    pub bytes: bytes::Bytes,
+    /// Detections and annotation count, as [`Engine::process`] reports them.
+    pub processed: Processed,
+    /// Number of spans in the request.
+    pub spans: u64,
+}
 
 impl Engine {
     pub fn new(
@@ -87,32 +105,25 @@ impl Engine {
     /// this request that complete a new detection. Spans of other requests that complete
     /// a detection (late re-ordering) are reported in `detections` but not touched.
     pub fn process(&self, request: &mut ExportTraceServiceRequest, now: Instant) -> Processed {
-        let (events, mut locations) = self.events_of(request);
-        let mut detections = self.registry.observe(events, now);
-        if let Some(budgets) = &self.budgets {
-            for (location, d) in self.budget_pass(budgets, request, now) {
-                let key = (d.trace_id.clone(), d.span_id.clone());
-                if !locations.iter().any(|(_, k)| *k == key) {
-                    locations.push((location, key));
+        let mut spans = Vec::new();
+        for (r, resource_spans) in request.resource_spans.iter().enumerate() {
+            let resource = resource_spans.resource.as_ref();
+            let service_name: Option<Arc<str>> = otlp::service_name(resource).map(Arc::from);
+            for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
+                for (i, span) in scope_spans.spans.iter().enumerate() {
+                    spans.push(((r, s, i), span, resource, service_name.clone()));
                 }
-                detections.push(d);
             }
         }
+        let (events, mut located) = self.events_of(spans.iter().cloned());
+        let mut detections = self.registry.observe(events, now);
+        self.add_budgets(&spans, &mut located, &mut detections, now);
         let mut annotated_spans = 0;
-        if !detections.is_empty() {
-            for (location, (trace_id, span_id)) in &locations {
-                let here: Vec<&RunDetection> = detections
-                    .iter()
-                    .filter(|d| &d.span_id == span_id && &d.trace_id == trace_id)
-                    .collect();
-                if here.is_empty() {
-                    continue;
-                }
-                let (r, s, i) = *location;
-                let span = &mut request.resource_spans[r].scope_spans[s].spans[i];
-                annotate_span(span, &here, &|fp| self.fingerprint_key.short(fp));
-                annotated_spans += 1;
-            }
+        for (location, here) in completed_here(&detections, located) {
+            let (r, s, i) = location;
+            let span = &mut request.resource_spans[r].scope_spans[s].spans[i];
+            annotate_span(span, &here, &|fp| self.fingerprint_key.short(fp));
+            annotated_spans += 1;
         }
         self.stats
             .spans_annotated
@@ -124,87 +135,151 @@ impl Engine {
     }
 
     /// Every span with a run key adds its figures (times, tool call, tokens) to its run's
-    /// budgets; returns the budget detections completed, with the span's location.
-    fn budget_pass(
+    /// budgets; the budget detections completed are added to `detections`, and their spans
+    /// to `located` (when not there already).
+    #[allow(clippy::type_complexity)]
+    fn add_budgets<'a, L: Clone>(
         &self,
-        budgets: &BudgetTracker,
-        request: &ExportTraceServiceRequest,
+        spans: &[(L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)],
+        located: &mut Vec<(L, &'a [u8], &'a [u8])>,
+        detections: &mut Vec<RunDetection>,
         now: Instant,
-    ) -> Vec<(SpanLocation, RunDetection)> {
-        let mut out = Vec::new();
-        for (r, resource_spans) in request.resource_spans.iter().enumerate() {
-            let resource = resource_spans.resource.as_ref();
-            for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
-                for (i, span) in scope_spans.spans.iter().enumerate() {
-                    let Some(run_key) = self.run_key(span, resource) else {
-                        continue;
-                    };
-                    let extracted = conventions::extract(span);
-                    let tool_name = match extracted.as_ref().map(|e| &e.kind) {
-                        Some(EventKind::ToolCall(call)) => Some(call.tool_name.as_str()),
-                        _ => None,
-                    };
-                    let figures = SpanFigures {
-                        start_time_unix_nano: span.start_time_unix_nano,
-                        end_time_unix_nano: span.end_time_unix_nano,
-                        tool_name,
-                        tokens: inference_tokens(span),
-                    };
-                    let context = SpanContext {
-                        run_key: &run_key,
-                        trace_id: &span.trace_id,
-                        span_id: &span.span_id,
-                        service_name: otlp::service_name(resource).map(Arc::from),
-                        agent_name: extracted
-                            .as_ref()
-                            .and_then(|e| e.agent_name.as_deref())
-                            .map(Arc::from),
-                    };
-                    for d in budgets.observe(&context, figures, now) {
-                        out.push(((r, s, i), d));
-                    }
-                }
+    ) {
+        let Some(budgets) = &self.budgets else {
+            return;
+        };
+        for (location, span, resource, service_name) in spans {
+            let Some(run_key) = self.run_key(span, *resource) else {
+                continue;
+            };
+            let extracted = conventions::extract_with(&self.options.custom_conventions, span);
+            let tool_name = match extracted.as_ref().map(|e| &e.kind) {
+                Some(EventKind::ToolCall(call)) => Some(call.tool_name.as_str()),
+                _ => None,
+            };
+            let figures = SpanFigures {
+                start_time_unix_nano: span.start_time_unix_nano,
+                end_time_unix_nano: span.end_time_unix_nano,
+                tool_name,
+                tokens: inference_tokens(span),
+            };
+            let context = SpanContext {
+                run_key: &run_key,
+                trace_id: &span.trace_id,
+                span_id: &span.span_id,
+                service_name: service_name.clone(),
+                agent_name: extracted
+                    .as_ref()
+                    .and_then(|e| e.agent_name.as_deref())
+                    .map(Arc::from),
+            };
+            let found = budgets.observe(&context, figures, now);
+            let (trace_id, span_id) = (span.trace_id.as_slice(), span.span_id.as_slice());
+            if !found.is_empty()
+                && !located
+                    .iter()
+                    .any(|(_, t, s)| *t == trace_id && *s == span_id)
+            {
+                located.push((location.clone(), trace_id, span_id));
             }
+            detections.extend(found);
         }
-        out
     }
 
-    #[allow(clippy::type_complexity)]
-    fn events_of(
+    /// [`Engine::process`] over a request read from its bytes: the same events and
+    /// detections; the spans that complete a detection are annotated in the bytes
+    /// (same attributes as [`annotate_span`] writes), and a request with no annotated span
+    /// is returned byte for byte.
+    pub fn process_wire(
         &self,
-        request: &ExportTraceServiceRequest,
-    ) -> (Vec<RunEvent>, Vec<(SpanLocation, (Vec<u8>, Vec<u8>))>) {
+        request: WireRequest,
+        now: Instant,
+    ) -> Result<WireProcessed, WireError> {
+        let spans = request.span_count();
+        // Only the run-key attribute is read from resources (service.name is read already).
+        let keys: Vec<&str> = self
+            .options
+            .run_key_attribute
+            .as_deref()
+            .into_iter()
+            .collect();
+        let resources = (0..request.resources.len())
+            .map(|r| request.resource(r, &keys))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inputs = request.spans.iter().map(|wire| {
+            (
+                wire.range.clone(),
+                &wire.span,
+                resources.get(wire.resource),
+                request.resources[wire.resource].service_name.clone(),
+            )
+        });
+        let inputs: Vec<_> = inputs.collect();
+        let (events, mut located) = self.events_of(inputs.iter().cloned());
+        let mut detections = self.registry.observe(events, now);
+        self.add_budgets(&inputs, &mut located, &mut detections, now);
+        let edits: Vec<SpanEdit> = completed_here(&detections, located)
+            .into_iter()
+            .map(|(range, here)| {
+                let mut added = otlp::Span::default();
+                annotate_span(&mut added, &here, &|fp| self.fingerprint_key.short(fp));
+                SpanEdit::adding(range, &added)
+            })
+            .collect();
+        let annotated_spans = edits.len();
+        let bytes = if edits.is_empty() {
+            request.bytes
+        } else {
+            bytes::Bytes::from(crate::wire::annotate::rewrite(&request.bytes, &edits)?)
+        };
+        self.stats
+            .spans_annotated
+            .fetch_add(annotated_spans as u64, Ordering::Relaxed);
+        Ok(WireProcessed {
+            bytes,
+            processed: Processed {
+                detections,
+                annotated_spans,
+            },
+            spans,
+        })
+    }
+
+    /// Events of `spans` (location, span, resource, service.name), and for each event the
+    /// location and ids of its span.
+    #[allow(clippy::type_complexity)]
+    fn events_of<'a, L>(
+        &self,
+        spans: impl IntoIterator<Item = (L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)>,
+    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>) {
         let mut events = Vec::new();
-        let mut locations = Vec::new();
-        for (r, resource_spans) in request.resource_spans.iter().enumerate() {
-            let resource = resource_spans.resource.as_ref();
-            let service_name: Option<Arc<str>> = otlp::service_name(resource).map(Arc::from);
-            for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
-                for (i, span) in scope_spans.spans.iter().enumerate() {
-                    self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
-                    let Some(extracted) = conventions::extract(span) else {
-                        continue;
-                    };
-                    let Some(run_key) = self.run_key(span, resource) else {
-                        self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    };
-                    let observation = self.observation(&extracted.kind, span);
-                    events.push(RunEvent {
-                        run_key,
-                        trace_id: span.trace_id.clone(),
-                        span_id: span.span_id.clone(),
-                        start_time_unix_nano: span.start_time_unix_nano,
-                        end_time_unix_nano: span.end_time_unix_nano,
-                        service_name: service_name.clone(),
-                        agent_name: extracted.agent_name.as_deref().map(Arc::from),
-                        observation,
-                    });
-                    locations.push(((r, s, i), (span.trace_id.clone(), span.span_id.clone())));
-                }
-            }
+        let mut located = Vec::new();
+        for (location, span, resource, service_name) in spans {
+            self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
+            let Some(extracted) = conventions::extract_with(&self.options.custom_conventions, span)
+            else {
+                continue;
+            };
+            let Some(run_key) = self.run_key(span, resource) else {
+                self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let observation = self.observation(&extracted.kind, span);
+            let call = self.call_context(span, &extracted);
+            events.push(RunEvent {
+                run_key,
+                trace_id: span.trace_id.clone(),
+                span_id: span.span_id.clone(),
+                start_time_unix_nano: span.start_time_unix_nano,
+                end_time_unix_nano: span.end_time_unix_nano,
+                service_name,
+                agent_name: extracted.agent_name.as_deref().map(Arc::from),
+                observation,
+                call,
+            });
+            located.push((location, span.trace_id.as_slice(), span.span_id.as_slice()));
         }
-        (events, locations)
+        (events, located)
     }
 
     /// The run key of a span: the configured attribute's value, else the trace_id hex;
@@ -328,6 +403,33 @@ fn transient_fingerprint(trace_id: &[u8], span_id: &[u8]) -> crate::fingerprint:
     hasher.finalize().into()
 }
 
+/// The spans of `located` (location, trace_id, span_id) that complete one of
+/// `detections`, each with the detections it completes. Looks each span up in a map keyed
+/// by (trace_id, span_id) instead of matching every span against every detection.
+fn completed_here<'d, L>(
+    detections: &'d [RunDetection],
+    located: Vec<(L, &[u8], &[u8])>,
+) -> Vec<(L, Vec<&'d RunDetection>)> {
+    if detections.is_empty() {
+        return Vec::new();
+    }
+    let mut by_span: HashMap<(&[u8], &[u8]), Vec<&RunDetection>> = HashMap::new();
+    for d in detections {
+        by_span
+            .entry((d.trace_id.as_slice(), d.span_id.as_slice()))
+            .or_default()
+            .push(d);
+    }
+    located
+        .into_iter()
+        .filter_map(|(location, trace_id, span_id)| {
+            by_span
+                .get(&(trace_id, span_id))
+                .map(|here| (location, here.clone()))
+        })
+        .collect()
+}
+
 /// Errors building an engine from configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -351,6 +453,7 @@ impl Engine {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
                 .filter(|a| !a.is_empty()),
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
+            custom_conventions: config.conventions.custom.clone(),
         };
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = config.fingerprint_rules()?;

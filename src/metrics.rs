@@ -207,6 +207,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         "Export requests accepted by the OTLP receivers",
         rs.accepted_requests(),
     );
+    counter(
+        &mut r,
+        "otlp_json_unknown_fields",
+        "Fields in OTLP/JSON requests that OTLP does not define (ignored)",
+        rs.otlp_json_unknown_fields.total(),
+    );
     use crate::receiver::stats::RejectReason;
     labelled_counter(
         &mut r,
@@ -356,7 +362,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         );
         r.register(
             "forward_latency_seconds",
-            "Downstream export latency per delivered request",
+            "Downstream export latency per successful export RPC (one batch of requests)",
             state.metrics.forward_latency.clone(),
         );
     }

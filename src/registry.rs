@@ -28,6 +28,10 @@ use serde::{Deserialize, Serialize};
 use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
 use crate::fingerprint::Fingerprint;
 
+#[path = "registry_merge.rs"]
+pub mod merge;
+pub use merge::{CallContext, ToolCallPart};
+
 /// Registry limits. Config section `[registry]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -66,6 +70,9 @@ pub struct RunEvent {
     pub service_name: Option<Arc<str>>,
     pub agent_name: Option<Arc<str>>,
     pub observation: Observation,
+    /// Parent span, completeness, call ids and message parts: how copies and double traces
+    /// of one call are recognised ([`merge`]).
+    pub call: CallContext,
 }
 
 impl RunEvent {
@@ -169,6 +176,8 @@ struct RunState {
     last_seen: Instant,
     service_name: Option<Arc<str>>,
     agent_name: Option<Arc<str>>,
+    /// Message parts waiting for their tool call (joins).
+    calls: merge::CallIndex,
 }
 
 /// Counters kept by the registry (read by `/metrics`).
@@ -265,6 +274,7 @@ impl Registry {
             last_seen: now,
             service_name: None,
             agent_name: None,
+            calls: merge::CallIndex::default(),
         }
     }
 
@@ -278,10 +288,20 @@ impl Registry {
     fn insert_batch(&self, run: &mut RunState, batch: &[RunEvent], out: &mut Vec<RunDetection>) {
         let mut needs_replay = false;
         for event in batch {
-            if run.seen.contains(&event.span_id) {
-                self.stats.duplicate_spans.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
+            let event = match merge::place(run, event) {
+                merge::Placement::Duplicate => {
+                    self.stats.duplicate_spans.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                merge::Placement::Absorbed { changed } => {
+                    needs_replay |= changed;
+                    continue;
+                }
+                merge::Placement::Insert { event, changed } => {
+                    needs_replay |= changed;
+                    *event
+                }
+            };
             let in_order = run
                 .events
                 .last()
@@ -305,7 +325,7 @@ impl Registry {
             if run.agent_name.is_none() {
                 run.agent_name = event.agent_name.clone();
             }
-            run.events.insert(position, event.clone());
+            run.events.insert(position, event);
             if in_order && !needs_replay {
                 let index = run.events.len() - 1;
                 let mut detectors = std::mem::take(&mut run.detectors);

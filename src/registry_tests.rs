@@ -42,6 +42,7 @@ fn call(run: &str, span: u64, start: u64, tool: u8) -> RunEvent {
             call_fingerprint: Some([tool; 32]),
             result_fingerprint: None,
         },
+        call: Default::default(),
     }
 }
 

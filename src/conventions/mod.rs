@@ -2,40 +2,81 @@
 //! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
-//! Order: [`genai`] tool spans, [`openinference`], [`openllmetry`], [`pydantic_legacy`],
+//! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
+//! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
+//! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], then inference spans ([`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
+pub mod custom;
+pub mod dspy;
 pub mod genai;
+pub mod langfuse;
+pub mod llamaindex;
+pub mod message_parts;
 pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
+pub mod smolagents;
 pub mod vercel_ai;
+pub mod wrappers;
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
-use crate::event::{CallStatus, ExtractedEvent, Payload};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload};
 use crate::otlp::{attr, attr_str, Span};
 
 /// Reads one span. Returns `None` for spans that are neither a tool call nor an
 /// inference span (and for pseudo tool spans such as ADK's `execute_tool (merged)`,
 /// Logfire pending spans, and inference spans whose output was not captured).
+/// Framework wrappers around arguments and results are removed ([`wrappers`]).
 pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+    extract_with(&[], span)
+}
+
+/// [`extract`] with the user's `[[conventions.custom]]` mappings tried first.
+pub fn extract_with(custom: &[custom::CustomConvention], span: &Span) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
+    }
+    let mut event = custom::extract(custom, span).or_else(|| extract_raw(span))?;
+    if let EventKind::ToolCall(call) = &mut event.kind {
+        call.arguments = call.arguments.take().map(wrappers::normalize_arguments);
+        call.result = call.result.take().map(wrappers::normalize_result);
+    }
+    Some(event)
+}
+
+/// The readers tried after the GenAI tool-span claim, in order; the first that reads the
+/// span wins. A new convention is one file and one line here.
+const READERS: &[fn(&Span) -> Option<ExtractedEvent>] = &[
+    llamaindex::extract,
+    smolagents::extract,
+    dspy::extract,
+    openinference::extract,
+    openllmetry::extract,
+    pydantic_legacy::extract,
+    vercel_ai::extract,
+    langfuse::extract,
+    model_response::extract,
+];
+
+fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
+    if is_pending(span) {
+        return None;
+    }
+    if openllmetry::is_tool_span(span) {
+        // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
+        return openllmetry::extract(span);
     }
     if genai::is_tool_span(span) {
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
         return genai::extract_tool(span);
     }
-    openinference::extract(span)
-        .or_else(|| openllmetry::extract(span))
-        .or_else(|| pydantic_legacy::extract(span))
-        .or_else(|| vercel_ai::extract(span))
-        .or_else(|| model_response::extract(span))
+    READERS.iter().find_map(|read| read(span))
 }
 
 /// True for a Logfire pending span (`logfire.span_type` = `pending_span`): a placeholder
@@ -225,7 +266,6 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::*;
     use super::*;
-    use crate::event::EventKind;
 
     #[test]
     fn pending_span_is_not_a_call() {

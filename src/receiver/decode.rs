@@ -7,6 +7,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use crate::otlp::ExportTraceServiceRequest;
+use crate::otlp_json::UnknownFields;
 
 use super::error::ReceiveError;
 
@@ -90,21 +91,40 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, Receiv
     Ok(ExportTraceServiceRequest::decode(bytes)?)
 }
 
-/// Decodes an OTLP/JSON `ExportTraceServiceRequest` (lowerCamelCase keys, hex ids, 64-bit
-/// integers as strings or numbers), then checks id lengths (trace 16 bytes, span 8 bytes,
-/// empty allowed). Errors name the field path, e.g.
-/// `resourceSpans[0].scopeSpans[0].spans[2].traceId`.
+/// Reads a protobuf `ExportTraceServiceRequest` from its bytes with the zero-copy wire
+/// reader (strings that are not UTF-8 are read lossily instead of failing the request).
+pub fn read_protobuf(bytes: Bytes) -> Result<crate::wire::WireRequest, ReceiveError> {
+    Ok(crate::wire::WireRequest::read(bytes)?)
+}
+
+/// Decodes an OTLP/JSON `ExportTraceServiceRequest` (see [`decode_json_counted`]),
+/// dropping the count of unknown fields.
 pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveError> {
-    // serde would also read a struct from a JSON array; an OTLP/JSON request is an object.
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(ReceiveError::InvalidJson {
+    decode_json_counted(bytes).map(|(request, _)| request)
+}
+
+/// Decodes an OTLP/JSON `ExportTraceServiceRequest` as the protobuf JSON mapping defines
+/// it ([`crate::otlp_json`]: lowerCamelCase or proto field names, enum names or numbers,
+/// hex ids, 64-bit integers as strings or numbers), then checks id lengths (trace 16
+/// bytes, span 8 bytes, empty allowed). Returns the request and the unknown fields it
+/// ignored. Errors name the field path, e.g. `resourceSpans[0].scopeSpans[0].spans[2].traceId`;
+/// a body that is not a JSON object, or an object without any OTLP field (`{"foo":1}`),
+/// is an error too.
+pub fn decode_json_counted(
+    bytes: &[u8],
+) -> Result<(ExportTraceServiceRequest, UnknownFields), ReceiveError> {
+    let mut value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| ReceiveError::InvalidJson {
             path: ".".to_owned(),
-            message: "an OTLP/JSON ExportTraceServiceRequest is a JSON object".to_owned(),
-        });
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+            message: e.to_string(),
+        })?;
+    let unknown =
+        crate::otlp_json::normalize(&mut value).map_err(|e| ReceiveError::InvalidJson {
+            path: ".".to_owned(),
+            message: e.to_string(),
+        })?;
     let request: ExportTraceServiceRequest =
-        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let mut message = e.inner().to_string();
             if path.ends_with("Id") {
@@ -112,12 +132,8 @@ pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveErr
             }
             ReceiveError::InvalidJson { path, message }
         })?;
-    de.end().map_err(|e| ReceiveError::InvalidJson {
-        path: ".".to_owned(),
-        message: e.to_string(),
-    })?;
     check_id_lengths(&request)?;
-    Ok(request)
+    Ok((request, unknown))
 }
 
 fn check_id(path: impl FnOnce() -> String, id: &[u8], len: usize) -> Result<(), ReceiveError> {
@@ -218,5 +234,10 @@ mod tests {
             );
         }
         assert!(decode_json(b" {}").is_ok());
+        let err = decode_json(br#"{"foo":1}"#).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("no OTLP field")),
+            "{err:?}"
+        );
     }
 }

@@ -56,6 +56,8 @@ pub struct ReceiverStats {
     accepted_spans: AtomicU64,
     rejected_requests: [AtomicU64; 6],
     rejected_spans: [AtomicU64; 6],
+    /// Unknown OTLP/JSON fields (ignored), warned once per sender.
+    pub otlp_json_unknown_fields: crate::otlp_json::UnknownFieldLog,
 }
 
 impl ReceiverStats {

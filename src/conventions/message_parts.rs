@@ -1,0 +1,133 @@
+//! Tool-call message parts of an inference span (GenAI semantic conventions), for joining
+//! a tool span that carries no arguments or result with its call (DESIGN §2 "Joins").
+//!
+//! Read from `gen_ai.output.messages` (parts of `type` `tool_call`: `id`, `name`,
+//! `arguments`) and `gen_ai.input.messages` (parts of `type` `tool_call_response`: `id`,
+//! `response`), as span attributes or, when the attribute is absent, on a
+//! `gen_ai.client.inference.operation.details` span event. Messages may be a JSON string
+//! or a structured AnyValue. Parts without an `id` cannot be joined and are skipped.
+
+use serde_json::Value as Json;
+
+use super::json_from_any_value;
+use crate::event::Payload;
+use crate::otlp::{attr, Span};
+
+const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
+
+/// One message part naming a tool call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MessagePart {
+    /// A `tool_call` part: the model asked for this call.
+    Call {
+        id: String,
+        name: Option<String>,
+        arguments: Option<Payload>,
+    },
+    /// A `tool_call_response` part: what the call returned.
+    Response { id: String, response: Payload },
+}
+
+/// The tool-call parts of a span's input and output messages, in message order.
+pub fn tool_call_parts(span: &Span) -> Vec<MessagePart> {
+    let mut parts = Vec::new();
+    for (key, wanted) in [
+        ("gen_ai.output.messages", "tool_call"),
+        ("gen_ai.input.messages", "tool_call_response"),
+    ] {
+        let Some(messages) = messages(span, key) else {
+            continue;
+        };
+        let list = match &messages {
+            Json::Array(list) => list.as_slice(),
+            one => std::slice::from_ref(one),
+        };
+        for part in list
+            .iter()
+            .filter_map(|m| m.get("parts").and_then(Json::as_array))
+            .flatten()
+            .filter(|p| p.get("type").and_then(Json::as_str) == Some(wanted))
+        {
+            let Some(id) = part
+                .get("id")
+                .and_then(Json::as_str)
+                .filter(|s| !s.is_empty())
+            else {
+                continue;
+            };
+            let id = id.to_owned();
+            if wanted == "tool_call" {
+                parts.push(MessagePart::Call {
+                    id,
+                    name: part.get("name").and_then(Json::as_str).map(str::to_owned),
+                    arguments: part.get("arguments").map(payload),
+                });
+            } else if let Some(response) = part.get("response") {
+                parts.push(MessagePart::Response {
+                    id,
+                    response: payload(response),
+                });
+            }
+        }
+    }
+    parts
+}
+
+fn messages(span: &Span, key: &str) -> Option<Json> {
+    attr(&span.attributes, key)
+        .and_then(json_from_any_value)
+        .or_else(|| {
+            span.events
+                .iter()
+                .filter(|e| e.name == OPERATION_DETAILS_EVENT)
+                .find_map(|e| attr(&e.attributes, key).and_then(json_from_any_value))
+        })
+}
+
+fn payload(value: &Json) -> Payload {
+    match value {
+        Json::String(s) => Payload::Text(s.clone()),
+        other => Payload::Json(other.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conventions::test_support::*;
+    use serde_json::json;
+
+    #[test]
+    fn parts_from_attributes_and_events() {
+        let sp = span(
+            "chat m",
+            vec![kvs(
+                "gen_ai.output.messages",
+                r#"[{"role":"assistant","parts":[{"type":"text","content":"x"},{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}},{"type":"tool_call","name":"no_id"}]}]"#,
+            )],
+        );
+        assert_eq!(
+            tool_call_parts(&sp),
+            vec![MessagePart::Call {
+                id: "c1".into(),
+                name: Some("f".into()),
+                arguments: Some(Payload::Json(json!({"a": 1}))),
+            }]
+        );
+        let mut sp = span("chat m", vec![]);
+        sp.events = vec![event(
+            OPERATION_DETAILS_EVENT,
+            vec![kvs(
+                "gen_ai.input.messages",
+                r#"[{"role":"tool","parts":[{"type":"tool_call_response","id":"c1","response":"boom"}]}]"#,
+            )],
+        )];
+        assert_eq!(
+            tool_call_parts(&sp),
+            vec![MessagePart::Response {
+                id: "c1".into(),
+                response: Payload::Text("boom".into()),
+            }]
+        );
+    }
+}

@@ -1,0 +1,363 @@
+//! What frameworks wrap around tool arguments and results, removed before fingerprinting
+//! so one call reads the same whichever span (or framework) recorded it.
+//!
+//! Arguments: a Python literal dict or list (LangChain's `input_str`, OpenInference's
+//! `input.value` for LangChain tools: `{'query': 'x'}`) is read as the JSON it spells.
+//!
+//! Results, outermost first, up to [`MAX_LAYERS`] layers:
+//! - LangChain's callback output `{"output": X}` (the only key) → `X`;
+//! - a LangChain `ToolMessage`, as JSON (`{"type":"tool","data":{…}}` or flat
+//!   `{"type":"tool","content":…,"tool_call_id":…}`) or as its Python `str()` form
+//!   (`content='…' name='…' tool_call_id='…'`) → its `content`, unless its `status` is
+//!   `error` (then the message minus `tool_call_id` and `id`, which are per call);
+//! - an MCP `CallToolResult` (`{"content":[…],"isError":false}`, MCP specification
+//!   "Tool result") whose content parts are all `text` → the texts joined with `\n`;
+//!   with other parts → the content list; `isError: true` is left whole (an error is
+//!   not the same result as a success with the same text).
+//!
+//! A value no rule applies to is returned unchanged (same [`Payload`]), so fingerprints of
+//! every other shape stay as they were.
+
+use serde_json::{Map, Value as Json};
+
+use crate::event::Payload;
+
+/// Wrapper layers removed at most (a ToolMessage inside a callback output is two).
+pub const MAX_LAYERS: usize = 4;
+
+/// Arguments with a Python-literal dict or list read as JSON; anything else unchanged.
+pub fn normalize_arguments(payload: Payload) -> Payload {
+    if let Payload::Text(text) = &payload {
+        let t = text.trim_start();
+        if (t.starts_with('{') || t.starts_with('[')) && serde_json::from_str::<Json>(text).is_err()
+        {
+            if let Some(json) = python_literal(text) {
+                return Payload::Json(json);
+            }
+        }
+    }
+    payload
+}
+
+/// A result with framework wrappers removed (see module docs); unchanged when none applies.
+pub fn normalize_result(payload: Payload) -> Payload {
+    let Some(mut value) = as_json(&payload) else {
+        return payload;
+    };
+    let mut changed = false;
+    for _ in 0..MAX_LAYERS {
+        match unwrap_once(&value) {
+            Some(inner) => {
+                value = inner;
+                changed = true;
+            }
+            None => break,
+        }
+    }
+    if changed {
+        Payload::Json(value)
+    } else {
+        payload
+    }
+}
+
+/// The JSON a payload holds when it is a JSON object or a string that may be a wrapper.
+fn as_json(payload: &Payload) -> Option<Json> {
+    match payload {
+        Payload::Json(v) => Some(v.clone()),
+        Payload::Text(t) => {
+            let trimmed = t.trim_start();
+            if trimmed.starts_with('{') {
+                serde_json::from_str(t).ok()
+            } else if trimmed.starts_with("content=") {
+                Some(Json::String(t.clone()))
+            } else {
+                None
+            }
+        }
+        Payload::Bytes(_) => None,
+    }
+}
+
+fn unwrap_once(value: &Json) -> Option<Json> {
+    match value {
+        Json::Object(o) => {
+            if o.len() == 1 {
+                if let Some(inner) = o.get("output") {
+                    return Some(parse_string(inner));
+                }
+            }
+            tool_message(o).or_else(|| call_tool_result(o))
+        }
+        Json::String(s) => tool_message_repr(s),
+        _ => None,
+    }
+}
+
+/// A string holding JSON is that JSON (one level), else it stays a string.
+fn parse_string(value: &Json) -> Json {
+    if let Json::String(s) = value {
+        let t = s.trim_start();
+        if t.starts_with('{') || t.starts_with('[') {
+            if let Ok(v) = serde_json::from_str(s) {
+                return v;
+            }
+        }
+    }
+    value.clone()
+}
+
+/// A LangChain `ToolMessage` serialised with `dumpd` or flat.
+fn tool_message(o: &Map<String, Json>) -> Option<Json> {
+    if o.get("type").and_then(Json::as_str) != Some("tool") {
+        return None;
+    }
+    let message = match o.get("data") {
+        Some(Json::Object(data)) => data,
+        _ => o,
+    };
+    message.get("tool_call_id")?;
+    Some(tool_message_value(message))
+}
+
+fn tool_message_value(message: &Map<String, Json>) -> Json {
+    let status = message.get("status").and_then(Json::as_str);
+    if status.is_none_or(|s| s == "success") {
+        if let Some(content) = message.get("content") {
+            return content.clone();
+        }
+    }
+    let mut kept = message.clone();
+    kept.remove("tool_call_id");
+    kept.remove("id");
+    Json::Object(kept)
+}
+
+/// An MCP `CallToolResult` that is not an error: its text parts joined, else its content.
+fn call_tool_result(o: &Map<String, Json>) -> Option<Json> {
+    let content = o.get("content")?.as_array()?;
+    let known = |k: &str| matches!(k, "content" | "isError" | "structuredContent" | "_meta");
+    if !o.keys().all(|k| known(k)) || o.get("isError").and_then(Json::as_bool) == Some(true) {
+        return None;
+    }
+    if !content
+        .iter()
+        .all(|part| part.get("type").and_then(Json::as_str).is_some())
+    {
+        return None;
+    }
+    let texts: Option<Vec<&str>> = content
+        .iter()
+        .map(|part| {
+            (part.get("type").and_then(Json::as_str) == Some("text"))
+                .then(|| part.get("text").and_then(Json::as_str))
+                .flatten()
+        })
+        .collect();
+    Some(match texts {
+        Some(texts) if !texts.is_empty() => Json::String(texts.join("\n")),
+        _ => Json::Array(content.clone()),
+    })
+}
+
+/// Arguments recorded by a function decorator as `{"args": [], "kwargs": {…}}` (Langfuse
+/// `@observe`, Traceloop `@tool`): with no positional arguments, the keyword arguments.
+pub fn decorator_arguments(payload: Payload) -> Payload {
+    let Some(Json::Object(o)) = as_json(&payload) else {
+        return payload;
+    };
+    let empty_args = o
+        .get("args")
+        .is_some_and(|a| a.as_array().is_some_and(Vec::is_empty));
+    match o.get("kwargs") {
+        Some(kwargs @ Json::Object(_)) if empty_args && o.len() == 2 => {
+            Payload::Json(kwargs.clone())
+        }
+        _ => payload,
+    }
+}
+
+/// A `ToolMessage`'s Python `str()`: `content='…' name='…' tool_call_id='…'` (pydantic's
+/// repr arguments: `field=repr(value)` separated by spaces).
+fn tool_message_repr(text: &str) -> Option<Json> {
+    let fields = repr_fields(text)?;
+    if !fields.contains_key("content") || !fields.contains_key("tool_call_id") {
+        return None;
+    }
+    Some(tool_message_value(&fields))
+}
+
+/// Parses `a='x' b=None c={'k': 1}` into a map; `None` unless the whole text is such
+/// fields with Python-literal values.
+fn repr_fields(text: &str) -> Option<Map<String, Json>> {
+    let mut fields = Map::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let eq = rest.find('=')?;
+        let name = &rest[..eq];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return None;
+        }
+        let after = &rest[eq + 1..];
+        // The value ends at the first space after which `name=` follows and the prefix
+        // parses as a literal (values may contain spaces inside quotes and brackets).
+        let (value, tail) = split_value(after)?;
+        fields.insert(name.to_owned(), value);
+        rest = tail.trim_start();
+    }
+    Some(fields)
+}
+
+fn split_value(text: &str) -> Option<(Json, &str)> {
+    let candidates = text
+        .char_indices()
+        .filter(|(_, c)| *c == ' ')
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()));
+    for end in candidates {
+        let tail = &text[end..];
+        let next_is_field = tail.is_empty() || is_field_start(tail.trim_start());
+        if !next_is_field {
+            continue;
+        }
+        if let Some(value) = python_literal(&text[..end]) {
+            return Some((value, tail));
+        }
+    }
+    None
+}
+
+fn is_field_start(text: &str) -> bool {
+    let name_len = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    name_len > 0 && text[name_len..].starts_with('=')
+}
+
+/// A Python literal (`ast.literal_eval` syntax, via `py_literal`) as JSON: dict → object
+/// (keys as their string, or their Python repr when not strings), tuple/list/set → array,
+/// int → number (outside 64 bits: its decimal string), float → number (non-finite →
+/// null), bytes → lowercase hex, None → null. `None` when the text is not a literal.
+pub fn python_literal(text: &str) -> Option<Json> {
+    let value: py_literal::Value = text.trim().parse().ok()?;
+    Some(literal_to_json(&value))
+}
+
+fn literal_to_json(value: &py_literal::Value) -> Json {
+    use py_literal::Value as P;
+    match value {
+        P::String(s) => Json::String(s.clone()),
+        P::Bytes(b) => Json::String(hex::encode(b)),
+        P::Integer(i) => {
+            let digits = i.to_string();
+            digits
+                .parse::<i64>()
+                .map(Json::from)
+                .or_else(|_| digits.parse::<u64>().map(Json::from))
+                .unwrap_or(Json::String(digits))
+        }
+        P::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
+        P::Complex(c) => Json::String(format!("{c}")),
+        P::Tuple(items) | P::List(items) | P::Set(items) => {
+            Json::Array(items.iter().map(literal_to_json).collect())
+        }
+        P::Dict(pairs) => Json::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        P::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (key, literal_to_json(v))
+                })
+                .collect(),
+        ),
+        P::Boolean(b) => Json::Bool(*b),
+        P::None => Json::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn python_literal_arguments() {
+        assert_eq!(
+            normalize_arguments(Payload::Text(
+                "{'query': 'refund policy', 'n': 3, 'x': None}".into()
+            )),
+            Payload::Json(json!({"query": "refund policy", "n": 3, "x": null}))
+        );
+        // JSON and plain text stay as they are.
+        let json_text = Payload::Text(r#"{"a":1}"#.into());
+        assert_eq!(normalize_arguments(json_text.clone()), json_text);
+        let plain = Payload::Text("hello".into());
+        assert_eq!(normalize_arguments(plain.clone()), plain);
+    }
+
+    #[test]
+    fn tool_message_json_and_repr_read_the_same() {
+        let json_form = Payload::Text(
+            r#"{"output": {"type": "tool", "data": {"content": "No documents found.", "type": "tool", "name": "search_docs", "id": null, "tool_call_id": "call_01", "status": "success"}}}"#.into(),
+        );
+        let repr_form = Payload::Text(
+            r#"{"output": "content='No documents found.' name='search_docs' tool_call_id='call_02'"}"#
+                .into(),
+        );
+        let want = Payload::Json(json!("No documents found."));
+        assert_eq!(normalize_result(json_form), want);
+        assert_eq!(normalize_result(repr_form), want);
+        // A bare repr, with quotes and spaces inside the content.
+        assert_eq!(
+            normalize_result(Payload::Text(
+                "content='a b=c \\'x\\'' name='t' tool_call_id='id_9' artifact=None".into()
+            )),
+            Payload::Json(json!("a b=c 'x'"))
+        );
+    }
+
+    #[test]
+    fn error_tool_message_keeps_its_status_without_ids() {
+        let error = Payload::Json(
+            json!({"type":"tool","content":"boom","tool_call_id":"c1","status":"error"}),
+        );
+        assert_eq!(
+            normalize_result(error),
+            Payload::Json(json!({"type":"tool","content":"boom","status":"error"}))
+        );
+    }
+
+    #[test]
+    fn call_tool_result_text_parts() {
+        let mcp = Payload::Text(
+            r#"{"content":[{"type":"text","text":"Ticket T-1001: open"}],"isError":false}"#.into(),
+        );
+        assert_eq!(
+            normalize_result(mcp),
+            Payload::Json(json!("Ticket T-1001: open"))
+        );
+        let error = Payload::Json(json!({"content":[{"type":"text","text":"x"}],"isError":true}));
+        assert_eq!(normalize_result(error.clone()), error);
+        let image = Payload::Json(json!({"content":[{"type":"image","data":"AA=="}]}));
+        assert_eq!(
+            normalize_result(image),
+            Payload::Json(json!([{"type":"image","data":"AA=="}]))
+        );
+    }
+
+    #[test]
+    fn other_shapes_are_unchanged() {
+        for p in [
+            Payload::Text("plain".into()),
+            Payload::Text(r#"{"output":"x","other":1}"#.into()),
+            Payload::Json(json!({"result": "sunny"})),
+            Payload::Json(json!([{"text": "Error"}])),
+            Payload::Bytes(vec![0xff]),
+        ] {
+            assert_eq!(normalize_result(p.clone()), p);
+        }
+    }
+}

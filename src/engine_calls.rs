@@ -1,0 +1,86 @@
+//! The [`CallContext`] of an extracted span: what the registry needs to recognise copies
+//! and double traces of one call, and to join tool calls with message parts
+//! (DESIGN §2 "One call, one event", "Joins").
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+
+use super::Engine;
+use crate::conventions::message_parts::{tool_call_parts, MessagePart};
+use crate::conventions::wrappers;
+use crate::event::{CallStatus, EventKind, ExtractedEvent};
+use crate::otlp::{attr, attr_str, Span};
+use crate::registry::{CallContext, ToolCallPart};
+
+/// MCP semantic conventions: the method of a tool call.
+const MCP_TOOLS_CALL: &str = "tools/call";
+
+impl Engine {
+    /// The call context of `span`, read as `extracted`.
+    pub(crate) fn call_context(&self, span: &Span, extracted: &ExtractedEvent) -> CallContext {
+        let ended =
+            span.end_time_unix_nano != 0 && span.end_time_unix_nano >= span.start_time_unix_nano;
+        let mut context = CallContext {
+            parent_span_id: span.parent_span_id.clone(),
+            completeness: if ended { 4 } else { 0 },
+            ..CallContext::default()
+        };
+        match &extracted.kind {
+            EventKind::ToolCall(call) => {
+                context.completeness +=
+                    u8::from(call.arguments.is_some()) + u8::from(call.result.is_some());
+                context.call_id = call.call_id.as_deref().map(Arc::from);
+                context.mcp_request = mcp_request(span);
+            }
+            EventKind::ModelResponse(_) => context.parts = self.parts(span),
+        }
+        context
+    }
+
+    fn parts(&self, span: &Span) -> Vec<ToolCallPart> {
+        tool_call_parts(span)
+            .into_iter()
+            .map(|part| match part {
+                MessagePart::Call {
+                    id,
+                    name,
+                    arguments,
+                } => ToolCallPart {
+                    call_id: Arc::from(id),
+                    call_fingerprint: name.as_ref().zip(arguments).map(|(name, arguments)| {
+                        self.fingerprinter
+                            .call_fingerprint(name, &wrappers::normalize_arguments(arguments))
+                    }),
+                    tool_name: name.map(Arc::from),
+                    result_fingerprint: None,
+                },
+                MessagePart::Response { id, response } => ToolCallPart {
+                    call_id: Arc::from(id),
+                    tool_name: None,
+                    call_fingerprint: None,
+                    result_fingerprint: self.fingerprinter.result_fingerprint(
+                        &CallStatus::Ok,
+                        Some(&wrappers::normalize_result(response)),
+                    ),
+                },
+            })
+            .collect()
+    }
+}
+
+/// `mcp.session.id` + `jsonrpc.request.id` of an MCP `tools/call` span (MCP semantic
+/// conventions); `None` when either is missing (request ids repeat across sessions).
+fn mcp_request(span: &Span) -> Option<Arc<str>> {
+    let attrs = &span.attributes;
+    if attr_str(attrs, "mcp.method.name") != Some(MCP_TOOLS_CALL) {
+        return None;
+    }
+    let session = attr_str(attrs, "mcp.session.id").filter(|s| !s.is_empty())?;
+    let request = match attr(attrs, "jsonrpc.request.id")?.value.as_ref()? {
+        Value::StringValue(s) if !s.is_empty() => s.clone(),
+        Value::IntValue(i) => i.to_string(),
+        _ => return None,
+    };
+    Some(Arc::from(format!("{session}\u{0}{request}")))
+}

@@ -1,0 +1,386 @@
+//! OTLP/JSON as the protobuf JSON mapping defines it, for every JSON entry point (`scan`,
+//! `replay`, the OTLP/HTTP receiver): one decoder.
+//!
+//! The protobuf JSON mapping (protobuf.dev, "ProtoJSON format") lets a parser accept both
+//! the lowerCamelCase JSON name and the original proto field name (`resourceSpans` and
+//! `resource_spans`), enum values as their name (`SPAN_KIND_SERVER`) or their number, and
+//! 64-bit integers as strings or numbers; OTLP/JSON adds hex trace and span ids and says
+//! receivers ignore unknown fields. `opentelemetry-proto`'s serde types read only the
+//! lowerCamelCase names and numeric enums, so [`normalize`] rewrites a parsed
+//! [`serde_json::Value`] to that canonical form first, walking the OTLP trace schema
+//! (a table of messages below), and counts the fields it does not know. The typed
+//! decoding (hex ids, 64-bit strings, AnyValue) stays with `opentelemetry-proto`.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde_json::{Map, Value};
+
+/// What a field of a message holds.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A scalar, a string or bytes (left to the typed decoder).
+    Scalar,
+    /// A nested message (or a repeated one: a JSON array of them).
+    Message(&'static [Field]),
+    /// An enum: name → number.
+    Enum(&'static [(&'static str, i64)]),
+    /// An `AnyValue` (nested messages inside).
+    AnyValue,
+}
+
+/// One field: lowerCamelCase JSON name, proto name, what it holds.
+type Field = (&'static str, &'static str, Kind);
+
+const SPAN_KIND: &[(&str, i64)] = &[
+    ("SPAN_KIND_UNSPECIFIED", 0),
+    ("SPAN_KIND_INTERNAL", 1),
+    ("SPAN_KIND_SERVER", 2),
+    ("SPAN_KIND_CLIENT", 3),
+    ("SPAN_KIND_PRODUCER", 4),
+    ("SPAN_KIND_CONSUMER", 5),
+];
+
+const STATUS_CODE: &[(&str, i64)] = &[
+    ("STATUS_CODE_UNSET", 0),
+    ("STATUS_CODE_OK", 1),
+    ("STATUS_CODE_ERROR", 2),
+];
+
+const KEY_VALUE: &[Field] = &[
+    ("key", "key", Kind::Scalar),
+    ("value", "value", Kind::AnyValue),
+    ("keyStrindex", "key_strindex", Kind::Scalar),
+];
+
+const ARRAY_VALUE: &[Field] = &[("values", "values", Kind::AnyValue)];
+const KEY_VALUE_LIST: &[Field] = &[("values", "values", Kind::Message(KEY_VALUE))];
+
+const ANY_VALUE: &[Field] = &[
+    ("stringValue", "string_value", Kind::Scalar),
+    ("boolValue", "bool_value", Kind::Scalar),
+    ("intValue", "int_value", Kind::Scalar),
+    ("doubleValue", "double_value", Kind::Scalar),
+    ("arrayValue", "array_value", Kind::Message(ARRAY_VALUE)),
+    ("kvlistValue", "kvlist_value", Kind::Message(KEY_VALUE_LIST)),
+    ("bytesValue", "bytes_value", Kind::Scalar),
+    ("stringValueStrindex", "string_value_strindex", Kind::Scalar),
+];
+
+const ENTITY_REF: &[Field] = &[
+    ("schemaUrl", "schema_url", Kind::Scalar),
+    ("type", "type", Kind::Scalar),
+    ("idKeys", "id_keys", Kind::Scalar),
+    ("descriptionKeys", "description_keys", Kind::Scalar),
+];
+
+const RESOURCE: &[Field] = &[
+    ("attributes", "attributes", Kind::Message(KEY_VALUE)),
+    (
+        "droppedAttributesCount",
+        "dropped_attributes_count",
+        Kind::Scalar,
+    ),
+    ("entityRefs", "entity_refs", Kind::Message(ENTITY_REF)),
+];
+
+const SCOPE: &[Field] = &[
+    ("name", "name", Kind::Scalar),
+    ("version", "version", Kind::Scalar),
+    ("attributes", "attributes", Kind::Message(KEY_VALUE)),
+    (
+        "droppedAttributesCount",
+        "dropped_attributes_count",
+        Kind::Scalar,
+    ),
+];
+
+const STATUS: &[Field] = &[
+    ("message", "message", Kind::Scalar),
+    ("code", "code", Kind::Enum(STATUS_CODE)),
+];
+
+const EVENT: &[Field] = &[
+    ("timeUnixNano", "time_unix_nano", Kind::Scalar),
+    ("name", "name", Kind::Scalar),
+    ("attributes", "attributes", Kind::Message(KEY_VALUE)),
+    (
+        "droppedAttributesCount",
+        "dropped_attributes_count",
+        Kind::Scalar,
+    ),
+];
+
+const LINK: &[Field] = &[
+    ("traceId", "trace_id", Kind::Scalar),
+    ("spanId", "span_id", Kind::Scalar),
+    ("traceState", "trace_state", Kind::Scalar),
+    ("attributes", "attributes", Kind::Message(KEY_VALUE)),
+    (
+        "droppedAttributesCount",
+        "dropped_attributes_count",
+        Kind::Scalar,
+    ),
+    ("flags", "flags", Kind::Scalar),
+];
+
+const SPAN: &[Field] = &[
+    ("traceId", "trace_id", Kind::Scalar),
+    ("spanId", "span_id", Kind::Scalar),
+    ("traceState", "trace_state", Kind::Scalar),
+    ("parentSpanId", "parent_span_id", Kind::Scalar),
+    ("flags", "flags", Kind::Scalar),
+    ("name", "name", Kind::Scalar),
+    ("kind", "kind", Kind::Enum(SPAN_KIND)),
+    ("startTimeUnixNano", "start_time_unix_nano", Kind::Scalar),
+    ("endTimeUnixNano", "end_time_unix_nano", Kind::Scalar),
+    ("attributes", "attributes", Kind::Message(KEY_VALUE)),
+    (
+        "droppedAttributesCount",
+        "dropped_attributes_count",
+        Kind::Scalar,
+    ),
+    ("events", "events", Kind::Message(EVENT)),
+    ("droppedEventsCount", "dropped_events_count", Kind::Scalar),
+    ("links", "links", Kind::Message(LINK)),
+    ("droppedLinksCount", "dropped_links_count", Kind::Scalar),
+    ("status", "status", Kind::Message(STATUS)),
+];
+
+const SCOPE_SPANS: &[Field] = &[
+    ("scope", "scope", Kind::Message(SCOPE)),
+    ("spans", "spans", Kind::Message(SPAN)),
+    ("schemaUrl", "schema_url", Kind::Scalar),
+];
+
+const RESOURCE_SPANS: &[Field] = &[
+    ("resource", "resource", Kind::Message(RESOURCE)),
+    ("scopeSpans", "scope_spans", Kind::Message(SCOPE_SPANS)),
+    ("schemaUrl", "schema_url", Kind::Scalar),
+];
+
+/// `ExportTraceServiceRequest`.
+const REQUEST: &[Field] = &[(
+    "resourceSpans",
+    "resource_spans",
+    Kind::Message(RESOURCE_SPANS),
+)];
+
+/// Fields a request carried that OTLP does not define (ignored, as OTLP requires).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnknownFields {
+    /// How many unknown fields, at any depth.
+    pub count: u64,
+    /// Path of the first one, e.g. `resourceSpans[0].scopeSpans[0].spans[1].foo`.
+    pub first: Option<String>,
+}
+
+impl UnknownFields {
+    fn record(&mut self, path: &str, key: &str) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(if path.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{path}.{key}")
+            });
+        }
+    }
+}
+
+/// Senders remembered for "warn once" (past this, new senders are counted, not named).
+const MAX_WARNED_SENDERS: usize = 1024;
+
+/// Counts unknown OTLP/JSON fields (`loopwatch_otlp_json_unknown_fields_total`) and logs
+/// a warning naming the first unknown field once per sender, so a misconfigured sender is
+/// visible without a log line per request.
+#[derive(Debug, Default)]
+pub struct UnknownFieldLog {
+    total: AtomicU64,
+    warned: Mutex<HashSet<String>>,
+}
+
+impl UnknownFieldLog {
+    /// Records the unknown fields of one request from `sender` (e.g. its `User-Agent`).
+    pub fn record(&self, sender: &str, unknown: &UnknownFields) {
+        if unknown.count == 0 {
+            return;
+        }
+        self.total.fetch_add(unknown.count, Ordering::Relaxed);
+        let first_time = match self.warned.lock() {
+            Ok(mut warned) if warned.len() < MAX_WARNED_SENDERS => warned.insert(sender.to_owned()),
+            _ => false,
+        };
+        if first_time {
+            tracing::warn!(
+                sender,
+                field = unknown.first.as_deref().unwrap_or(""),
+                count = unknown.count,
+                "OTLP/JSON request has fields OTLP does not define; they are ignored \
+                 (warned once per sender, counted in loopwatch_otlp_json_unknown_fields_total)"
+            );
+        }
+    }
+
+    /// Unknown fields seen so far.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+}
+
+/// Why a JSON value is not an OTLP/JSON trace request at all.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NotOtlp {
+    #[error("an OTLP/JSON ExportTraceServiceRequest is a JSON object")]
+    NotAnObject,
+    #[error("no OTLP field in the object (found `{0}`; expected `resourceSpans`)")]
+    NoOtlpField(String),
+}
+
+/// Rewrites `value` in place to canonical OTLP/JSON (lowerCamelCase names, numeric enums)
+/// and removes unknown fields, returning what was removed.
+///
+/// Errors: the value is not an object, or it is an object with fields but none of them is
+/// an OTLP field (e.g. `{"foo":1}`): such a body would otherwise read as an empty request.
+/// `{}` is an empty request. A known field with a value of the wrong JSON type is left
+/// for the typed decoder to report.
+pub fn normalize(value: &mut Value) -> Result<UnknownFields, NotOtlp> {
+    let Value::Object(object) = value else {
+        return Err(NotOtlp::NotAnObject);
+    };
+    let mut unknown = UnknownFields::default();
+    let known_before = object
+        .keys()
+        .filter(|k| field(REQUEST, k).is_some())
+        .count();
+    if known_before == 0 {
+        if let Some(first) = object.keys().next() {
+            return Err(NotOtlp::NoOtlpField(first.clone()));
+        }
+    }
+    normalize_message(object, REQUEST, "", &mut unknown);
+    Ok(unknown)
+}
+
+fn field<'a>(schema: &'a [Field], key: &str) -> Option<&'a Field> {
+    schema
+        .iter()
+        .find(|(camel, proto, _)| key == *camel || key == *proto)
+}
+
+fn normalize_message(
+    object: &mut Map<String, Value>,
+    schema: &'static [Field],
+    path: &str,
+    unknown: &mut UnknownFields,
+) {
+    let entries = std::mem::take(object);
+    for (key, mut value) in entries {
+        let Some((camel, _, kind)) = field(schema, &key) else {
+            unknown.record(path, &key);
+            continue;
+        };
+        let here = if path.is_empty() {
+            (*camel).to_owned()
+        } else {
+            format!("{path}.{camel}")
+        };
+        normalize_value(&mut value, *kind, &here, unknown);
+        // When both spellings are present, the first one read wins (as for duplicates).
+        object.entry(*camel).or_insert(value);
+    }
+}
+
+fn normalize_value(value: &mut Value, kind: Kind, path: &str, unknown: &mut UnknownFields) {
+    match (kind, value) {
+        (Kind::Scalar, _) => {}
+        (Kind::Enum(names), value) => {
+            if let Some(number) = value
+                .as_str()
+                .and_then(|s| names.iter().find(|(n, _)| *n == s))
+                .map(|(_, n)| *n)
+            {
+                *value = Value::from(number);
+            }
+        }
+        (Kind::Message(schema), Value::Object(object)) => {
+            normalize_message(object, schema, path, unknown)
+        }
+        (Kind::AnyValue, Value::Object(object)) => {
+            normalize_message(object, ANY_VALUE, path, unknown)
+        }
+        (Kind::Message(_) | Kind::AnyValue, Value::Array(items)) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                normalize_value(item, kind, &format!("{path}[{i}]"), unknown);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn proto_names_and_enum_names_become_canonical() {
+        let mut v = json!({"resource_spans":[{"scope_spans":[{"spans":[{
+            "trace_id":"0102","kind":"SPAN_KIND_SERVER",
+            "status":{"code":"STATUS_CODE_ERROR","message":"x"},
+            "attributes":[{"key":"a","value":{"kvlist_value":{"values":[{"key":"b","value":{"int_value":"7"}}]}}}]
+        }]}]}]});
+        let unknown = normalize(&mut v).expect("an OTLP object");
+        assert_eq!(unknown, UnknownFields::default());
+        assert_eq!(
+            v,
+            json!({"resourceSpans":[{"scopeSpans":[{"spans":[{
+                "traceId":"0102","kind":2,
+                "status":{"code":2,"message":"x"},
+                "attributes":[{"key":"a","value":{"kvlistValue":{"values":[{"key":"b","value":{"intValue":"7"}}]}}}]
+            }]}]}]})
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_removed_and_counted_with_the_first_path() {
+        let mut v = json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","foo":1,"bar":{}}]}]}],"extra":true});
+        let unknown = normalize(&mut v).expect("an OTLP object");
+        assert_eq!(unknown.count, 3);
+        assert_eq!(
+            v,
+            json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a"}]}]}]})
+        );
+        let mut one = json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","foo":1}]}]}]});
+        let unknown = normalize(&mut one).expect("an OTLP object");
+        assert_eq!(
+            unknown.first.as_deref(),
+            Some("resourceSpans[0].scopeSpans[0].spans[0].foo")
+        );
+    }
+
+    #[test]
+    fn unknown_field_log_counts_every_field() {
+        let log = UnknownFieldLog::default();
+        let unknown = UnknownFields {
+            count: 2,
+            first: Some("foo".into()),
+        };
+        log.record("otel-go/1.0", &unknown);
+        log.record("otel-go/1.0", &unknown);
+        log.record("other", &UnknownFields::default());
+        assert_eq!(log.total(), 4);
+        assert_eq!(log.warned.lock().map(|w| w.len()).ok(), Some(1));
+    }
+
+    #[test]
+    fn bodies_without_an_otlp_object_are_refused() {
+        assert_eq!(
+            normalize(&mut json!({"foo": 1})),
+            Err(NotOtlp::NoOtlpField("foo".into()))
+        );
+        assert_eq!(normalize(&mut json!([1, 2])), Err(NotOtlp::NotAnObject));
+        assert_eq!(normalize(&mut json!({})), Ok(UnknownFields::default()));
+    }
+}

@@ -1,0 +1,258 @@
+//! Where an event goes in its run (DESIGN §2 "One call, one event" and "Joins"): the
+//! rules that make one tool call one event however many spans recorded it.
+//!
+//! - **Re-exported span** (same span_id again): the more complete copy is kept (ended over
+//!   unended, then more of arguments/result captured; [`CallContext::completeness`]); it
+//!   replaces the earlier copy in the run, keeping whatever the earlier one had been
+//!   filled with. An identical or less complete copy is a duplicate.
+//! - **One call traced twice**: a tool span whose parent span is a tool call of the same
+//!   tool in the run, or that carries the same MCP request (`mcp.session.id` +
+//!   `jsonrpc.request.id` of a `tools/call`) as one, is the same call. The outer (earlier)
+//!   span stays the call; the inner one only fills the call fingerprint and result
+//!   fingerprint the outer lacks. When the outer span arrives after its inner span, the
+//!   inner event is taken out of the run and the outer one replaces it, filled from it.
+//!   Spans nested this way start close together, so only the [`NEAR`] events around the
+//!   insertion point are searched.
+//! - **Joins**: a tool call without arguments or result takes them from the `tool_call` /
+//!   `tool_call_response` message parts with the same `gen_ai.tool.call.id` on the run's
+//!   inference spans, whichever arrives first. Parts no tool call has claimed yet are kept,
+//!   at most [`MAX_PENDING_PARTS`] per run (oldest dropped first).
+//!
+//! Any change to an event already in the run makes the run replay (the registry's replay
+//! keeps detections independent of arrival order).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use super::{RunEvent, RunState};
+use crate::detector::Observation;
+use crate::fingerprint::Fingerprint;
+
+/// Events searched on each side of the insertion point for the other span of one call.
+pub const NEAR: usize = 64;
+
+/// Message parts kept per run while no tool call has claimed them.
+pub const MAX_PENDING_PARTS: usize = 1024;
+
+/// What the registry needs to know of a span beyond its observation, to tell copies and
+/// double traces of one call apart.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallContext {
+    /// The span's parent span_id (empty for a root span).
+    pub parent_span_id: Vec<u8>,
+    /// How complete this copy is: 4 when the span has ended (end time set and not before
+    /// the start), plus 1 for captured arguments and 1 for a captured result.
+    pub completeness: u8,
+    /// `gen_ai.tool.call.id` of a tool call.
+    pub call_id: Option<Arc<str>>,
+    /// MCP request of a `tools/call` span: `mcp.session.id` and `jsonrpc.request.id`.
+    pub mcp_request: Option<Arc<str>>,
+    /// Tool-call parts of an inference span's messages, fingerprinted.
+    pub parts: Vec<ToolCallPart>,
+}
+
+/// A `tool_call` (arguments) or `tool_call_response` (result) message part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCallPart {
+    /// `id` of the part: the `gen_ai.tool.call.id` of the call.
+    pub call_id: Arc<str>,
+    /// Tool name of a `tool_call` part (the call fingerprint is only used for a tool call
+    /// of that name).
+    pub tool_name: Option<Arc<str>>,
+    pub call_fingerprint: Option<Fingerprint>,
+    pub result_fingerprint: Option<Fingerprint>,
+}
+
+/// Per-run parts waiting for their tool call.
+#[derive(Debug, Default)]
+pub struct CallIndex {
+    pending: HashMap<Arc<str>, ToolCallPart>,
+    order: VecDeque<Arc<str>>,
+}
+
+impl CallIndex {
+    fn keep(&mut self, part: &ToolCallPart) {
+        match self.pending.get_mut(&part.call_id) {
+            Some(kept) => {
+                kept.tool_name = kept.tool_name.take().or(part.tool_name.clone());
+                kept.call_fingerprint = kept.call_fingerprint.or(part.call_fingerprint);
+                kept.result_fingerprint = kept.result_fingerprint.or(part.result_fingerprint);
+            }
+            None => {
+                if self.order.len() >= MAX_PENDING_PARTS {
+                    if let Some(old) = self.order.pop_front() {
+                        self.pending.remove(&old);
+                    }
+                }
+                self.order.push_back(part.call_id.clone());
+                self.pending.insert(part.call_id.clone(), part.clone());
+            }
+        }
+    }
+
+    /// Parts kept (for tests and bounds).
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+/// What to do with an arriving event.
+pub(super) enum Placement {
+    /// Already held (same or less complete copy).
+    Duplicate,
+    /// Merged into a call already in the run; `changed` when that call gained content.
+    Absorbed { changed: bool },
+    /// Insert this event; `changed` when events already in the run were replaced,
+    /// removed or filled (the run must replay).
+    Insert { event: Box<RunEvent>, changed: bool },
+}
+
+/// Decides where `event` goes, applying replacements, merges and joins to `run`.
+pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
+    if run.seen.contains(&event.span_id) {
+        return re_export(run, event);
+    }
+    let mut event = event.clone();
+    let mut changed = false;
+    let position = run
+        .events
+        .partition_point(|e| e.order_key() < event.order_key());
+    match &event.observation {
+        Observation::ToolCall { .. } => {
+            if let Some(part) = event
+                .call
+                .call_id
+                .as_ref()
+                .and_then(|id| run.calls.pending.get(id))
+            {
+                fill_from_part(&mut event.observation, part);
+            }
+            let lo = position.saturating_sub(NEAR);
+            if let Some(outer) = (lo..position)
+                .rev()
+                .find(|&j| same_call(&run.events[j], &event))
+            {
+                let filled = fill(&mut run.events[outer].observation, &event.observation);
+                return Placement::Absorbed { changed: filled };
+            }
+            let hi = (position + NEAR).min(run.events.len());
+            let inners: Vec<usize> = (position..hi)
+                .filter(|&j| same_call(&event, &run.events[j]))
+                .collect();
+            for j in inners.into_iter().rev() {
+                let inner = run.events.remove(j);
+                run.seen.remove(&inner.span_id);
+                fill(&mut event.observation, &inner.observation);
+                changed = true;
+            }
+        }
+        _ => {
+            for part in event.call.parts.clone() {
+                let lo = position.saturating_sub(NEAR);
+                let hi = (position + NEAR).min(run.events.len());
+                let target = (lo..hi).find(|&j| {
+                    matches!(run.events[j].observation, Observation::ToolCall { .. })
+                        && run.events[j].call.call_id.as_ref() == Some(&part.call_id)
+                });
+                match target {
+                    Some(j) => changed |= fill_from_part(&mut run.events[j].observation, &part),
+                    None => run.calls.keep(&part),
+                }
+            }
+        }
+    }
+    Placement::Insert {
+        event: Box::new(event),
+        changed,
+    }
+}
+
+fn re_export(run: &mut RunState, event: &RunEvent) -> Placement {
+    let Some(i) = run.events.iter().position(|e| e.span_id == event.span_id) else {
+        return Placement::Duplicate;
+    };
+    if event.call.completeness <= run.events[i].call.completeness {
+        return Placement::Duplicate;
+    }
+    let old = run.events.remove(i);
+    run.seen.remove(&old.span_id);
+    let mut new = event.clone();
+    fill(&mut new.observation, &old.observation);
+    Placement::Insert {
+        event: Box::new(new),
+        changed: true,
+    }
+}
+
+/// True when `inner` is the same call as `outer` traced again (see module docs).
+fn same_call(outer: &RunEvent, inner: &RunEvent) -> bool {
+    let (Observation::ToolCall { tool_name: a, .. }, Observation::ToolCall { tool_name: b, .. }) =
+        (&outer.observation, &inner.observation)
+    else {
+        return false;
+    };
+    if a != b || outer.span_id == inner.span_id {
+        return false;
+    }
+    let nested = !inner.call.parent_span_id.is_empty()
+        && inner.call.parent_span_id == outer.span_id
+        && inner.trace_id == outer.trace_id;
+    let same_mcp_request =
+        outer.call.mcp_request.is_some() && outer.call.mcp_request == inner.call.mcp_request;
+    nested || same_mcp_request
+}
+
+/// Fills the call and result fingerprints `target` lacks from `source`; true if any was.
+fn fill(target: &mut Observation, source: &Observation) -> bool {
+    let (
+        Observation::ToolCall {
+            call_fingerprint,
+            result_fingerprint,
+            ..
+        },
+        Observation::ToolCall {
+            call_fingerprint: source_call,
+            result_fingerprint: source_result,
+            ..
+        },
+    ) = (target, source)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    if call_fingerprint.is_none() && source_call.is_some() {
+        *call_fingerprint = *source_call;
+        changed = true;
+    }
+    if result_fingerprint.is_none() && source_result.is_some() {
+        *result_fingerprint = *source_result;
+        changed = true;
+    }
+    changed
+}
+
+fn fill_from_part(target: &mut Observation, part: &ToolCallPart) -> bool {
+    let Observation::ToolCall {
+        tool_name,
+        call_fingerprint,
+        result_fingerprint,
+    } = target
+    else {
+        return false;
+    };
+    let mut changed = false;
+    let name_matches = part.tool_name.as_ref().is_none_or(|n| n == tool_name);
+    if call_fingerprint.is_none() && part.call_fingerprint.is_some() && name_matches {
+        *call_fingerprint = part.call_fingerprint;
+        changed = true;
+    }
+    if result_fingerprint.is_none() && part.result_fingerprint.is_some() {
+        *result_fingerprint = part.result_fingerprint;
+        changed = true;
+    }
+    changed
+}

@@ -1,0 +1,244 @@
+//! Properties of the trace-shape rules over every corpus run (DESIGN §2 "One call, one
+//! event"): recording each call twice (an outer framework span with an MCP span nested
+//! inside, in either arrival order), re-exporting every span (an unfinished snapshot first,
+//! identical re-sends) and spelling OTLP/JSON with proto field names and enum names never
+//! change the detections.
+
+mod common;
+
+use common::*;
+use loopwatch::config::Config;
+use loopwatch::engine::Engine;
+use loopwatch::event::{CallStatus, EventKind, Payload};
+use loopwatch::registry::RunDetection;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
+use serde_json::Value as Json;
+
+fn final_detections(requests: &[ExportTraceServiceRequest]) -> Vec<RunDetection> {
+    let engine = Engine::from_config(&Config::default()).expect("default config builds");
+    let now = std::time::Instant::now();
+    for request in requests {
+        engine.process(&mut request.clone(), now);
+    }
+    let mut all: Vec<RunDetection> = engine
+        .registry
+        .runs()
+        .into_iter()
+        .flat_map(|r| r.detections)
+        .collect();
+    all.sort_by_key(|d| d.profile_index);
+    all
+}
+
+fn check(run: &str, expected: &Json, requests: &[ExportTraceServiceRequest], how: &str) {
+    let detections = final_detections(requests);
+    for profile in ["nudge", "stop"] {
+        assert_eq!(
+            keys_of(&detections, profile),
+            expected_keys(expected, profile),
+            "{run} ({how}), profile {profile}"
+        );
+    }
+}
+
+fn requests_of(run: &str) -> Vec<ExportTraceServiceRequest> {
+    corpus_files(run, "pb").iter().map(|p| read_pb(p)).collect()
+}
+
+fn spans_mut(request: &mut ExportTraceServiceRequest) -> impl Iterator<Item = &mut Span> {
+    request
+        .resource_spans
+        .iter_mut()
+        .flat_map(|rs| rs.scope_spans.iter_mut())
+        .flat_map(|ss| ss.spans.iter_mut())
+}
+
+fn text(payload: &Payload) -> Json {
+    match payload {
+        Payload::Text(t) => Json::String(t.clone()),
+        Payload::Json(j) => j.clone(),
+        Payload::Bytes(b) => Json::String(String::from_utf8_lossy(b).into_owned()),
+    }
+}
+
+/// An MCP server span (MCP semantic conventions) for the call `outer` records, nested in
+/// it: same tool, the arguments as JSON text, the result as a `CallToolResult`.
+fn inner_mcp_span(outer: &Span) -> Option<Span> {
+    let extracted = loopwatch::conventions::extract(outer)?;
+    let EventKind::ToolCall(call) = extracted.kind else {
+        return None;
+    };
+    let mut attributes = vec![
+        kv("gen_ai.operation.name", s("execute_tool")),
+        kv("gen_ai.tool.name", s(&call.tool_name)),
+        kv("mcp.method.name", s("tools/call")),
+    ];
+    if let Some(arguments) = &call.arguments {
+        let a = match text(arguments) {
+            Json::String(t) => t,
+            other => other.to_string(),
+        };
+        attributes.push(kv("gen_ai.tool.call.arguments", s(&a)));
+    }
+    if let Some(result) = &call.result {
+        let result_text = match text(result) {
+            Json::String(t) => t,
+            other => other.to_string(),
+        };
+        let wrapped = serde_json::json!({
+            "content": [{"type": "text", "text": result_text}],
+            "isError": matches!(call.status, CallStatus::Error { .. }),
+        });
+        attributes.push(kv("gen_ai.tool.call.result", s(&wrapped.to_string())));
+    }
+    let mut span_id = outer.span_id.clone();
+    if let Some(first) = span_id.first_mut() {
+        *first ^= 0xA5;
+    }
+    Some(Span {
+        trace_id: outer.trace_id.clone(),
+        span_id,
+        parent_span_id: outer.span_id.clone(),
+        name: format!("tools/call {}", call.tool_name),
+        kind: 2,
+        start_time_unix_nano: outer.start_time_unix_nano + 1,
+        end_time_unix_nano: outer.end_time_unix_nano.saturating_sub(1),
+        attributes,
+        status: outer.status.clone(),
+        ..Default::default()
+    })
+}
+
+fn request_of(spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+#[test]
+fn calls_traced_twice_count_once_whatever_arrives_first() {
+    let mut doubled = 0;
+    for (run, expected) in corpus_expected() {
+        let requests = requests_of(&run);
+        let inners: Vec<Span> = requests
+            .iter()
+            .flat_map(|r| r.resource_spans.iter())
+            .flat_map(|rs| rs.scope_spans.iter())
+            .flat_map(|ss| ss.spans.iter())
+            .filter_map(inner_mcp_span)
+            .collect();
+        doubled += inners.len();
+        // Inner spans after their outer spans (one request at the end)...
+        let mut after = requests.clone();
+        after.push(request_of(inners.clone()));
+        check(&run, &expected, &after, "inner MCP spans after");
+        // ...before them (the outer span arrives late)...
+        let mut before = vec![request_of(inners.clone())];
+        before.extend(requests.clone());
+        check(&run, &expected, &before, "inner MCP spans first");
+        // ...and inside the same request.
+        let mut same = requests.clone();
+        if let Some(first) = same.first_mut() {
+            first.resource_spans[0].scope_spans[0]
+                .spans
+                .extend(inners.iter().cloned());
+        }
+        check(&run, &expected, &same, "inner MCP spans in one request");
+    }
+    assert!(doubled > 100, "only {doubled} calls doubled");
+}
+
+#[test]
+fn re_exported_spans_count_once_the_finished_copy_wins() {
+    for (run, expected) in corpus_expected() {
+        let requests = requests_of(&run);
+        // Every request twice (exporter retries).
+        let twice: Vec<_> = requests
+            .iter()
+            .flat_map(|r| [r.clone(), r.clone()])
+            .collect();
+        check(&run, &expected, &twice, "identical re-sends");
+        // An unfinished snapshot of every span first, then the finished spans.
+        let mut snapshots: Vec<ExportTraceServiceRequest> = requests.clone();
+        for request in &mut snapshots {
+            for span in spans_mut(request) {
+                span.end_time_unix_nano = 0;
+                span.status = Some(Status::default());
+            }
+        }
+        let mut all = snapshots;
+        all.extend(requests.clone());
+        check(&run, &expected, &all, "unfinished snapshots first");
+    }
+}
+
+/// OTLP/JSON with proto field names (`resource_spans`) and enum names (`SPAN_KIND_SERVER`).
+fn proto_spelling(value: &mut Json) {
+    const KINDS: [&str; 6] = [
+        "SPAN_KIND_UNSPECIFIED",
+        "SPAN_KIND_INTERNAL",
+        "SPAN_KIND_SERVER",
+        "SPAN_KIND_CLIENT",
+        "SPAN_KIND_PRODUCER",
+        "SPAN_KIND_CONSUMER",
+    ];
+    const CODES: [&str; 3] = ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"];
+    match value {
+        Json::Object(object) => {
+            let entries = std::mem::take(object);
+            for (key, mut v) in entries {
+                proto_spelling(&mut v);
+                let names: Option<&[&str]> = match key.as_str() {
+                    "kind" => Some(&KINDS),
+                    "code" => Some(&CODES),
+                    _ => None,
+                };
+                if let Some(name) = names.zip(v.as_u64()).and_then(|(n, i)| n.get(i as usize)) {
+                    v = Json::String((*name).to_owned());
+                }
+                let mut snake = String::new();
+                for c in key.chars() {
+                    if c.is_ascii_uppercase() {
+                        snake.push('_');
+                        snake.push(c.to_ascii_lowercase());
+                    } else {
+                        snake.push(c);
+                    }
+                }
+                object.insert(snake, v);
+            }
+        }
+        Json::Array(items) => items.iter_mut().for_each(proto_spelling),
+        _ => {}
+    }
+}
+
+#[test]
+fn otlp_json_spellings_give_identical_detections() {
+    let dir = tempfile::tempdir().unwrap();
+    for (run, expected) in corpus_expected() {
+        let mut camel = Vec::new();
+        let mut proto = Vec::new();
+        for (i, file) in corpus_files(&run, "json").iter().enumerate() {
+            camel.push(loopwatch::scan::read_request(file).unwrap());
+            let mut value: Json = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+            proto_spelling(&mut value);
+            let text = value.to_string();
+            assert!(text.contains("\"resource_spans\"") && !text.contains("resourceSpans"));
+            let path = dir.path().join(format!("{i}.json"));
+            std::fs::write(&path, text).unwrap();
+            proto.push(
+                loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}")),
+            );
+        }
+        assert_eq!(camel, proto, "{run}: both spellings decode to one request");
+        check(&run, &expected, &proto, "proto field names, enum names");
+    }
+}
