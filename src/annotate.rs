@@ -46,6 +46,10 @@ pub fn reason(d: &RunDetection) -> String {
             "the model gave the same text response {} times in a row",
             det.count
         ),
+        Pattern::BudgetExceeded => match &det.budget {
+            Some(exceeded) => exceeded.reason(),
+            None => "a run budget was exceeded".to_string(),
+        },
     };
     if det.severity == crate::detector::Severity::Info {
         format!("{sentence}, but the results changed (progress, not a loop)")
@@ -157,6 +161,7 @@ mod tests {
                 members: vec![0, 1, 2, 3, 4],
                 call: Some(5),
                 response: None,
+                budget: None,
             },
             run_key: Arc::from("run"),
             trace_id: vec![1; 16],

@@ -37,6 +37,8 @@ pub struct Config {
     pub profiles: BTreeMap<String, figment::value::Dict>,
     /// `[[tools]]`: per-tool rules, first match wins ([`crate::detector::tools`]).
     pub tools: Vec<ToolRule>,
+    /// `[budgets]`: per-run limits ([`crate::detector::budget`]); all off by default.
+    pub budgets: crate::detector::budget::Budgets,
     /// `[registry]`: per-run state limits.
     pub registry: RegistryConfig,
     /// `[signals.*]`: kill/warn signal sinks.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::annotate::annotate_span;
+use crate::budget::{BudgetTracker, SpanContext};
 use crate::conventions;
+use crate::detector::budget::SpanFigures;
 use crate::detector::{FingerprintRules, Observation};
 use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
@@ -65,6 +67,8 @@ pub struct Engine {
     pub stats: EngineStats,
     /// `[[tools]]` volatile keys and transient errors (empty: none).
     pub tool_fingerprints: FingerprintRules,
+    /// `[budgets]`, when any budget is set.
+    pub budgets: Option<BudgetTracker>,
 }
 
 /// What processing one request read from its bytes found.
@@ -93,6 +97,7 @@ impl Engine {
             options,
             stats: EngineStats::default(),
             tool_fingerprints: FingerprintRules::default(),
+            budgets: None,
         }
     }
 
@@ -110,8 +115,9 @@ impl Engine {
                 }
             }
         }
-        let (events, located) = self.events_of(spans);
-        let detections = self.registry.observe(events, now);
+        let (events, mut located) = self.events_of(spans.iter().cloned());
+        let mut detections = self.registry.observe(events, now);
+        self.add_budgets(&spans, &mut located, &mut detections, now);
         let mut annotated_spans = 0;
         for (location, here) in completed_here(&detections, located) {
             let (r, s, i) = location;
@@ -125,6 +131,58 @@ impl Engine {
         Processed {
             detections,
             annotated_spans,
+        }
+    }
+
+    /// Every span with a run key adds its figures (times, tool call, tokens) to its run's
+    /// budgets; the budget detections completed are added to `detections`, and their spans
+    /// to `located` (when not there already).
+    #[allow(clippy::type_complexity)]
+    fn add_budgets<'a, L: Clone>(
+        &self,
+        spans: &[(L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)],
+        located: &mut Vec<(L, &'a [u8], &'a [u8])>,
+        detections: &mut Vec<RunDetection>,
+        now: Instant,
+    ) {
+        let Some(budgets) = &self.budgets else {
+            return;
+        };
+        for (location, span, resource, service_name) in spans {
+            let Some(run_key) = self.run_key(span, *resource) else {
+                continue;
+            };
+            let extracted = conventions::extract_with(&self.options.custom_conventions, span);
+            let tool_name = match extracted.as_ref().map(|e| &e.kind) {
+                Some(EventKind::ToolCall(call)) => Some(call.tool_name.as_str()),
+                _ => None,
+            };
+            let figures = SpanFigures {
+                start_time_unix_nano: span.start_time_unix_nano,
+                end_time_unix_nano: span.end_time_unix_nano,
+                tool_name,
+                tokens: inference_tokens(span),
+            };
+            let context = SpanContext {
+                run_key: &run_key,
+                trace_id: &span.trace_id,
+                span_id: &span.span_id,
+                service_name: service_name.clone(),
+                agent_name: extracted
+                    .as_ref()
+                    .and_then(|e| e.agent_name.as_deref())
+                    .map(Arc::from),
+            };
+            let found = budgets.observe(&context, figures, now);
+            let (trace_id, span_id) = (span.trace_id.as_slice(), span.span_id.as_slice());
+            if !found.is_empty()
+                && !located
+                    .iter()
+                    .any(|(_, t, s)| *t == trace_id && *s == span_id)
+            {
+                located.push((location.clone(), trace_id, span_id));
+            }
+            detections.extend(found);
         }
     }
 
@@ -156,8 +214,10 @@ impl Engine {
                 request.resources[wire.resource].service_name.clone(),
             )
         });
-        let (events, located) = self.events_of(inputs);
-        let detections = self.registry.observe(events, now);
+        let inputs: Vec<_> = inputs.collect();
+        let (events, mut located) = self.events_of(inputs.iter().cloned());
+        let mut detections = self.registry.observe(events, now);
+        self.add_budgets(&inputs, &mut located, &mut detections, now);
         let edits: Vec<SpanEdit> = completed_here(&detections, located)
             .into_iter()
             .map(|(range, here)| {
@@ -307,6 +367,30 @@ impl Engine {
     }
 }
 
+/// `gen_ai.usage.input_tokens` + `gen_ai.usage.output_tokens` of an inference span
+/// (`gen_ai.operation.name` = `chat` / `text_completion` / `generate_content`); 0 for any
+/// other span (agent spans often repeat their children's totals).
+fn inference_tokens(span: &otlp::Span) -> u64 {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    let inference = matches!(
+        otlp::attr_str(&span.attributes, "gen_ai.operation.name"),
+        Some("chat" | "text_completion" | "generate_content")
+    );
+    if !inference {
+        return 0;
+    }
+    ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"]
+        .iter()
+        .filter_map(|key| otlp::attr(&span.attributes, key)?.value.as_ref())
+        .map(|v| match v {
+            Value::IntValue(n) => u64::try_from(*n).unwrap_or(0),
+            Value::DoubleValue(d) if *d > 0.0 => *d as u64,
+            Value::StringValue(s) => s.trim().parse().unwrap_or(0),
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 /// The result fingerprint of a transient error: unique to its span, so it never equals
 /// another result (SHA-256 of a tag, the trace_id and the span_id).
 fn transient_fingerprint(trace_id: &[u8], span_id: &[u8]) -> crate::fingerprint::Fingerprint {
@@ -373,6 +457,62 @@ impl Engine {
         };
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = config.fingerprint_rules()?;
+        if config.budgets.any() {
+            engine.budgets = Some(BudgetTracker::new(
+                config.budgets.clone(),
+                config.registry.max_runs,
+            ));
+        }
         Ok(engine)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+
+    fn kv(key: &str, value: Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..KeyValue::default()
+        }
+    }
+
+    #[test]
+    fn tokens_count_on_inference_spans_only() {
+        let usage = vec![
+            kv("gen_ai.usage.input_tokens", Value::IntValue(120)),
+            kv(
+                "gen_ai.usage.output_tokens",
+                Value::StringValue("30".into()),
+            ),
+        ];
+        let mut chat = otlp::Span {
+            attributes: usage.clone(),
+            ..Default::default()
+        };
+        chat.attributes.push(kv(
+            "gen_ai.operation.name",
+            Value::StringValue("chat".into()),
+        ));
+        assert_eq!(inference_tokens(&chat), 150);
+        let mut agent = otlp::Span {
+            attributes: usage,
+            ..Default::default()
+        };
+        agent.attributes.push(kv(
+            "gen_ai.operation.name",
+            Value::StringValue("invoke_agent".into()),
+        ));
+        assert_eq!(
+            inference_tokens(&agent),
+            0,
+            "agent totals would count twice"
+        );
+        let mut negative = chat.clone();
+        negative.attributes[0] = kv("gen_ai.usage.input_tokens", Value::IntValue(-5));
+        assert_eq!(inference_tokens(&negative), 30);
     }
 }

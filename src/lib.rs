@@ -10,6 +10,7 @@
 pub mod annotate;
 pub mod api;
 pub mod auth;
+pub mod budget;
 pub mod config;
 pub mod conventions;
 pub mod detector;

@@ -180,6 +180,9 @@ pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<ScanOutcome, ScanError
     }
     for run_key in &run_order {
         let mut detections = engine.registry.detections(run_key).unwrap_or_default();
+        if let Some(budgets) = &engine.budgets {
+            detections.extend(budgets.detections(run_key));
+        }
         detections.sort_by_key(|d| d.profile_index);
         outcome.detections.extend(detections);
     }

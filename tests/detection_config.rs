@@ -106,7 +106,11 @@ fn by_server(config: &str, case: &str) -> Answers {
         server_support::export_all(server.grpc_addr, &requests).await;
         let mut got = Answers::new();
         for trace in [TRACE_A, TRACE_B, C12] {
-            for d in server.engine.registry.detections(trace).unwrap_or_default() {
+            let mut detections = server.engine.registry.detections(trace).unwrap_or_default();
+            if let Some(budgets) = &server.engine.budgets {
+                detections.extend(budgets.detections(trace));
+            }
+            for d in detections {
                 got.entry((trace.to_string(), d.profile.name.clone()))
                     .or_default()
                     .push(answer(
@@ -292,6 +296,39 @@ fn c12_ignored_tool_and_per_tool_thresholds() {
     );
 }
 
+#[test]
+fn c12_budgets_fire_once_each_with_their_figures() {
+    // 6 calls of web_search, 1 s apart then backing off (…, 15 s, 31 s, 63 s)
+    let config = "[budgets]\nmax_tool_calls = 4\nmax_calls_per_tool = 2\nmax_duration = \"10s\"\naction = \"kill\"\n";
+    check(
+        config,
+        "C12_rate_limit_backoff",
+        &answers(&[
+            (
+                C12,
+                "nudge",
+                vec![
+                    answer(3, "repeated_result", 3, "warn"),
+                    answer(6, "repeated_result", 3, "warn"),
+                ],
+            ),
+            (C12, "stop", vec![answer(6, "repeated_result", 6, "kill")]),
+            (
+                C12,
+                "budgets",
+                vec![
+                    // web_search called 3 times (limit 2)
+                    answer(3, "budget_exceeded", 3, "kill"),
+                    // the run has lasted 14.01 s (limit 10 s): count is the figure in ms
+                    answer(4, "budget_exceeded", 14010, "kill"),
+                    // 5 tool calls (limit 4)
+                    answer(5, "budget_exceeded", 5, "kill"),
+                ],
+            ),
+        ]),
+    );
+}
+
 /// `check-config F` fails, and its error names `key`.
 fn rejected(config: &str, key: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -354,6 +391,12 @@ fn invalid_combinations_are_start_up_errors_naming_the_key() {
         "profiles.mine.preset",
     );
     rejected("[profiles.nudge]\nwindwo = 3\n", "profiles.nudge.windwo");
+    rejected("[budgets]\nmax_tool_calls = -1\n", "budgets.max_tool_calls");
+    rejected(
+        "[budgets]\nmax_duration = \"-5m\"\n",
+        "budgets.max_duration",
+    );
+    rejected("[budgets]\naction = \"stop\"\n", "budgets.action");
     // with run scope, repeated_result may exceed the window
     Config::from_toml("[profiles.nudge]\nrepeated_result_scope = \"run\"\nrepeated_result = 30\n")
         .expect("valid");

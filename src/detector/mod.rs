@@ -23,6 +23,7 @@
 //! ```
 
 mod alternating;
+pub mod budget;
 mod cycle;
 mod escalation;
 pub mod profile;
@@ -69,16 +70,19 @@ pub enum Pattern {
     Cycle,
     RepeatedCall,
     RepeatedText,
+    /// A `[budgets]` limit was passed ([`budget`]).
+    BudgetExceeded,
 }
 
 impl Pattern {
     /// Every pattern, in the order call patterns are checked (repeated_text last).
-    pub const ALL: [Pattern; 5] = [
+    pub const ALL: [Pattern; 6] = [
         Pattern::RepeatedResult,
         Pattern::AlternatingCalls,
         Pattern::Cycle,
         Pattern::RepeatedCall,
         Pattern::RepeatedText,
+        Pattern::BudgetExceeded,
     ];
 
     /// The wire name (`loop.pattern`, signals, scan output), e.g. `"repeated_call"`.
@@ -89,6 +93,7 @@ impl Pattern {
             Pattern::Cycle => "cycle",
             Pattern::RepeatedCall => "repeated_call",
             Pattern::RepeatedText => "repeated_text",
+            Pattern::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -133,6 +138,8 @@ pub struct Detection {
     pub call: Option<usize>,
     /// 1-based ordinal among text responses (`None` for call patterns).
     pub response: Option<usize>,
+    /// For `budget_exceeded`: which budget, its limit and the figure.
+    pub budget: Option<budget::Exceeded>,
 }
 
 /// Per-run, per-profile detector state. Bounded: it keeps at most
@@ -228,6 +235,7 @@ impl Detector {
                     members: found.members,
                     call: Some(self.calls),
                     response: None,
+                    budget: None,
                 })
             }
             Observation::ToolCallResponse => {
@@ -251,6 +259,7 @@ impl Detector {
                     members,
                     call: None,
                     response: Some(self.responses),
+                    budget: None,
                 })
             }
         }
