@@ -7,6 +7,12 @@
 //!   fresh engine per iteration (so runs never saturate and detections fire as in the corpus).
 //! - `baseline/decode_encode_corpus`: prost decode + encode of the same requests, i.e. what
 //!   a plain OTLP pass-through does per request.
+//! - `wire/read_corpus`: the zero-copy wire reader alone (validate, locate, materialise the
+//!   detection view of every span).
+//! - `wire/span_path_corpus`: what a receiver's request costs now: bytes → wire reader →
+//!   engine → bytes to forward (annotated in place), fresh engine per iteration.
+//! - `wire/prost_span_path_corpus`: the same through prost (decode → engine → encode), the
+//!   path before the wire reader.
 //!
 //! Throughput is reported per span (criterion's `elem/s`); divide the time by the span
 //! count printed at start to get ns/span. Run with `cargo bench --bench pipeline`.
@@ -21,6 +27,7 @@ use loopwatch::engine::Engine;
 use loopwatch::event::{CallStatus, Payload};
 use loopwatch::fingerprint::Fingerprinter;
 use loopwatch::otlp::ExportTraceServiceRequest;
+use loopwatch::wire::WireRequest;
 use prost::Message;
 
 /// The encoded corpus requests (`tests/fixtures/corpus/**/req-*.pb`), runs in name order,
@@ -156,6 +163,64 @@ fn benches(c: &mut Criterion) {
             }
             out
         })
+    });
+    group.finish();
+
+    // The span path as the receivers run it now: bytes → wire reader → engine → bytes to
+    // forward (annotated in place), next to the prost path (decode → engine → encode).
+    let raw: Vec<bytes::Bytes> = bytes
+        .iter()
+        .map(|b| bytes::Bytes::from(b.clone()))
+        .collect();
+    let mut group = c.benchmark_group("wire");
+    group.throughput(Throughput::Elements(spans));
+    group.bench_function("read_corpus", |b| {
+        b.iter(|| {
+            let mut found = 0usize;
+            for request in &raw {
+                found += WireRequest::read(black_box(request.clone()))
+                    .expect("corpus request reads")
+                    .spans
+                    .len();
+            }
+            found
+        })
+    });
+    group.bench_function("span_path_corpus", |b| {
+        b.iter_batched(
+            || Engine::from_config(&config).expect("default config"),
+            |engine| {
+                let now = Instant::now();
+                let mut out = 0usize;
+                for request in &raw {
+                    let read = WireRequest::read(request.clone()).expect("corpus request reads");
+                    out += engine
+                        .process_wire(read, now)
+                        .expect("annotates")
+                        .bytes
+                        .len();
+                }
+                (out, engine)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("prost_span_path_corpus", |b| {
+        b.iter_batched(
+            || Engine::from_config(&config).expect("default config"),
+            |engine| {
+                let now = Instant::now();
+                let mut out = 0usize;
+                for request in &raw {
+                    let mut decoded =
+                        ExportTraceServiceRequest::decode(request.clone()).expect("decodes");
+                    engine.process(&mut decoded, now);
+                    out += decoded.encode_to_vec().len();
+                }
+                (out, engine)
+            },
+            BatchSize::LargeInput,
+        )
     });
     group.finish();
 }

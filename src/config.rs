@@ -47,10 +47,10 @@ pub struct Config {
     pub log: LogConfig,
     /// `[shutdown]`
     pub shutdown: ShutdownConfig,
-    /// `[[conventions.custom]]`: user mappings for conventions loopwatch does not ship.
-    pub conventions: crate::conventions::custom::ConventionsConfig,
     /// `[telemetry]`: loopwatch's own metrics over OTLP (off by default).
     pub telemetry: telemetry::TelemetryConfig,
+    /// `[[conventions.custom]]`: user mappings for conventions loopwatch does not ship.
+    pub conventions: crate::conventions::custom::ConventionsConfig,
 }
 
 /// `[detection]`
@@ -271,10 +271,10 @@ impl Config {
     /// signal sinks.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.profiles()?;
+        self.fingerprint_rules()?;
         self.conventions
             .validate()
             .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
-        self.fingerprint_rules()?;
         self.signals
             .validate()
             .map_err(|e| ConfigError::Other(e.to_string()))?;

@@ -2,6 +2,7 @@
 //! (conventions) → fingerprints → registry/detectors → `loop.*` annotation of the spans
 //! in this request that complete a detection.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +14,9 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
+use crate::wire::annotate::SpanEdit;
+use crate::wire::{WireError, WireRequest};
+use opentelemetry_proto::tonic::resource::v1::Resource;
 
 #[path = "engine_calls.rs"]
 mod calls;
@@ -63,8 +67,17 @@ pub struct Engine {
     pub tool_fingerprints: FingerprintRules,
 }
 
-/// Where a span sits in its request: (resource_spans, scope_spans, span) indices.
-type SpanLocation = (usize, usize, usize);
+/// What processing one request read from its bytes found.
+#[derive(Debug)]
+pub struct WireProcessed {
+    /// The request to forward: the received bytes when no span was annotated, else the
+    /// same bytes with the annotated spans' `loop.*` attributes appended in place.
+    pub bytes: bytes::Bytes,
+    /// Detections and annotation count, as [`Engine::process`] reports them.
+    pub processed: Processed,
+    /// Number of spans in the request.
+    pub spans: u64,
+}
 
 impl Engine {
     pub fn new(
@@ -87,23 +100,24 @@ impl Engine {
     /// this request that complete a new detection. Spans of other requests that complete
     /// a detection (late re-ordering) are reported in `detections` but not touched.
     pub fn process(&self, request: &mut ExportTraceServiceRequest, now: Instant) -> Processed {
-        let (events, locations) = self.events_of(request);
+        let mut spans = Vec::new();
+        for (r, resource_spans) in request.resource_spans.iter().enumerate() {
+            let resource = resource_spans.resource.as_ref();
+            let service_name: Option<Arc<str>> = otlp::service_name(resource).map(Arc::from);
+            for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
+                for (i, span) in scope_spans.spans.iter().enumerate() {
+                    spans.push(((r, s, i), span, resource, service_name.clone()));
+                }
+            }
+        }
+        let (events, located) = self.events_of(spans);
         let detections = self.registry.observe(events, now);
         let mut annotated_spans = 0;
-        if !detections.is_empty() {
-            for (location, (trace_id, span_id)) in &locations {
-                let here: Vec<&RunDetection> = detections
-                    .iter()
-                    .filter(|d| &d.span_id == span_id && &d.trace_id == trace_id)
-                    .collect();
-                if here.is_empty() {
-                    continue;
-                }
-                let (r, s, i) = *location;
-                let span = &mut request.resource_spans[r].scope_spans[s].spans[i];
-                annotate_span(span, &here, &|fp| self.fingerprint_key.short(fp));
-                annotated_spans += 1;
-            }
+        for (location, here) in completed_here(&detections, located) {
+            let (r, s, i) = location;
+            let span = &mut request.resource_spans[r].scope_spans[s].spans[i];
+            annotate_span(span, &here, &|fp| self.fingerprint_key.short(fp));
+            annotated_spans += 1;
         }
         self.stats
             .spans_annotated
@@ -114,46 +128,98 @@ impl Engine {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn events_of(
+    /// [`Engine::process`] over a request read from its bytes: the same events and
+    /// detections; the spans that complete a detection are annotated in the bytes
+    /// (same attributes as [`annotate_span`] writes), and a request with no annotated span
+    /// is returned byte for byte.
+    pub fn process_wire(
         &self,
-        request: &ExportTraceServiceRequest,
-    ) -> (Vec<RunEvent>, Vec<(SpanLocation, (Vec<u8>, Vec<u8>))>) {
+        request: WireRequest,
+        now: Instant,
+    ) -> Result<WireProcessed, WireError> {
+        let spans = request.span_count();
+        // Only the run-key attribute is read from resources (service.name is read already).
+        let keys: Vec<&str> = self
+            .options
+            .run_key_attribute
+            .as_deref()
+            .into_iter()
+            .collect();
+        let resources = (0..request.resources.len())
+            .map(|r| request.resource(r, &keys))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inputs = request.spans.iter().map(|wire| {
+            (
+                wire.range.clone(),
+                &wire.span,
+                resources.get(wire.resource),
+                request.resources[wire.resource].service_name.clone(),
+            )
+        });
+        let (events, located) = self.events_of(inputs);
+        let detections = self.registry.observe(events, now);
+        let edits: Vec<SpanEdit> = completed_here(&detections, located)
+            .into_iter()
+            .map(|(range, here)| {
+                let mut added = otlp::Span::default();
+                annotate_span(&mut added, &here, &|fp| self.fingerprint_key.short(fp));
+                SpanEdit::adding(range, &added)
+            })
+            .collect();
+        let annotated_spans = edits.len();
+        let bytes = if edits.is_empty() {
+            request.bytes
+        } else {
+            bytes::Bytes::from(crate::wire::annotate::rewrite(&request.bytes, &edits)?)
+        };
+        self.stats
+            .spans_annotated
+            .fetch_add(annotated_spans as u64, Ordering::Relaxed);
+        Ok(WireProcessed {
+            bytes,
+            processed: Processed {
+                detections,
+                annotated_spans,
+            },
+            spans,
+        })
+    }
+
+    /// Events of `spans` (location, span, resource, service.name), and for each event the
+    /// location and ids of its span.
+    #[allow(clippy::type_complexity)]
+    fn events_of<'a, L>(
+        &self,
+        spans: impl IntoIterator<Item = (L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)>,
+    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>) {
         let mut events = Vec::new();
-        let mut locations = Vec::new();
-        for (r, resource_spans) in request.resource_spans.iter().enumerate() {
-            let resource = resource_spans.resource.as_ref();
-            let service_name: Option<Arc<str>> = otlp::service_name(resource).map(Arc::from);
-            for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
-                for (i, span) in scope_spans.spans.iter().enumerate() {
-                    self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
-                    let Some(extracted) =
-                        conventions::extract_with(&self.options.custom_conventions, span)
-                    else {
-                        continue;
-                    };
-                    let Some(run_key) = self.run_key(span, resource) else {
-                        self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    };
-                    let observation = self.observation(&extracted.kind, span);
-                    let call = self.call_context(span, &extracted);
-                    events.push(RunEvent {
-                        run_key,
-                        trace_id: span.trace_id.clone(),
-                        span_id: span.span_id.clone(),
-                        start_time_unix_nano: span.start_time_unix_nano,
-                        end_time_unix_nano: span.end_time_unix_nano,
-                        service_name: service_name.clone(),
-                        agent_name: extracted.agent_name.as_deref().map(Arc::from),
-                        observation,
-                        call,
-                    });
-                    locations.push(((r, s, i), (span.trace_id.clone(), span.span_id.clone())));
-                }
-            }
+        let mut located = Vec::new();
+        for (location, span, resource, service_name) in spans {
+            self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
+            let Some(extracted) = conventions::extract_with(&self.options.custom_conventions, span)
+            else {
+                continue;
+            };
+            let Some(run_key) = self.run_key(span, resource) else {
+                self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let observation = self.observation(&extracted.kind, span);
+            let call = self.call_context(span, &extracted);
+            events.push(RunEvent {
+                run_key,
+                trace_id: span.trace_id.clone(),
+                span_id: span.span_id.clone(),
+                start_time_unix_nano: span.start_time_unix_nano,
+                end_time_unix_nano: span.end_time_unix_nano,
+                service_name,
+                agent_name: extracted.agent_name.as_deref().map(Arc::from),
+                observation,
+                call,
+            });
+            located.push((location, span.trace_id.as_slice(), span.span_id.as_slice()));
         }
-        (events, locations)
+        (events, located)
     }
 
     /// The run key of a span: the configured attribute's value, else the trace_id hex;
@@ -251,6 +317,33 @@ fn transient_fingerprint(trace_id: &[u8], span_id: &[u8]) -> crate::fingerprint:
     hasher.update([0u8]);
     hasher.update(span_id);
     hasher.finalize().into()
+}
+
+/// The spans of `located` (location, trace_id, span_id) that complete one of
+/// `detections`, each with the detections it completes. Looks each span up in a map keyed
+/// by (trace_id, span_id) instead of matching every span against every detection.
+fn completed_here<'d, L>(
+    detections: &'d [RunDetection],
+    located: Vec<(L, &[u8], &[u8])>,
+) -> Vec<(L, Vec<&'d RunDetection>)> {
+    if detections.is_empty() {
+        return Vec::new();
+    }
+    let mut by_span: HashMap<(&[u8], &[u8]), Vec<&RunDetection>> = HashMap::new();
+    for d in detections {
+        by_span
+            .entry((d.trace_id.as_slice(), d.span_id.as_slice()))
+            .or_default()
+            .push(d);
+    }
+    located
+        .into_iter()
+        .filter_map(|(location, trace_id, span_id)| {
+            by_span
+                .get(&(trace_id, span_id))
+                .map(|here| (location, here.clone()))
+        })
+        .collect()
 }
 
 /// Errors building an engine from configuration.

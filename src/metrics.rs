@@ -362,7 +362,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         );
         r.register(
             "forward_latency_seconds",
-            "Downstream export latency per delivered request",
+            "Downstream export latency per successful export RPC (one batch of requests)",
             state.metrics.forward_latency.clone(),
         );
     }

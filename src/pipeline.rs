@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use prost::Message;
 
 use crate::detector::Severity;
@@ -48,19 +49,29 @@ impl SpanSink for Pipeline {
             (Some(queue), None) => queue.try_admit()?,
             (None, _) => Admission::unlimited(),
         };
-        let IncomingRequest {
-            mut request,
-            raw_protobuf,
-        } = incoming;
-        let processed = self.engine.process(&mut request, Instant::now());
-        let queued = match &self.forward {
-            Some(queue) => {
-                let bytes = match raw_protobuf {
-                    Some(raw) if processed.annotated_spans == 0 => raw,
-                    _ => bytes::Bytes::from(request.encode_to_vec()),
-                };
-                queue.send(admission, bytes, crate::otlp::span_count(&request))
+        let now = Instant::now();
+        let (bytes, spans, processed) = match incoming {
+            IncomingRequest::Protobuf(wire) => {
+                let raw = wire.bytes.clone();
+                let spans = wire.span_count();
+                match self.engine.process_wire(wire, now) {
+                    Ok(done) => (done.bytes, done.spans, done.processed),
+                    Err(error) => {
+                        // Cannot happen for a request the reader accepted; forward it as
+                        // received rather than lose it.
+                        tracing::error!(%error, "annotating a request failed; forwarded unannotated");
+                        (raw, spans, crate::engine::Processed::default())
+                    }
+                }
             }
+            IncomingRequest::Json(mut request) => {
+                let processed = self.engine.process(&mut request, now);
+                let spans = crate::otlp::span_count(&request);
+                (Bytes::from(request.encode_to_vec()), spans, processed)
+            }
+        };
+        let queued = match &self.forward {
+            Some(queue) => queue.send(admission, bytes, spans),
             None => Ok(()),
         };
         // Reported even when the forwarder closed in between: the run state already holds

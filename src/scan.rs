@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use crate::engine::Engine;
 use crate::otlp::ExportTraceServiceRequest;
-use crate::receiver::decode::{decode_json_counted, decode_protobuf};
+use crate::pipeline::IncomingRequest;
+use crate::receiver::decode::{decode_json_counted, decode_protobuf, read_protobuf};
 use crate::registry::RunDetection;
 use crate::report::DetectionRecord;
 
@@ -113,6 +114,29 @@ pub fn read_request(path: &Path) -> Result<ExportTraceServiceRequest, ScanError>
     })
 }
 
+/// Reads one request file as the receivers hand it on: `.pb` through the wire reader,
+/// `.json` through the OTLP/JSON decoder.
+pub fn read_incoming(path: &Path) -> Result<IncomingRequest, ScanError> {
+    let bytes = std::fs::read(path).map_err(|error| ScanError::Io {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let read = match path.extension().and_then(|e| e.to_str()) {
+        Some("pb") => read_protobuf(bytes.into()).map(IncomingRequest::Protobuf),
+        // OTLP/JSON as `read_request` reads it (unknown fields warned about).
+        Some("json") => return read_request(path).map(IncomingRequest::Json),
+        _ => {
+            return Err(ScanError::UnknownType {
+                path: path.to_path_buf(),
+            })
+        }
+    };
+    read.map_err(|error| ScanError::Decode {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
 /// What a scan read and found.
 #[derive(Debug, Default)]
 pub struct ScanOutcome {
@@ -132,10 +156,22 @@ pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<ScanOutcome, ScanError
     let mut outcome = ScanOutcome::default();
     let now = Instant::now();
     for file in files {
-        let mut request = read_request(file)?;
+        let incoming = read_incoming(file)?;
         outcome.requests += 1;
-        outcome.spans += crate::otlp::span_count(&request) as usize;
-        let processed = engine.process(&mut request, now);
+        outcome.spans += incoming.span_count() as usize;
+        let processed = match incoming {
+            IncomingRequest::Protobuf(wire) => {
+                let path = file.clone();
+                engine
+                    .process_wire(wire, now)
+                    .map_err(|error| ScanError::Decode {
+                        path,
+                        error: error.into(),
+                    })?
+                    .processed
+            }
+            IncomingRequest::Json(mut request) => engine.process(&mut request, now),
+        };
         for d in processed.detections {
             if !run_order.contains(&d.run_key) {
                 run_order.push(d.run_key.clone());

@@ -1,6 +1,8 @@
-//! `loopwatch serve`: binds the listeners, wires receiver → pipeline → forwarder, signals
-//! and the admin API, and shuts down in stages (receivers, then the forward queue's drain,
-//! then the signal sinks), each with a deadline.
+//! `loopwatch serve`, in stages: build (engine, signals, forwarder, span path), bind (every
+//! listener, so a port in use fails start-up), run (receivers and admin as [`Stage`]s, each a
+//! `JoinSet`; the first task that ends on its own stops the process with its error), stop
+//! (receivers, then the forwarder's drain, then the signal sinks, then admin, each with its
+//! own `shutdown.drain_timeout` deadline). A `CancellationToken` is the stop signal.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,11 +17,13 @@ use crate::api::{self, AdminState};
 use crate::config::{Config, LogConfig, LogFormat};
 use crate::engine::Engine;
 use crate::forward::Forwarder;
+use crate::lifecycle::Stage;
 use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, SpanSink};
 use crate::receiver::grpc::GrpcReceiver;
 use crate::receiver::stats::ReceiverStats;
 use crate::signals::SignalHub;
+use tokio_util::sync::CancellationToken;
 
 /// Installs the `tracing` subscriber: `RUST_LOG` if set, else `log.level`; text or JSON lines.
 pub fn init_logging(log: &LogConfig) {
@@ -69,15 +73,25 @@ pub struct RunningServer {
     pub engine: Arc<Engine>,
     pub signals: SignalHub,
     pub receiver_stats: Arc<ReceiverStats>,
-    stop: watch::Sender<bool>,
+    /// Cancelled when the server stops: asked to, or because a serving task failed.
+    cancel: CancellationToken,
     done: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
 impl RunningServer {
     /// Stops the server (as SIGTERM would) and waits for the drain to finish.
+    ///
+    /// # Errors
+    /// The serving task that failed (if one stopped the server), acknowledged spans that
+    /// were not delivered before the drain deadline, or a receiver that failed while draining.
     pub async fn shutdown(self) -> anyhow::Result<()> {
-        let _ = self.stop.send(true);
+        self.cancel.cancel();
         self.done.await.context("server task panicked")?
+    }
+
+    /// Resolves once the server is stopping (asked to, or a serving task failed).
+    pub async fn stopping(&self) {
+        self.cancel.cancelled().await;
     }
 }
 
@@ -99,8 +113,10 @@ pub async fn run(
         profiles = %summary.profiles,
         "loopwatch listening"
     );
-    shutdown.await;
-    tracing::info!("shutdown requested: no longer accepting; draining");
+    tokio::select! {
+        _ = shutdown => tracing::info!("shutdown requested: no longer accepting; draining"),
+        _ = server.stopping() => {}
+    }
     server.shutdown().await
 }
 
@@ -206,7 +222,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         limits,
         stopped(),
     );
-    let grpc_task = tokio::spawn({
+    // Run stage 1: the receivers. Any of them ending before shutdown stops the process.
+    let mut receivers = Stage::new("receivers");
+    receivers.spawn("receiver.grpc", {
         let (limits, edge, stop) = (limits.clone(), edges.grpc_edge(), stopped());
         async move {
             grpc.serve_incoming(grpc_incoming, &limits, edge, stop)
@@ -224,7 +242,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         crate::receiver::http_router(sink.clone(), options, receiver_stats.clone()),
         edges.receiver_auth.clone(),
     );
-    let http_task = tokio::spawn({
+    receivers.spawn("receiver.http", {
         let (limits, stop) = (limits.clone(), stopped());
         async move { crate::listen::http::serve_router(http_incoming, http_app, &limits, stop).await }
     });
@@ -242,24 +260,27 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
         .context("telemetry.endpoint")?;
     let ready = admin_state.ready.clone();
-    let admin_task = admin_listener.map(|l| {
+    // Run stage 2: the admin listener and housekeeping; stopped last, so /readyz answers
+    // 503 while the span path drains.
+    let mut admin = Stage::new("admin");
+    if let Some(l) = admin_listener {
         let app = crate::auth::protect_admin(api::router(admin_state), edges.admin_auth.clone());
         let limits = config.admin.connections.clone();
         let incoming =
             crate::listen::spawn_accept("admin", l, edges.admin_tls.clone(), &limits, stopped());
         let stop = stopped();
-        tokio::spawn(async move {
+        admin.spawn("admin", async move {
             crate::listen::http::serve_router(incoming, app, &limits, stop).await
-        })
-    });
+        });
+    }
 
     // Idle-run eviction.
-    let sweeper = {
+    {
         let engine = engine.clone();
         let fleet_metrics = metrics.clone();
         let ttl = config.registry.idle_ttl;
         let mut stop_rx = stop.subscribe();
-        tokio::spawn(async move {
+        admin.spawn("run sweeper", async move {
             let period = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
             loop {
                 tokio::select! {
@@ -274,49 +295,44 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                     _ = stop_rx.wait_for(|s| *s) => break,
                 }
             }
-        })
-    };
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
 
     let drain_timeout = config.shutdown.drain_timeout;
     let done_engine = engine.clone();
     let done_signals = signals.clone();
-    let mut done_rx = stop.subscribe();
+    let cancel = CancellationToken::new();
+    let done_cancel = cancel.clone();
     let done = tokio::spawn(async move {
-        let _ = done_rx.wait_for(|s| *s).await;
-        ready.store(false, std::sync::atomic::Ordering::Relaxed);
-        // 1. receivers stop accepting and finish in-flight requests, within the deadline:
-        //    a client stalled mid-request must not keep the process from draining.
-        let aborts = [grpc_task.abort_handle(), http_task.abort_handle()];
-        match tokio::time::timeout(drain_timeout, async { tokio::join!(grpc_task, http_task) })
-            .await
-        {
-            Ok((g, h)) => {
-                g.context("grpc receiver task")?.context("grpc receiver")?;
-                h.context("http receiver task")?.context("http receiver")?;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    ?drain_timeout,
-                    "in-flight requests did not finish before the drain timeout; closing their connections"
-                );
-                aborts.iter().for_each(|a| a.abort());
-            }
+        // Running until asked to stop, or until a serving task ends on its own.
+        let failure = tokio::select! {
+            _ = done_cancel.cancelled() => None,
+            err = receivers.failed() => Some(err),
+            err = admin.failed() => Some(err),
+        };
+        if let Some(err) = &failure {
+            tracing::error!(error = %format!("{err:#}"), "a serving task stopped: shutting down");
         }
-        // 2. the forward queue drains within the deadline.
+        done_cancel.cancel();
+        ready.store(false, std::sync::atomic::Ordering::Relaxed);
+        let _ = stop.send(true);
+        // Stop stage 1: receivers stop accepting and finish in-flight requests within their
+        // deadline (a client stalled mid-request must not keep the process from draining).
+        let receivers_drained = receivers.drain(drain_timeout).await;
+        // Stop stage 2: the forwarder wakes its retries and drains within its deadline.
         let lost = match forwarder {
             Some(forwarder) => forwarder.shutdown(drain_timeout).await.undelivered_spans,
             None => 0,
         };
-        // 3. signals flush best-effort.
+        // Stop stage 3: signals flush best-effort within theirs.
         done_signals.shutdown(drain_timeout).await;
-        // 4. self-telemetry exports its last values.
+        // Stop stage 4: self-telemetry exports its last values.
         if let Some(telemetry) = telemetry {
             let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
         }
-        sweeper.abort();
-        if let Some(admin) = admin_task {
-            let _ = admin.await;
-        }
+        // Stop stage 5: admin and housekeeping.
+        let _ = admin.drain(drain_timeout).await;
         let stats = &done_engine.stats;
         tracing::info!(
             spans = stats.spans_seen.load(std::sync::atomic::Ordering::Relaxed),
@@ -326,13 +342,21 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 .load(std::sync::atomic::Ordering::Relaxed),
             "loopwatch stopped"
         );
+        if let Some(err) = failure {
+            return Err(err);
+        }
         if lost > 0 {
             anyhow::bail!(
                 "{lost} acknowledged span(s) were not delivered downstream before the drain deadline (shutdown.drain_timeout = {})",
                 humantime::format_duration(drain_timeout)
             );
         }
-        Ok(())
+        // Receivers that outlived the deadline were aborted (their clients retry); a
+        // receiver that failed while draining is reported.
+        match receivers_drained {
+            Err(err) if !err.to_string().contains("did not finish") => Err(err),
+            _ => Ok(()),
+        }
     });
 
     Ok(RunningServer {
@@ -342,7 +366,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         engine,
         signals,
         receiver_stats,
-        stop,
+        cancel,
         done,
     })
 }

@@ -381,10 +381,12 @@ async fn corpus_through_the_admin_api() {
     assert_eq!(total("loopwatch_forward_queue_depth"), 0.0);
     let delivered_requests = total("loopwatch_requests_forwarded_total");
     assert!(delivered_requests >= 1.0 && delivered_requests <= requests_sent as f64);
+    let exports = total("loopwatch_forward_exports_total");
+    assert!(exports >= 1.0 && exports <= delivered_requests, "{exports}");
     assert_eq!(
         total("loopwatch_forward_latency_seconds_count"),
-        delivered_requests,
-        "one latency observation per delivered request"
+        exports,
+        "one latency observation per export RPC (a batch of requests is one)"
     );
     assert!(total("loopwatch_forward_latency_seconds_sum") > 0.0);
     assert_eq!(m.types["loopwatch_forward_latency_seconds"], "histogram");

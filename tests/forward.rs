@@ -162,8 +162,11 @@ async fn forwards_corpus_bytes_untouched_with_gzip() {
     let got = sink.take();
     assert_eq!(got.len(), originals.len());
     for (incoming, original) in got.iter().zip(&originals) {
-        assert_eq!(incoming.raw_protobuf.as_deref(), Some(original.as_slice()));
-        assert_eq!(incoming.request, decode_pb(original));
+        assert_eq!(
+            incoming.raw_protobuf().map(|b| b.as_ref()),
+            Some(original.as_slice())
+        );
+        assert_eq!(incoming.to_decoded().unwrap(), decode_pb(original));
     }
     assert_eq!(queue.try_reserve().err(), Some(AcceptError::ShuttingDown));
     assert_eq!(stats.forwarded_requests(), originals.len() as u64);

@@ -203,3 +203,57 @@ fn fingerprint_inputs_never_panic() {
         fuzz_support::fingerprint_input(&input);
     }
 }
+
+/// Replaces one ASCII letter of `bytes` with 0xfe: inside a string field this makes the
+/// request invalid UTF-8 for prost while every other byte stays valid.
+fn break_utf8(rng: &mut StdRng, bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    let letters: Vec<usize> = (0..out.len())
+        .filter(|&i| out[i].is_ascii_lowercase())
+        .collect();
+    if !letters.is_empty() {
+        out[letters[rng.random_range(0..letters.len())]] = 0xfe;
+    }
+    out
+}
+
+#[test]
+fn wire_reader_agrees_with_prost() {
+    let seeds = corpus("pb");
+    let mut rng = StdRng::seed_from_u64(0x3172e);
+    let mut decoded = 0;
+    for seed in &seeds {
+        assert!(fuzz_support::wire_input(seed), "corpus requests decode");
+    }
+    let mut lossy = 0;
+    for round in 0..600 {
+        let seed = &seeds[rng.random_range(0..seeds.len())];
+        let input = match round % 5 {
+            0 => (0..rng.random_range(0..512))
+                .map(|_| rng.random())
+                .collect(),
+            1 | 2 => mutate_request(&mut rng, seed).unwrap_or_default(),
+            3 => {
+                let broken = break_utf8(&mut rng, seed);
+                let wire = loopwatch::wire::WireRequest::read(broken.clone().into());
+                let prost = opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(broken.as_slice());
+                if wire.is_ok() && prost.is_err() {
+                    lossy += 1;
+                }
+                broken
+            }
+            _ => mutate(&mut rng, &seeds, seed),
+        };
+        if fuzz_support::wire_input(&input) {
+            decoded += 1;
+        }
+    }
+    assert!(
+        decoded > 200,
+        "mutated requests that still decode: {decoded}"
+    );
+    assert!(
+        lossy > 20,
+        "requests with a broken string read lossily instead of refused: {lossy}"
+    );
+}

@@ -143,10 +143,15 @@ async fn corpus_accepted_with_every_compression_and_raw_bytes_kept() {
             let got = server.sink.take();
             assert_eq!(got.len(), 2);
             for incoming in &got {
-                assert_eq!(incoming.request, expected, "{}", file.display());
+                assert_eq!(
+                    incoming.to_decoded().unwrap(),
+                    expected,
+                    "{}",
+                    file.display()
+                );
             }
             assert_eq!(
-                got[0].raw_protobuf.as_deref(),
+                got[0].raw_protobuf().map(|b| b.as_ref()),
                 Some(original.as_slice()),
                 "{} {compression:?}: raw bytes differ",
                 file.display()
@@ -347,4 +352,60 @@ async fn health_extra_services_and_graceful_shutdown() {
         .unwrap_or_else(|_| panic!("server did not stop within 5s"));
     assert!(matches!(result, Ok(Ok(()))), "{result:?}");
     assert!(tokio::net::TcpStream::connect(server.addr).await.is_err());
+}
+
+/// A request of two spans whose second carries a string attribute that is not valid
+/// UTF-8, encoded by hand (prost cannot encode it) from a valid request.
+fn request_with_invalid_utf8() -> (Vec<u8>, usize) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    let span = |id: u8, text: &str| Span {
+        trace_id: vec![1; 16],
+        span_id: vec![id; 8],
+        name: "execute_tool search".into(),
+        attributes: vec![KeyValue {
+            key: "gen_ai.tool.call.arguments".into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(text.into())),
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans: vec![span(1, "{\"q\":\"ok\"}"), span(2, "{\"q\":\"BAD\"}")],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let mut bytes = request.encode_to_vec();
+    let at = bytes
+        .windows(3)
+        .position(|w| w == b"BAD")
+        .unwrap_or_else(|| panic!("marker not found"));
+    bytes[at] = 0xff;
+    assert!(ExportTraceServiceRequest::decode(bytes.as_slice()).is_err());
+    (bytes, 2)
+}
+
+#[tokio::test]
+async fn invalid_utf8_costs_no_span_and_is_kept_byte_for_byte() {
+    let server = start().await;
+    let ch = channel(server.addr).await;
+    let (bytes, spans) = request_with_invalid_utf8();
+    send_raw(&ch, Bytes::from(bytes.clone()), None, None)
+        .await
+        .unwrap_or_else(|s| panic!("a request with a bad string was refused: {s}"));
+    let got = server.sink.take();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].span_count(), spans as u64);
+    assert_eq!(
+        got[0].raw_protobuf().map(|b| b.as_ref()),
+        Some(bytes.as_slice())
+    );
+    assert_eq!(server.stats.accepted_spans(), spans as u64);
 }

@@ -133,10 +133,13 @@ async fn corpus_protobuf_and_json_with_every_encoding() {
 
             let got = server.sink.take();
             assert_eq!(got.len(), 2);
-            assert_eq!(got[0].request, expected);
-            assert_eq!(got[0].raw_protobuf.as_deref(), Some(original.as_slice()));
-            assert_eq!(got[1].request, expected);
-            assert_eq!(got[1].raw_protobuf, None);
+            assert_eq!(got[0].to_decoded().unwrap(), expected);
+            assert_eq!(
+                got[0].raw_protobuf().map(|b| b.as_ref()),
+                Some(original.as_slice())
+            );
+            assert_eq!(got[1].to_decoded().unwrap(), expected);
+            assert_eq!(got[1].raw_protobuf(), None);
             sent += 2;
         }
     }

@@ -14,6 +14,7 @@ use loopwatch::fingerprint::{FingerprintKey, Fingerprinter};
 use loopwatch::otlp::ExportTraceServiceRequest;
 use loopwatch::receiver::decode::{decode_json, decode_protobuf, span_count};
 use loopwatch::registry::{Registry, RegistryConfig};
+use loopwatch::wire::WireRequest;
 use prost::Message;
 
 /// An engine with both built-in profiles and small registry caps (so inputs reach the
@@ -75,6 +76,101 @@ pub fn protobuf_input(data: &[u8]) {
     if let Ok(request) = decode_protobuf(data) {
         process_request(request);
     }
+}
+
+/// The fields of a prost-decoded span that the wire reader materialises (the rest is
+/// forwarded as bytes, never read).
+pub fn detection_view(
+    span: &opentelemetry_proto::tonic::trace::v1::Span,
+) -> opentelemetry_proto::tonic::trace::v1::Span {
+    opentelemetry_proto::tonic::trace::v1::Span {
+        trace_id: span.trace_id.clone(),
+        span_id: span.span_id.clone(),
+        parent_span_id: span.parent_span_id.clone(),
+        name: span.name.clone(),
+        kind: span.kind,
+        start_time_unix_nano: span.start_time_unix_nano,
+        end_time_unix_nano: span.end_time_unix_nano,
+        attributes: span.attributes.clone(),
+        events: span.events.clone(),
+        status: span.status.clone(),
+        ..Default::default()
+    }
+}
+
+/// Target (d): the zero-copy wire reader against prost on the same bytes.
+///
+/// - The reader accepts what prost accepts; it may accept more only where prost's error
+///   is a string that is not valid UTF-8 (read lossily by design).
+/// - On bytes prost decodes, every span's materialised view equals prost's, the
+///   conventions extract the same events, and the engine fed through the wire path finds
+///   the same detections and forwards bytes that decode to exactly the request the prost
+///   path annotates; a request with nothing annotated is forwarded byte for byte.
+///
+/// Returns whether prost decoded the input (for coverage counts in the stable test).
+pub fn wire_input(data: &[u8]) -> bool {
+    let bytes = bytes::Bytes::copy_from_slice(data);
+    let wire = WireRequest::read(bytes.clone());
+    let request = match ExportTraceServiceRequest::decode(data) {
+        Ok(request) => request,
+        Err(prost_error) => {
+            if let Ok(wire) = wire {
+                assert!(
+                    prost_error.to_string().contains("UTF-8"),
+                    "the wire reader accepted what prost refuses: {prost_error}"
+                );
+                let processed = engine(None)
+                    .process_wire(wire, Instant::now())
+                    .expect("a read request annotates");
+                if processed.processed.annotated_spans == 0 {
+                    assert_eq!(processed.bytes, bytes);
+                }
+            }
+            return false;
+        }
+    };
+    let wire = match wire {
+        Ok(wire) => wire,
+        Err(e) => panic!("the wire reader refused what prost decodes: {e}"),
+    };
+    assert_eq!(wire.span_count(), span_count(&request));
+    for located in &wire.spans {
+        let (r, s, i) = located.index;
+        let span = &request.resource_spans[r].scope_spans[s].spans[i];
+        assert_eq!(located.span, detection_view(span));
+        assert_eq!(
+            loopwatch::conventions::extract(&located.span),
+            loopwatch::conventions::extract(span)
+        );
+        let resource = request.resource_spans[r].resource.as_ref();
+        assert_eq!(
+            wire.resources[located.resource].service_name.as_deref(),
+            loopwatch::otlp::service_name(resource)
+        );
+    }
+    for run_key_attribute in [None, Some("gen_ai.conversation.id")] {
+        let now = Instant::now();
+        let mut annotated = request.clone();
+        let by_prost = engine(run_key_attribute).process(&mut annotated, now);
+        let by_wire = engine(run_key_attribute)
+            .process_wire(wire.clone(), now)
+            .expect("a read request annotates");
+        assert_eq!(by_wire.processed.detections, by_prost.detections);
+        assert_eq!(by_wire.processed.annotated_spans, by_prost.annotated_spans);
+        let forwarded = ExportTraceServiceRequest::decode(by_wire.bytes.clone())
+            .expect("forwarded bytes decode");
+        assert_eq!(
+            forwarded, annotated,
+            "forwarded request differs from prost's"
+        );
+        if by_prost.annotated_spans == 0 {
+            assert_eq!(
+                by_wire.bytes, bytes,
+                "an unannotated request is forwarded as received"
+            );
+        }
+    }
+    true
 }
 
 /// Target (b): OTLP/JSON bytes → decode → [`process_request`]. Errors name a field.

@@ -2,19 +2,24 @@
 //! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
-//! Order: [`genai`] tool spans, [`openinference`], [`openllmetry`], [`pydantic_legacy`],
+//! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
+//! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
+//! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], then inference spans ([`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
 pub mod custom;
+pub mod dspy;
 pub mod genai;
 pub mod langfuse;
+pub mod llamaindex;
 pub mod message_parts;
 pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
+pub mod smolagents;
 pub mod vercel_ai;
 pub mod wrappers;
 
@@ -48,6 +53,9 @@ pub fn extract_with(custom: &[custom::CustomConvention], span: &Span) -> Option<
 /// The readers tried after the GenAI tool-span claim, in order; the first that reads the
 /// span wins. A new convention is one file and one line here.
 const READERS: &[fn(&Span) -> Option<ExtractedEvent>] = &[
+    llamaindex::extract,
+    smolagents::extract,
+    dspy::extract,
     openinference::extract,
     openllmetry::extract,
     pydantic_legacy::extract,
@@ -63,6 +71,10 @@ fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
     if span.name == pydantic_legacy::SPAN_NAME {
         // pydantic-ai ≤ v2 `running tool` spans (v2 also marks them `execute_tool`).
         return pydantic_legacy::extract(span);
+    }
+    if openllmetry::is_tool_span(span) {
+        // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
+        return openllmetry::extract(span);
     }
     if genai::is_tool_span(span) {
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.

@@ -5,7 +5,8 @@
 //! `tool.parameters`, which is the JSON schema), result `output.value`. OpenInference has
 //! no call id on the tool span; openinference-instrumentation-langchain records the result
 //! as a serialised `ToolMessage` (`{"type":"tool","data":{…,"tool_call_id":…}}`), and its
-//! `tool_call_id` is used as the call id when present. For one-parameter LangChain tools
+//! `tool_call_id` is used as the call id when present. Hidden content (`__REDACTED__`,
+//! OpenInference's `OPENINFERENCE_HIDE_INPUTS/OUTPUTS`) reads as not captured. For one-parameter LangChain tools
 //! `input.value` is the bare value (`42`, `Paris`), kept as found.
 //!
 //! LLM spans: `llm.output_messages.N.message.tool_calls.M.…` → [`ModelResponse::ToolCalls`];
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::Value as Json;
 
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, ToolCall};
 use crate::otlp::{attr_str, Span};
 
 /// Convention label on events from this module.
@@ -49,10 +50,16 @@ fn tool_call(span: &Span) -> Option<ToolCall> {
     Some(ToolCall {
         tool_name: name.to_owned(),
         call_id: attr_str(attrs, "output.value").and_then(tool_message_call_id),
-        arguments: payload_attr(attrs, &["input.value"]),
-        result: payload_attr(attrs, &["output.value"]),
+        arguments: payload_attr(attrs, &["input.value"]).filter(|p| !is_redacted(p)),
+        result: payload_attr(attrs, &["output.value"]).filter(|p| !is_redacted(p)),
         status: call_status(span),
     })
+}
+
+/// OpenInference's placeholder for hidden inputs/outputs (`OPENINFERENCE_HIDE_INPUTS` /
+/// `OPENINFERENCE_HIDE_OUTPUTS`): not captured, not content.
+pub fn is_redacted(payload: &Payload) -> bool {
+    matches!(payload, Payload::Text(t) if t == "__REDACTED__")
 }
 
 /// `tool_call_id` of a LangChain `ToolMessage` serialised as

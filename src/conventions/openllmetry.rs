@@ -1,7 +1,11 @@
 //! OpenLLMetry (Traceloop) tool spans: `traceloop.span.kind` = `tool`.
 //!
-//! Tool name `traceloop.entity.name` (else the span name without its `.tool` suffix),
-//! arguments `traceloop.entity.input`, result `traceloop.entity.output`; no call id.
+//! Tool name `traceloop.entity.name` (else `gen_ai.tool.name`, else the span name without
+//! its `.tool` suffix), arguments `traceloop.entity.input` (else `gen_ai.tool.call.arguments`),
+//! result `traceloop.entity.output` (else `gen_ai.tool.call.result`), call id
+//! `gen_ai.tool.call.id` where written. OpenLLMetry 0.6x writes both spellings on LangChain
+//! tool spans (the `gen_ai.*` ones holding the same callback context) and only the
+//! `gen_ai.*` ones on OpenAI Agents SDK tool spans (`<tool>.tool`).
 //! Traceloop LLM spans are read by [`super::model_response`] (`gen_ai.completion.N.*`).
 //!
 //! The `@tool` decorator records `{"args": [...], "kwargs": {...}}`, stable per call, kept
@@ -18,23 +22,34 @@ use crate::otlp::{attr_str, Span};
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "openllmetry";
 
+/// True for a Traceloop `tool` span (`traceloop.span.kind` = `tool`).
+pub fn is_tool_span(span: &Span) -> bool {
+    attr_str(&span.attributes, "traceloop.span.kind") == Some("tool")
+}
+
 /// The tool call of a Traceloop `tool` span; `None` for other spans.
 pub fn extract(span: &Span) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
-    if attr_str(attrs, "traceloop.span.kind") != Some("tool") {
+    if !is_tool_span(span) {
         return None;
     }
     let from_span_name = span.name.strip_suffix(".tool").unwrap_or(&span.name);
-    let name = first_str(attrs, &["traceloop.entity.name"])
+    let name = first_str(attrs, &["traceloop.entity.name", "gen_ai.tool.name"])
         .or(Some(from_span_name).filter(|s| !s.is_empty()))?;
     Some(ExtractedEvent {
         kind: EventKind::ToolCall(ToolCall {
             tool_name: name.to_owned(),
-            call_id: None,
-            arguments: payload_attr(attrs, &["traceloop.entity.input"])
-                .map(|p| unwrap_callback(p, &["inputs", "input_str"], "input_str")),
-            result: payload_attr(attrs, &["traceloop.entity.output"])
-                .map(|p| unwrap_callback(p, &["output"], "kwargs")),
+            call_id: super::call_id(attrs, "gen_ai.tool.call.id"),
+            arguments: payload_attr(
+                attrs,
+                &["traceloop.entity.input", "gen_ai.tool.call.arguments"],
+            )
+            .map(|p| unwrap_callback(p, &["inputs", "input_str"], "input_str")),
+            result: payload_attr(
+                attrs,
+                &["traceloop.entity.output", "gen_ai.tool.call.result"],
+            )
+            .map(|p| unwrap_callback(p, &["output"], "kwargs")),
             status: call_status(span),
         }),
         agent_name: agent_name(span),
@@ -104,6 +119,31 @@ mod tests {
                 message: "timeout".into()
             }
         );
+    }
+
+    #[test]
+    fn openai_agents_tool_span_reads_the_gen_ai_spelling() {
+        let sp = span(
+            "read_file.tool",
+            vec![
+                kvs("traceloop.span.kind", "tool"),
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "read_file"),
+                kvs("gen_ai.tool.call.arguments", r#"{"path": "a.py"}"#),
+                kvs("gen_ai.tool.call.result", "def main(): pass"),
+            ],
+        );
+        let ev = extract(&sp).expect("tool call");
+        assert_eq!(ev.convention, "openllmetry");
+        let EventKind::ToolCall(c) = ev.kind else {
+            panic!("not a tool call")
+        };
+        assert_eq!(c.tool_name, "read_file");
+        assert_eq!(
+            c.arguments,
+            Some(Payload::Text(r#"{"path": "a.py"}"#.into()))
+        );
+        assert_eq!(c.result, Some(Payload::Text("def main(): pass".into())));
     }
 
     #[test]

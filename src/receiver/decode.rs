@@ -91,6 +91,12 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, Receiv
     Ok(ExportTraceServiceRequest::decode(bytes)?)
 }
 
+/// Reads a protobuf `ExportTraceServiceRequest` from its bytes with the zero-copy wire
+/// reader (strings that are not UTF-8 are read lossily instead of failing the request).
+pub fn read_protobuf(bytes: Bytes) -> Result<crate::wire::WireRequest, ReceiveError> {
+    Ok(crate::wire::WireRequest::read(bytes)?)
+}
+
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest` (see [`decode_json_counted`]),
 /// dropping the count of unknown fields.
 pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveError> {

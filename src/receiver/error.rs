@@ -36,6 +36,10 @@ pub enum ReceiveError {
     /// The (decompressed) body is not an `ExportTraceServiceRequest` protobuf.
     #[error("invalid OTLP protobuf ExportTraceServiceRequest: {0}")]
     InvalidProtobuf(#[from] prost::DecodeError),
+    /// The (decompressed) body is not an `ExportTraceServiceRequest` protobuf, as the wire
+    /// reader found (same cases as prost, except invalid UTF-8, which is read lossily).
+    #[error("invalid OTLP protobuf ExportTraceServiceRequest: {0}")]
+    InvalidWire(#[from] crate::wire::WireError),
     /// The body is not OTLP/JSON; `path` names the offending field.
     #[error("invalid OTLP/JSON at `{path}`: {message}")]
     InvalidJson {
@@ -61,6 +65,7 @@ impl ReceiveError {
             Self::TooLarge { .. } => RejectReason::TooLarge,
             Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
+            | Self::InvalidWire(_)
             | Self::InvalidJson { .. }
             | Self::Body(_) => RejectReason::InvalidPayload,
             Self::Refused(AcceptError::QueueFull) => RejectReason::QueueFull,
@@ -80,6 +85,7 @@ impl ReceiveError {
             Self::UnsupportedContentType(_)
             | Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
+            | Self::InvalidWire(_)
             | Self::InvalidJson { .. } => tonic::Code::InvalidArgument,
         }
     }
@@ -96,6 +102,7 @@ impl ReceiveError {
             Self::Refused(_) => S::SERVICE_UNAVAILABLE,
             Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
+            | Self::InvalidWire(_)
             | Self::InvalidJson { .. }
             | Self::Body(_) => S::BAD_REQUEST,
         }

@@ -10,7 +10,7 @@ use std::future::{ready, Future, Ready};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes};
+use bytes::Buf;
 use futures::future::BoxFuture;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use tonic::body::Body;
@@ -22,27 +22,22 @@ use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 use crate::ingest::{Admission, IncomingRequest, SpanSink};
-use crate::otlp::ExportTraceServiceRequest;
 
-use super::decode::{decode_protobuf, span_count, Compression};
+use super::decode::{read_protobuf, Compression};
 use super::error::ReceiveError;
 use super::stats::{ReceiverStats, RejectReason};
 use super::ReceiverOptions;
 use crate::otlp::rpc_status::status_details_with_retry;
+use crate::wire::WireRequest;
 
 pub use crate::otlp::{EXPORT_PATH, TRACE_SERVICE_NAME};
 /// `grpc-accept-encoding` advertised when a request's compression is refused.
 const GRPC_ACCEPT_ENCODING: &str = "gzip,zstd,identity";
 
-/// An `ExportTraceServiceRequest` together with its protobuf encoding as received
-/// (after gRPC decompression).
+/// An `ExportTraceServiceRequest` as received (after gRPC decompression), read by the
+/// zero-copy wire reader.
 #[derive(Clone, Debug)]
-pub struct RawExport {
-    /// The decoded request.
-    pub request: ExportTraceServiceRequest,
-    /// The exact protobuf bytes it was decoded from.
-    pub raw: Bytes,
-}
+pub struct RawExport(pub WireRequest);
 
 /// Server codec: decodes to [`RawExport`], encodes `ExportTraceServiceResponse` with prost.
 #[derive(Clone, Copy, Debug, Default)]
@@ -73,8 +68,8 @@ impl Decoder for RawExportDecoder {
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<RawExport>, Status> {
         let raw = src.copy_to_bytes(src.remaining());
-        let request = decode_protobuf(&raw).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        Ok(Some(RawExport { request, raw }))
+        let request = read_protobuf(raw).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        Ok(Some(RawExport(request)))
     }
 }
 
@@ -220,12 +215,9 @@ impl UnaryService<RawExport> for ExportHandler {
     type Future = Ready<Result<Response<ExportTraceServiceResponse>, Status>>;
 
     fn call(&mut self, request: Request<RawExport>) -> Self::Future {
-        let RawExport { request, raw } = request.into_inner();
-        let spans = span_count(&request);
-        let incoming = IncomingRequest {
-            request,
-            raw_protobuf: Some(raw),
-        };
+        let RawExport(request) = request.into_inner();
+        let spans = request.span_count();
+        let incoming = IncomingRequest::Protobuf(request);
         let stats = &self.shared.stats;
         let admission = self
             .admission

@@ -21,7 +21,7 @@ use prost::Message;
 
 use crate::ingest::{IncomingRequest, SpanSink};
 
-use super::decode::{decode_json_counted, decode_protobuf, decompress, span_count, Compression};
+use super::decode::{decode_json_counted, decompress, read_protobuf, Compression};
 use super::error::ReceiveError;
 use super::stats::ReceiverStats;
 use super::ReceiverOptions;
@@ -125,7 +125,7 @@ async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: B
         Ok(incoming) => incoming,
         Err(err) => return reject(&state, format, &err, 0),
     };
-    let spans = span_count(&incoming.request);
+    let spans = incoming.span_count();
     if let Err(refused) = state.sink.accept(admission, incoming) {
         return reject(&state, format, &ReceiveError::Refused(refused), spans);
     }
@@ -173,10 +173,7 @@ async fn read_request(
         .to_bytes();
     let bytes = decompress(compression, body, limit)?;
     Ok(match format {
-        Format::Protobuf => IncomingRequest {
-            request: decode_protobuf(&bytes)?,
-            raw_protobuf: Some(bytes),
-        },
+        Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes)?),
         Format::Json => {
             let (request, unknown) = decode_json_counted(&bytes)?;
             let sender = header_str(headers, http::header::USER_AGENT);
@@ -184,10 +181,7 @@ async fn read_request(
                 .stats
                 .otlp_json_unknown_fields
                 .record(&sender, &unknown);
-            IncomingRequest {
-                request,
-                raw_protobuf: None,
-            }
+            IncomingRequest::Json(request)
         }
     })
 }

@@ -1,0 +1,248 @@
+//! In-place annotation of a request's bytes: the spans that complete a detection get their
+//! `loop.*` attributes (and events) appended, an existing attribute with one of the written
+//! keys is dropped (as [`crate::annotate::annotate_span`] replaces it), and only the length
+//! prefixes of the enclosing `scope_spans` and `resource_spans` are rewritten. Every other
+//! byte is copied as received; nothing is re-encoded.
+
+use std::ops::Range;
+
+use opentelemetry_proto::tonic::trace::v1::Span;
+
+use super::decode::key_of;
+use super::reader::{put_len_key, put_varint, Fields, WireError};
+
+/// Field numbers from the request down to a span: `ExportTraceServiceRequest.resource_spans`,
+/// `ResourceSpans.scope_spans`, `ScopeSpans.spans`.
+const PATH: [u32; 3] = [1, 2, 2];
+/// `Span.attributes`
+const SPAN_ATTRIBUTES: u32 = 9;
+/// `Span.events`
+const SPAN_EVENTS: u32 = 11;
+
+/// What to change in one span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanEdit {
+    /// Absolute byte range of the span message (as in [`super::WireSpan::range`]).
+    pub range: Range<usize>,
+    /// Attribute keys to drop from the span (the keys being written).
+    pub remove_keys: Vec<String>,
+    /// Encoded `Span` fields to append (attributes, events).
+    pub append: Vec<u8>,
+}
+
+impl SpanEdit {
+    /// The edit that adds `added`'s attributes and events to the span at `range` (e.g.
+    /// what [`crate::annotate::annotate_span`] wrote on an empty span), replacing attributes
+    /// with the same keys.
+    pub fn adding(range: Range<usize>, added: &Span) -> SpanEdit {
+        let mut append = Vec::new();
+        for kv in &added.attributes {
+            prost::encoding::message::encode(SPAN_ATTRIBUTES, kv, &mut append);
+        }
+        for event in &added.events {
+            prost::encoding::message::encode(SPAN_EVENTS, event, &mut append);
+        }
+        SpanEdit {
+            range,
+            remove_keys: added.attributes.iter().map(|kv| kv.key.clone()).collect(),
+            append,
+        }
+    }
+}
+
+/// The request in `buf` with `edits` applied. Edits must name span ranges of this request
+/// (from [`super::WireRequest::read`]); an edit that does not is ignored. With no edits the
+/// result equals `buf`.
+pub fn rewrite(buf: &[u8], edits: &[SpanEdit]) -> Result<Vec<u8>, WireError> {
+    let mut sorted: Vec<&SpanEdit> = edits.iter().collect();
+    sorted.sort_by_key(|e| (e.range.start, e.range.end));
+    sorted.dedup_by(|a, b| a.range == b.range);
+    let grown: usize = edits.iter().map(|e| e.append.len() + 16).sum();
+    let mut out = Vec::with_capacity(buf.len() + grown);
+    write_message(buf, 0..buf.len(), 0, &sorted, &mut out)?;
+    Ok(out)
+}
+
+fn write_message(
+    buf: &[u8],
+    range: Range<usize>,
+    level: usize,
+    edits: &[&SpanEdit],
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    let mut copied_to = range.start;
+    for field in Fields::new(buf, range.clone(), u32::MAX) {
+        let field = field?;
+        let Some(value) = field.len_range() else {
+            continue;
+        };
+        if field.number != PATH[level] {
+            continue;
+        }
+        let first = edits.partition_point(|e| e.range.start < value.start);
+        let last = edits.partition_point(|e| e.range.start < value.end);
+        let inside: Vec<&SpanEdit> = edits[first..last]
+            .iter()
+            .copied()
+            .filter(|e| e.range.end <= value.end)
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        let mut body = Vec::with_capacity(value.len() + 64);
+        if level + 1 == PATH.len() {
+            match inside.iter().find(|e| e.range == value) {
+                Some(edit) => write_span(buf, value, edit, &mut body)?,
+                None => continue,
+            }
+        } else {
+            write_message(buf, value, level + 1, &inside, &mut body)?;
+        }
+        out.extend_from_slice(&buf[copied_to..field.range.start]);
+        put_len_key(field.number, out);
+        put_varint(body.len() as u64, out);
+        out.extend_from_slice(&body);
+        copied_to = field.range.end;
+    }
+    out.extend_from_slice(&buf[copied_to..range.end]);
+    Ok(())
+}
+
+fn write_span(
+    buf: &[u8],
+    range: Range<usize>,
+    edit: &SpanEdit,
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    let mut copied_to = range.start;
+    for field in Fields::new(buf, range.clone(), u32::MAX) {
+        let field = field?;
+        if field.number != SPAN_ATTRIBUTES {
+            continue;
+        }
+        let Some(value) = field.len_range() else {
+            continue;
+        };
+        let key = key_of(buf, value)?;
+        if edit.remove_keys.iter().any(|k| k.as_bytes() == key) {
+            out.extend_from_slice(&buf[copied_to..field.range.start]);
+            copied_to = field.range.end;
+        }
+    }
+    out.extend_from_slice(&buf[copied_to..range.end]);
+    out.extend_from_slice(&edit.append);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::ExportTraceServiceRequest;
+    use crate::wire::WireRequest;
+    use bytes::Bytes;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, ResourceSpans, ScopeSpans};
+    use prost::Message;
+
+    fn kv(key: &str, value: Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..Default::default()
+        }
+    }
+
+    fn request() -> ExportTraceServiceRequest {
+        let span = |id: u8| Span {
+            trace_id: vec![1; 16],
+            span_id: vec![id; 8],
+            name: "execute_tool".into(),
+            attributes: vec![
+                kv("loop.count", Value::IntValue(99)),
+                kv("gen_ai.tool.name", Value::StringValue("search".into())),
+            ],
+            events: vec![Event {
+                name: "e".into(),
+                ..Default::default()
+            }],
+            end_time_unix_nano: 7,
+            ..Default::default()
+        };
+        let scope = |ids: &[u8]| ScopeSpans {
+            spans: ids.iter().map(|i| span(*i)).collect(),
+            schema_url: "s".into(),
+            ..Default::default()
+        };
+        ExportTraceServiceRequest {
+            resource_spans: vec![
+                ResourceSpans {
+                    scope_spans: vec![scope(&[1, 2]), scope(&[3])],
+                    schema_url: "r".into(),
+                    ..Default::default()
+                },
+                ResourceSpans {
+                    scope_spans: vec![scope(&[4])],
+                    ..Default::default()
+                },
+            ],
+        }
+    }
+
+    fn added() -> Span {
+        Span {
+            attributes: vec![
+                kv("loop.detected", Value::BoolValue(true)),
+                kv("loop.count", Value::IntValue(5)),
+            ],
+            events: vec![Event {
+                name: "loop.detected".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn no_edit_is_byte_for_byte() {
+        let bytes = request().encode_to_vec();
+        assert_eq!(rewrite(&bytes, &[]).unwrap(), bytes);
+    }
+
+    #[test]
+    fn annotated_spans_decode_as_if_annotated_before_encoding() {
+        let original = request();
+        let bytes = Bytes::from(original.encode_to_vec());
+        let read = WireRequest::read(bytes.clone()).unwrap();
+        // Annotate spans 2 and 4 (two scope_spans, two resource_spans).
+        let targets = [1usize, 3];
+        let edits: Vec<SpanEdit> = targets
+            .iter()
+            .map(|t| SpanEdit::adding(read.spans[*t].range.clone(), &added()))
+            .collect();
+        let out = rewrite(&bytes, &edits).unwrap();
+        let mut expected = original.clone();
+        for t in targets {
+            let (r, s, i) = read.spans[t].index;
+            let span = &mut expected.resource_spans[r].scope_spans[s].spans[i];
+            span.attributes.retain(|kv| kv.key != "loop.count");
+            span.attributes.extend(added().attributes);
+            span.events.extend(added().events);
+        }
+        let got = ExportTraceServiceRequest::decode(out.as_slice()).unwrap();
+        assert_eq!(got, expected);
+        // The untouched spans' bytes are in the output unchanged.
+        for (t, span) in read.spans.iter().enumerate() {
+            if !targets.contains(&t) {
+                let raw = &bytes[span.range.clone()];
+                assert!(out.windows(raw.len()).any(|w| w == raw));
+            }
+        }
+    }
+
+    #[test]
+    fn an_edit_that_names_no_span_changes_nothing() {
+        let bytes = request().encode_to_vec();
+        let stray = SpanEdit::adding(3..9, &added());
+        assert_eq!(rewrite(&bytes, &[stray]).unwrap(), bytes);
+    }
+}

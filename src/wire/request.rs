@@ -1,0 +1,263 @@
+//! One received `ExportTraceServiceRequest` read from its bytes: validated as prost would
+//! (minus UTF-8), every span located by byte range, and only what detection reads
+//! materialised: per resource its `service.name` (other attributes on demand, e.g. the
+//! run-key attribute), per span its [`super::decode::span`] view. Nothing else is copied.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::Span;
+
+use super::decode;
+use super::reader::{Fields, WireError, RECURSION_LIMIT};
+use super::schema::{check, check_field, Msg};
+
+/// The resource of one `ResourceSpans`: where it is, and its `service.name`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireResource {
+    /// Byte ranges of the `resource` field's values (prost merges repeated occurrences).
+    pub ranges: Vec<Range<usize>>,
+    /// `service.name`, when it is a string attribute.
+    pub service_name: Option<Arc<str>>,
+}
+
+/// One span of the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireSpan {
+    /// Index into [`WireRequest::resources`].
+    pub resource: usize,
+    /// (resource_spans, scope_spans, span) indices, as in the decoded request.
+    pub index: (usize, usize, usize),
+    /// Absolute byte range of the span message (without its key and length prefix).
+    pub range: Range<usize>,
+    /// What detection reads of the span.
+    pub span: Span,
+}
+
+/// A request read from its bytes, kept whole for forwarding.
+#[derive(Debug, Clone)]
+pub struct WireRequest {
+    /// The request exactly as received (after decompression).
+    pub bytes: Bytes,
+    /// One entry per `ResourceSpans`, in order.
+    pub resources: Vec<WireResource>,
+    /// Every span, in request order.
+    pub spans: Vec<WireSpan>,
+}
+
+impl WireRequest {
+    /// Reads `bytes` as an OTLP `ExportTraceServiceRequest`. Fails with a [`WireError`]
+    /// exactly where prost's decoding fails, except that invalid UTF-8 is read lossily.
+    pub fn read(bytes: Bytes) -> Result<WireRequest, WireError> {
+        let buf = bytes.as_ref();
+        let mut resources = Vec::new();
+        let mut spans = Vec::new();
+        // One validating pass: spans are validated while their view is read, everything
+        // else is checked without being read.
+        let mut r = 0;
+        for field in Fields::new(buf, 0..buf.len(), RECURSION_LIMIT) {
+            let field = field?;
+            let Some((_, resource_spans, budget)) =
+                check_field(Msg::Request, &field, RECURSION_LIMIT)?
+            else {
+                continue;
+            };
+            let resource_index = resources.len();
+            let mut resource = WireResource::default();
+            let mut s = 0;
+            for field in Fields::new(buf, resource_spans, budget) {
+                let field = field?;
+                match check_field(Msg::ResourceSpans, &field, budget)? {
+                    Some((Msg::ScopeSpans, range, budget)) => {
+                        let mut i = 0;
+                        for field in Fields::new(buf, range, budget) {
+                            let field = field?;
+                            match check_field(Msg::ScopeSpans, &field, budget)? {
+                                Some((Msg::Span, range, budget)) => {
+                                    spans.push(WireSpan {
+                                        resource: resource_index,
+                                        index: (r, s, i),
+                                        span: decode::span(buf, range.clone(), budget)?,
+                                        range,
+                                    });
+                                    i += 1;
+                                }
+                                Some((msg, range, budget)) => check(msg, buf, range, budget)?,
+                                None => {}
+                            }
+                        }
+                        s += 1;
+                    }
+                    Some((msg, range, budget)) => {
+                        check(msg, buf, range.clone(), budget)?;
+                        if msg == Msg::Resource {
+                            resource.ranges.push(range);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            let attributes = resource_attributes(buf, &resource.ranges, &["service.name"])?;
+            resource.service_name = crate::otlp::service_name(Some(&attributes)).map(Arc::from);
+            resources.push(resource);
+            r += 1;
+        }
+        Ok(WireRequest {
+            bytes,
+            resources,
+            spans,
+        })
+    }
+
+    /// The attributes named `keys` of resource `index` (in wire order, every occurrence),
+    /// as a `Resource` holding only them.
+    pub fn resource(&self, index: usize, keys: &[&str]) -> Result<Resource, WireError> {
+        match self.resources.get(index) {
+            Some(r) => resource_attributes(&self.bytes, &r.ranges, keys),
+            None => Ok(Resource::default()),
+        }
+    }
+
+    /// The number of spans in the request.
+    pub fn span_count(&self) -> u64 {
+        self.spans.len() as u64
+    }
+}
+
+/// The value ranges of the length-delimited fields numbered `number` of the message in
+/// `buf[range]`.
+fn len_fields(
+    buf: &[u8],
+    range: Range<usize>,
+    number: u32,
+) -> impl Iterator<Item = Result<Range<usize>, WireError>> + '_ {
+    Fields::new(buf, range, u32::MAX).filter_map(move |field| match field {
+        Err(e) => Some(Err(e)),
+        Ok(f) if f.number == number => f.len_range().map(Ok),
+        Ok(_) => None,
+    })
+}
+
+fn resource_attributes(
+    buf: &[u8],
+    ranges: &[Range<usize>],
+    keys: &[&str],
+) -> Result<Resource, WireError> {
+    let mut resource = Resource::default();
+    for range in ranges {
+        for attribute in len_fields(buf, range.clone(), 1) {
+            let attribute = attribute?;
+            let key = decode::key_of(buf, attribute.clone())?;
+            if keys.iter().any(|k| k.as_bytes() == key) {
+                resource
+                    .attributes
+                    .push(decode::key_value(buf, attribute, u32::MAX)?);
+            }
+        }
+    }
+    Ok(resource)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+    use prost::Message;
+
+    fn kv(key: &str, value: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(value.into())),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn request() -> ExportTraceServiceRequest {
+        let span = |id: u8| Span {
+            trace_id: vec![1; 16],
+            span_id: vec![id; 8],
+            name: format!("span {id}"),
+            attributes: vec![kv("gen_ai.tool.name", "search")],
+            ..Default::default()
+        };
+        ExportTraceServiceRequest {
+            resource_spans: vec![
+                ResourceSpans {
+                    resource: Some(Resource {
+                        attributes: vec![
+                            kv("host.name", "h"),
+                            kv("service.name", "svc"),
+                            kv("session.id", "s-1"),
+                        ],
+                        ..Default::default()
+                    }),
+                    scope_spans: vec![
+                        ScopeSpans {
+                            spans: vec![span(1), span(2)],
+                            ..Default::default()
+                        },
+                        ScopeSpans {
+                            spans: vec![span(3)],
+                            ..Default::default()
+                        },
+                    ],
+                    ..Default::default()
+                },
+                ResourceSpans {
+                    scope_spans: vec![ScopeSpans {
+                        spans: vec![span(4)],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn locates_every_span_and_keeps_only_the_asked_resource_attributes() {
+        let decoded = request();
+        let bytes = Bytes::from(decoded.encode_to_vec());
+        let read = WireRequest::read(bytes.clone()).unwrap();
+        assert_eq!(read.span_count(), 4);
+        let indices: Vec<_> = read.spans.iter().map(|s| s.index).collect();
+        assert_eq!(indices, vec![(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)]);
+        for wire in &read.spans {
+            let (r, s, i) = wire.index;
+            let expected = &decoded.resource_spans[r].scope_spans[s].spans[i];
+            assert_eq!(&wire.span, expected);
+            assert_eq!(
+                &bytes[wire.range.clone()],
+                expected.encode_to_vec().as_slice()
+            );
+        }
+        assert_eq!(read.resources.len(), 2);
+        assert_eq!(read.resources[0].service_name.as_deref(), Some("svc"));
+        assert_eq!(
+            read.resource(0, &["session.id", "service.name"])
+                .unwrap()
+                .attributes,
+            vec![kv("service.name", "svc"), kv("session.id", "s-1")]
+        );
+        assert_eq!(read.resource(0, &[]).unwrap(), Resource::default());
+        assert_eq!(read.resources[1], WireResource::default());
+        assert_eq!(read.spans[3].resource, 1);
+    }
+
+    #[test]
+    fn malformed_requests_fail_without_panicking() {
+        let bytes = request().encode_to_vec();
+        for cut in 1..bytes.len() {
+            let truncated = Bytes::copy_from_slice(&bytes[..cut]);
+            let ours = WireRequest::read(truncated.clone()).is_ok();
+            let prost = ExportTraceServiceRequest::decode(truncated).is_ok();
+            assert_eq!(ours, prost, "cut at {cut}");
+        }
+    }
+}
