@@ -168,40 +168,36 @@ pub const OPEN_ADMIN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 
 /// Wraps the admin router: every route but [`OPEN_ADMIN_PATHS`] needs the token.
 pub fn protect_admin(router: axum::Router, check: Option<TokenCheck>) -> axum::Router {
-    match check {
-        None => router,
-        Some(check) => router.layer(axum::middleware::from_fn(
-            move |req: Request, next: Next| {
-                let check = check.clone();
-                async move {
-                    if OPEN_ADMIN_PATHS.contains(&req.uri().path()) || check.allows(req.headers()) {
-                        next.run(req).await
-                    } else {
-                        unauthorized()
-                    }
-                }
-            },
-        )),
-    }
+    protect(router, check, &OPEN_ADMIN_PATHS)
 }
 
 /// Wraps an OTLP/HTTP router: every request needs the token.
 pub fn protect_receiver(router: axum::Router, check: Option<TokenCheck>) -> axum::Router {
-    match check {
-        None => router,
-        Some(check) => router.layer(axum::middleware::from_fn(
-            move |req: Request, next: Next| {
-                let check = check.clone();
-                async move {
-                    if check.allows(req.headers()) {
-                        next.run(req).await
-                    } else {
-                        unauthorized()
-                    }
+    protect(router, check, &[])
+}
+
+/// Wraps `router` so that a request to a path outside `open_paths` without the token is
+/// answered 401; no check (`None`) leaves the router as it is.
+fn protect(
+    router: axum::Router,
+    check: Option<TokenCheck>,
+    open_paths: &'static [&'static str],
+) -> axum::Router {
+    let Some(check) = check else {
+        return router;
+    };
+    router.layer(axum::middleware::from_fn(
+        move |req: Request, next: Next| {
+            let check = check.clone();
+            async move {
+                if open_paths.contains(&req.uri().path()) || check.allows(req.headers()) {
+                    next.run(req).await
+                } else {
+                    unauthorized()
                 }
-            },
-        )),
-    }
+            }
+        },
+    ))
 }
 
 #[cfg(test)]

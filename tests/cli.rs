@@ -2,8 +2,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -163,42 +162,21 @@ fn spawn_serve() -> (
     String,
     std::sync::mpsc::Receiver<String>,
 ) {
-    let mut child = loopwatch()
-        .args([
-            "serve",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            if line.contains("loopwatch listening") {
-                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-                let grpc = v["fields"]["grpc"].as_str().unwrap().to_string();
-                return (child, grpc, rx);
-            }
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("loopwatch serve did not start");
+    let mut command = loopwatch();
+    command.args([
+        "serve",
+        "--grpc-listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    let (child, listening, lines) = common::serve_process::spawn_until_listening(command);
+    let grpc = listening["grpc"].as_str().unwrap().to_string();
+    (child, grpc, lines)
 }
 
 fn sigterm(child: &std::process::Child) {

@@ -5,9 +5,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::downstream::Downstream;
@@ -25,7 +24,8 @@ struct Serve {
 
 /// `loopwatch serve` forwarding to `downstream` with a 30 s first backoff and a 2 s drain.
 fn serve(downstream: SocketAddr) -> Serve {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+    command
         .args([
             "serve",
             "--grpc-listen",
@@ -41,37 +41,14 @@ fn serve(downstream: SocketAddr) -> Serve {
         ])
         .env("LOOPWATCH_EXPORTER__INITIAL_BACKOFF", "30s")
         .env("LOOPWATCH_EXPORTER__MAX_BACKOFF", "30s")
-        .env("LOOPWATCH_SHUTDOWN__DRAIN_TIMEOUT", "2s")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
-            if line.contains("loopwatch listening") {
-                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-                let grpc = v["fields"]["grpc"].as_str().unwrap().to_string();
-                let admin = v["fields"]["admin"].as_str().unwrap().to_string();
-                return Serve {
-                    child,
-                    grpc,
-                    admin,
-                    lines,
-                };
-            }
-        }
+        .env("LOOPWATCH_SHUTDOWN__DRAIN_TIMEOUT", "2s");
+    let (child, listening, lines) = common::serve_process::spawn_until_listening(command);
+    Serve {
+        child,
+        grpc: listening["grpc"].as_str().unwrap().to_string(),
+        admin: listening["admin"].as_str().unwrap().to_string(),
+        lines,
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("loopwatch serve did not start");
 }
 
 fn request(spans: u8) -> ExportTraceServiceRequest {

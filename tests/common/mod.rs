@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod downstream;
+pub mod serve_process;
 
 use std::path::{Path, PathBuf};
 
