@@ -16,9 +16,11 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
+use crate::synthetic::synthetic_spans;
 use crate::wire::annotate::SpanEdit;
 use crate::wire::{WireError, WireRequest};
 use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::Message;
 
 #[path = "engine_calls.rs"]
 mod calls;
@@ -47,6 +49,9 @@ pub struct EngineStats {
     /// attribute: forwarded, never merged into a run.
     pub spans_without_run: AtomicU64,
     pub spans_annotated: AtomicU64,
+    /// Synthetic `loop.detected` spans added for detections completed by spans forwarded
+    /// earlier ([`crate::synthetic`]).
+    pub synthetic_spans: AtomicU64,
 }
 
 /// What processing one request found.
@@ -56,6 +61,9 @@ pub struct Processed {
     pub detections: Vec<RunDetection>,
     /// How many spans of the request were annotated.
     pub annotated_spans: usize,
+    /// How many synthetic `loop.detected` spans were added to the request (detections
+    /// completed by spans of earlier requests).
+    pub synthetic_spans: usize,
 }
 
 /// Extraction, fingerprinting and detection over a [`Registry`].
@@ -75,11 +83,12 @@ pub struct Engine {
 #[derive(Debug)]
 pub struct WireProcessed {
     /// The request to forward: the received bytes when no span was annotated, else the
-    /// same bytes with the annotated spans' `loop.*` attributes appended in place.
+    /// same bytes with the annotated spans' `loop.*` attributes and event appended in
+    /// place, and any synthetic `loop.detected` spans appended at the end.
     pub bytes: bytes::Bytes,
     /// Detections and annotation count, as [`Engine::process`] reports them.
     pub processed: Processed,
-    /// Number of spans in the request.
+    /// Number of spans in the request to forward (synthetic spans included).
     pub spans: u64,
 }
 
@@ -102,8 +111,9 @@ impl Engine {
     }
 
     /// Runs detection over every span of `request` and annotates, in place, the spans of
-    /// this request that complete a new detection. Spans of other requests that complete
-    /// a detection (late re-ordering) are reported in `detections` but not touched.
+    /// this request that complete a new detection. A detection completed by a span of an
+    /// earlier request (late re-ordering) gets a synthetic `loop.detected` span appended
+    /// to `request` instead ([`crate::synthetic`]).
     pub fn process(&self, request: &mut ExportTraceServiceRequest, now: Instant) -> Processed {
         let mut spans = Vec::new();
         for (r, resource_spans) in request.resource_spans.iter().enumerate() {
@@ -118,6 +128,7 @@ impl Engine {
         let (events, mut located) = self.events_of(spans.iter().cloned());
         let mut detections = self.registry.observe(events, now);
         self.add_budgets(&spans, &mut located, &mut detections, now);
+        let synthetic = self.synthetic_for(&detections, &located);
         let mut annotated_spans = 0;
         for (location, here) in completed_here(&detections, located) {
             let (r, s, i) = location;
@@ -128,10 +139,35 @@ impl Engine {
         self.stats
             .spans_annotated
             .fetch_add(annotated_spans as u64, Ordering::Relaxed);
+        let synthetic_spans = synthetic.len();
+        request.resource_spans.extend(synthetic);
         Processed {
             detections,
             annotated_spans,
+            synthetic_spans,
         }
+    }
+
+    /// Synthetic spans for the `detections` whose completing span is not in `located`
+    /// (this request's spans); counted in `synthetic_spans`.
+    fn synthetic_for<L>(
+        &self,
+        detections: &[RunDetection],
+        located: &[(L, &[u8], &[u8])],
+    ) -> Vec<opentelemetry_proto::tonic::trace::v1::ResourceSpans> {
+        let elsewhere: Vec<&RunDetection> = detections
+            .iter()
+            .filter(|d| {
+                !located
+                    .iter()
+                    .any(|(_, t, s)| *t == d.trace_id.as_slice() && *s == d.span_id.as_slice())
+            })
+            .collect();
+        let synthetic = synthetic_spans(&elsewhere, &|fp| self.fingerprint_key.short(fp));
+        self.stats
+            .synthetic_spans
+            .fetch_add(synthetic.len() as u64, Ordering::Relaxed);
+        synthetic
     }
 
     /// Every span with a run key adds its figures (times, tool call, tokens) to its run's
@@ -188,8 +224,9 @@ impl Engine {
 
     /// [`Engine::process`] over a request read from its bytes: the same events and
     /// detections; the spans that complete a detection are annotated in the bytes
-    /// (same attributes as [`annotate_span`] writes), and a request with no annotated span
-    /// is returned byte for byte.
+    /// (same attributes and event as [`annotate_span`] writes), synthetic spans are
+    /// appended as encoded `resource_spans` entries, and a request with neither is
+    /// returned byte for byte.
     pub fn process_wire(
         &self,
         request: WireRequest,
@@ -218,6 +255,7 @@ impl Engine {
         let (events, mut located) = self.events_of(inputs.iter().cloned());
         let mut detections = self.registry.observe(events, now);
         self.add_budgets(&inputs, &mut located, &mut detections, now);
+        let synthetic = self.synthetic_for(&detections, &located);
         let edits: Vec<SpanEdit> = completed_here(&detections, located)
             .into_iter()
             .map(|(range, here)| {
@@ -227,11 +265,23 @@ impl Engine {
             })
             .collect();
         let annotated_spans = edits.len();
-        let bytes = if edits.is_empty() {
+        let mut bytes = if edits.is_empty() {
             request.bytes
         } else {
             bytes::Bytes::from(crate::wire::annotate::rewrite(&request.bytes, &edits)?)
         };
+        let synthetic_spans = synthetic.len();
+        if synthetic_spans > 0 {
+            // Appending encoded `resource_spans` entries to a request's bytes appends them
+            // to its list (protobuf concatenation): the received bytes stay untouched.
+            let mut grown = Vec::from(bytes);
+            ExportTraceServiceRequest {
+                resource_spans: synthetic,
+            }
+            .encode(&mut grown)
+            .expect("a Vec grows as needed");
+            bytes = bytes::Bytes::from(grown);
+        }
         self.stats
             .spans_annotated
             .fetch_add(annotated_spans as u64, Ordering::Relaxed);
@@ -240,8 +290,9 @@ impl Engine {
             processed: Processed {
                 detections,
                 annotated_spans,
+                synthetic_spans,
             },
-            spans,
+            spans: spans + synthetic_spans as u64,
         })
     }
 

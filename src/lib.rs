@@ -36,6 +36,7 @@ pub mod security;
 pub mod server;
 pub mod signals;
 pub mod startup;
+pub mod synthetic;
 pub mod telemetry;
 pub mod tls;
 pub mod ui;

@@ -261,6 +261,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             "Spans that received loop.* attributes",
             &es.spans_annotated,
         ),
+        (
+            "synthetic_spans",
+            "Synthetic loop.detected spans forwarded for detections completed by spans forwarded earlier",
+            &es.synthetic_spans,
+        ),
     ];
     for (name, help, value) in engine_counters {
         counter(&mut r, name, help, value.load(Relaxed));

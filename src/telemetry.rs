@@ -203,6 +203,14 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
     counter(
         meter,
         s,
+        "loopwatch.spans.synthetic",
+        "{span}",
+        "Synthetic loop.detected spans forwarded for detections completed by spans forwarded earlier",
+        |s| one(s.engine.stats.synthetic_spans.load(Relaxed)),
+    );
+    counter(
+        meter,
+        s,
         "loopwatch.detections",
         "{detection}",
         "Loop detections by profile, pattern, severity, service.name and gen_ai.agent.name",
