@@ -16,6 +16,7 @@ pub mod conventions;
 pub mod detector;
 pub mod engine;
 pub mod event;
+pub mod explain;
 pub mod fingerprint;
 pub mod fleet;
 pub mod forward;

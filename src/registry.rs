@@ -486,6 +486,12 @@ impl Registry {
         self.runs.get(run_key).map(|r| r.detections.clone())
     }
 
+    /// The kept events of a run in sequence order (span start time; what its detectors
+    /// were fed), e.g. for `loopwatch explain`; `None` for an unknown run.
+    pub fn events(&self, run_key: &str) -> Option<Vec<RunEvent>> {
+        self.runs.get(run_key).map(|r| r.events.clone())
+    }
+
     /// The key of the run holding a span of `trace_id` (lowercase hex): the trace_id itself
     /// when runs are keyed by trace, else the first run (by key) with an event of that trace.
     /// The fallback scans every run's kept events: for admin queries, not the span path.

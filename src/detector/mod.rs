@@ -26,6 +26,7 @@ mod alternating;
 pub mod budget;
 mod cycle;
 mod escalation;
+pub mod explain;
 pub mod profile;
 mod repeated_call;
 mod repeated_result;
