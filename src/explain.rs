@@ -25,8 +25,20 @@ pub struct RunExplanation {
     pub service_name: Option<String>,
     pub tool_calls: usize,
     pub profiles: Vec<ProfileExplanation>,
+    /// Each set `[budgets]` limit with the run's figure (empty when none is set).
+    pub budget_figures: Vec<BudgetFigure>,
     /// `[budgets]` detections of the run (empty when none was set or none passed).
     pub budgets: Vec<Fired>,
+}
+
+/// A budget, the run's figure and the limit (durations in ms); `tool` names the busiest
+/// tool for `max_calls_per_tool`.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetFigure {
+    pub budget: &'static str,
+    pub value: u64,
+    pub limit: u64,
+    pub tool: Option<String>,
 }
 
 /// One profile's view of a run.
@@ -56,8 +68,9 @@ pub struct StepExplanation {
     /// `fired`, `ignored`, `no_arguments`, `below_threshold`, `text_streak`,
     /// `tool_call_response`.
     pub verdict: &'static str,
-    /// For `below_threshold`: (count, threshold) of repeated_call and repeated_result; for
-    /// `text_streak`: (streak, threshold) of repeated_text.
+    /// For `below_threshold`: (rule, count, threshold) of repeated_call, repeated_result
+    /// and alternating_calls (complete A,B cycles ending the window); for `text_streak`:
+    /// of repeated_text. A threshold of 0 = the rule is off.
     pub counts: Vec<(&'static str, usize, usize)>,
     pub fired: Option<Fired>,
 }
@@ -173,10 +186,13 @@ pub fn explain(
                             repeated_call,
                             same_results,
                             repeated_result,
+                            alternations,
+                            alternating_calls,
                         } => {
                             line.counts = vec![
                                 ("repeated_call", same_calls, repeated_call),
                                 ("repeated_result", same_results, repeated_result),
+                                ("alternating_calls", alternations, alternating_calls),
                             ];
                             "below_threshold"
                         }
@@ -216,13 +232,26 @@ pub fn explain(
                 steps,
             });
         }
-        let budgets = match (&engine.budgets, profile) {
-            (Some(budgets), None | Some("budgets")) => budgets
-                .detections(&run_key)
-                .iter()
-                .map(Fired::from)
-                .collect(),
-            _ => Vec::new(),
+        // Budgets are per run, not per profile: shown when no --profile narrows the view.
+        let (budget_figures, budgets) = match (&engine.budgets, profile) {
+            (Some(budgets), None) => (
+                budgets
+                    .standing(&run_key)
+                    .into_iter()
+                    .map(|e| BudgetFigure {
+                        budget: e.budget.as_str(),
+                        value: e.value,
+                        limit: e.limit,
+                        tool: e.tool.map(|t| t.to_string()),
+                    })
+                    .collect(),
+                budgets
+                    .detections(&run_key)
+                    .iter()
+                    .map(Fired::from)
+                    .collect(),
+            ),
+            _ => (Vec::new(), Vec::new()),
         };
         out.push(RunExplanation {
             service_name: summary
@@ -231,6 +260,7 @@ pub fn explain(
             tool_calls: summary.map_or(0, |s| s.tool_calls),
             run_key,
             profiles,
+            budget_figures,
             budgets,
         });
     }
@@ -278,10 +308,30 @@ pub fn render_text(runs: &[RunExplanation]) -> String {
                 out.push('\n');
             }
         }
+        if !run.budget_figures.is_empty() {
+            let figures: Vec<String> = run
+                .budget_figures
+                .iter()
+                .map(|f| {
+                    let unit = if f.budget == "max_duration" {
+                        " ms"
+                    } else {
+                        ""
+                    };
+                    let tool = f
+                        .tool
+                        .as_deref()
+                        .map(|t| format!(" ({t})"))
+                        .unwrap_or_default();
+                    format!("{} {}/{}{unit}{tool}", f.budget, f.value, f.limit)
+                })
+                .collect();
+            out.push_str(&format!("  budgets: {}\n", figures.join(", ")));
+        }
         for fired in &run.budgets {
             out.push_str(&format!(
-                "  budgets: span {} FIRED budget_exceeded {}: {}\n",
-                fired.span_id, fired.severity, fired.reason
+                "    FIRED budget_exceeded {} on span {}: {}\n",
+                fired.severity, fired.span_id, fired.reason
             ));
         }
     }
@@ -309,13 +359,22 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
         "text_response" => format!("text {ordinal:<3} response {}  ", id(&step.text)),
         _ => "model requested tool calls  ".to_string(),
     };
+    let same_calls = step.counts.first().map_or(0, |c| c.1);
     let counts = |prefix: &str| {
         let parts: Vec<String> = step
             .counts
             .iter()
-            .map(|(rule, n, threshold)| match threshold {
-                0 => format!("{rule} off"),
-                t => format!("{rule} {n}/{t}"),
+            .filter_map(|(rule, n, threshold)| match (*rule, threshold) {
+                // Alternation is shown once it is under way (two cycles).
+                ("alternating_calls", _) if *n < 2 => None,
+                (_, 0) => Some(format!("{rule} off")),
+                ("repeated_result", t) if step.result.is_none() => {
+                    Some(format!("{rule} -/{t} (no result captured)"))
+                }
+                ("repeated_result", t) if *n < same_calls => {
+                    Some(format!("{rule} {n}/{t} (result changed: progress)"))
+                }
+                (_, t) => Some(format!("{rule} {n}/{t}")),
             })
             .collect();
         format!("{prefix}{}", parts.join(", "))

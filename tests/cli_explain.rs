@@ -82,9 +82,9 @@ fn a_repeated_call_with_changing_results_is_progress() {
         "run 11111111111111111111111111111111  service scenario-agent  5 tool call(s)",
         "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3",
         "    call 1   read_file  args e41e7524  result 9c0e089d  below threshold: repeated_call 1/5, repeated_result 1/3",
-        "    call 2   read_file  args e41e7524  result 90a4d0db  below threshold: repeated_call 2/5, repeated_result 1/3",
-        "    call 3   read_file  args e41e7524  result 4ecfbc5a  below threshold: repeated_call 3/5, repeated_result 1/3",
-        "    call 4   read_file  args e41e7524  result 26188554  below threshold: repeated_call 4/5, repeated_result 1/3",
+        "    call 2   read_file  args e41e7524  result 90a4d0db  below threshold: repeated_call 2/5, repeated_result 1/3 (result changed: progress)",
+        "    call 3   read_file  args e41e7524  result 4ecfbc5a  below threshold: repeated_call 3/5, repeated_result 1/3 (result changed: progress)",
+        "    call 4   read_file  args e41e7524  result 26188554  below threshold: repeated_call 4/5, repeated_result 1/3 (result changed: progress)",
         "    call 5   read_file  args e41e7524  result ec232e33  FIRED repeated_call info on span 000000000000000a (occurrence 1): read_file was called 5 times with the same arguments in the last 10 tool calls, but the results changed (progress, not a loop)",
     ]);
 }
@@ -150,6 +150,27 @@ fn an_ignored_tool_is_shown_and_left_out_of_the_count() {
     let fired = &steps.last().unwrap()["fired"];
     assert_eq!(fired["pattern"], "repeated_result");
     assert_eq!(fired["severity"], "warn");
+}
+
+#[test]
+fn budgets_show_the_figures_against_the_limits_and_where_one_was_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    std::fs::create_dir_all(&trace).unwrap();
+    let case = fixtures().join("cases/C12_rate_limit_backoff/req-0001.pb");
+    std::fs::copy(case, trace.join("req-0001.pb")).unwrap();
+    let config = format!(
+        "{CONFIG}[budgets]\nmax_tool_calls = 4\nmax_calls_per_tool = 10\nmax_duration = \"10m\"\nmax_tokens = 1000\n"
+    );
+    let out = explain(dir.path(), &config, &[]);
+    let tail: Vec<&str> = lines(&out).into_iter().rev().take(2).rev().collect();
+    assert_eq!(tail, [
+        "  budgets: max_tool_calls 6/4, max_calls_per_tool 6/10 (web_search), max_duration 62010/600000 ms, max_tokens 0/1000",
+        "    FIRED budget_exceeded warn on span 6c00000000000005: budget max_tool_calls exceeded: 5 tool calls (limit 4)",
+    ]);
+    // Budgets are per run: a --profile view leaves them out.
+    let nudge = explain(dir.path(), &config, &["--profile", "nudge"]);
+    assert!(!nudge.contains("budget"), "{nudge}");
 }
 
 #[test]

@@ -27,12 +27,16 @@ pub enum Verdict {
     /// window (this one included), against `repeated_call`; `same_results`: of those, the
     /// latest in a row with this call's result (in the run since the last detection with
     /// `repeated_result_scope = "run"`), against `repeated_result` (0 when the result was
-    /// not captured). Thresholds are the tool's own (`[[tools]]`) where set; 0 = off.
+    /// not captured); `alternations`: complete A,B cycles (A ≠ B) ending the window,
+    /// against `alternating_calls` (the larger of the two tools' thresholds, 0 if either
+    /// has it off). Thresholds are the tool's own (`[[tools]]`) where set; 0 = off.
     BelowThreshold {
         same_calls: usize,
         repeated_call: usize,
         same_results: usize,
         repeated_result: usize,
+        alternations: usize,
+        alternating_calls: usize,
     },
     /// A text-only model response: `streak` identical responses in a row so far, against
     /// `repeated_text` (0 = off).
@@ -90,6 +94,10 @@ impl Detector {
                     repeated_call: limits.repeated_call,
                     same_results,
                     repeated_result: limits.repeated_result,
+                    alternations: alternating_suffix(window) / 2,
+                    alternating_calls: super::joint(window.iter().rev().take(2), |l| {
+                        l.alternating_calls
+                    }),
                 }
             }
             Observation::TextResponse { .. } => Verdict::TextStreak {
@@ -99,6 +107,19 @@ impl Detector {
             Observation::ToolCallResponse => Verdict::ToolCallResponse,
         }
     }
+}
+
+/// Length of the longest A,B,A,B… suffix of `window` with A ≠ B (1 for a single call).
+fn alternating_suffix(window: &[super::CallRecord]) -> usize {
+    let n = window.len();
+    if n < 2 || window[n - 1].fingerprint == window[n - 2].fingerprint {
+        return n.min(1);
+    }
+    let mut len = 2;
+    while len < n && window[n - 1 - len].fingerprint == window[n + 1 - len].fingerprint {
+        len += 1;
+    }
+    len
 }
 
 #[cfg(test)]
@@ -133,21 +154,52 @@ mod tests {
                 step.verdict
             })
             .collect();
-        let below = |same_calls, same_results| Verdict::BelowThreshold {
+        let below = |same_calls, same_results, alternations| Verdict::BelowThreshold {
             same_calls,
             repeated_call: 5,
             same_results,
             repeated_result: 3,
+            alternations,
+            alternating_calls: 3,
         };
         assert_eq!(
             verdicts,
-            [below(1, 1), below(2, 1), below(1, 1), below(3, 2)]
+            [
+                below(1, 1, 0),
+                below(2, 1, 0),
+                below(1, 1, 1),
+                below(3, 2, 1)
+            ]
         );
         let step = d.explain(&call("read", 1, 2));
         assert_eq!(step.verdict, Verdict::Fired);
         let fired = step.detection.expect("third same result");
         assert_eq!(fired.pattern, Pattern::RepeatedResult);
         assert_eq!(fired.severity, Severity::Warn);
+    }
+
+    #[test]
+    fn alternation_counts_complete_cycles_at_the_end() {
+        let mut d = Detector::new(Arc::new(ProfileSettings::nudge()));
+        // Results change every call: only the alternation builds up.
+        let calls = ["c", "a", "b", "a", "b", "a"];
+        let cycles: Vec<usize> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| {
+                let args = tool.as_bytes()[0];
+                match d.explain(&call(tool, args, i as u8)).verdict {
+                    Verdict::BelowThreshold { alternations, .. } => alternations,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect();
+        assert_eq!(cycles, [0, 1, 1, 1, 2, 2]);
+        let step = d.explain(&call("b", b'b', 9));
+        assert_eq!(step.verdict, Verdict::Fired);
+        let fired = step.detection.expect("a,b three times");
+        assert_eq!(fired.pattern, Pattern::AlternatingCalls);
+        assert_eq!(fired.severity, Severity::Info);
     }
 
     #[test]
