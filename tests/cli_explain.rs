@@ -48,17 +48,23 @@ fn scenario(name: &str) -> serde_json::Value {
     )
 }
 
+/// A temp dir whose `trace/` holds the recorded request of `tests/fixtures/cases/<case>`.
+fn case_trace(case: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    std::fs::create_dir_all(&trace).unwrap();
+    let recorded = fixtures().join("cases").join(case).join("req-0001.pb");
+    std::fs::copy(recorded, trace.join("req-0001.pb")).unwrap();
+    dir
+}
+
 fn lines(text: &str) -> Vec<&str> {
     text.lines().collect()
 }
 
 #[test]
 fn a_repeated_result_fires_on_the_third_call_and_stop_stays_below() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace");
-    std::fs::create_dir_all(&trace).unwrap();
-    let case = fixtures().join("cases/C02_langchain_mcp_double_capture/req-0001.pb");
-    std::fs::copy(case, trace.join("req-0001.pb")).unwrap();
+    let dir = case_trace("C02_langchain_mcp_double_capture");
     let out = explain(dir.path(), CONFIG, &[]);
     assert_eq!(lines(&out), [
         "run c0020000000000000000000000000002  service turn2-bugs  3 tool call(s)",
@@ -154,11 +160,7 @@ fn an_ignored_tool_is_shown_and_left_out_of_the_count() {
 
 #[test]
 fn budgets_show_the_figures_against_the_limits_and_where_one_was_passed() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace");
-    std::fs::create_dir_all(&trace).unwrap();
-    let case = fixtures().join("cases/C12_rate_limit_backoff/req-0001.pb");
-    std::fs::copy(case, trace.join("req-0001.pb")).unwrap();
+    let dir = case_trace("C12_rate_limit_backoff");
     let config = format!(
         "{CONFIG}[budgets]\nmax_tool_calls = 4\nmax_calls_per_tool = 10\nmax_duration = \"10m\"\nmax_tokens = 1000\n"
     );
