@@ -155,6 +155,9 @@ impl Engine {
         detections: &[RunDetection],
         located: &[(L, &[u8], &[u8])],
     ) -> Vec<opentelemetry_proto::tonic::trace::v1::ResourceSpans> {
+        if detections.is_empty() {
+            return Vec::new(); // the common case: nothing to look up
+        }
         let elsewhere: Vec<&RunDetection> = detections
             .iter()
             .filter(|d| {
