@@ -68,11 +68,26 @@ pub struct StepExplanation {
     /// `fired`, `ignored`, `no_arguments`, `below_threshold`, `text_streak`,
     /// `tool_call_response`.
     pub verdict: &'static str,
-    /// For `below_threshold`: (rule, count, threshold) of repeated_call, repeated_result
-    /// and alternating_calls (complete A,B cycles ending the window); for `text_streak`:
-    /// of repeated_text. A threshold of 0 = the rule is off.
-    pub counts: Vec<(&'static str, usize, usize)>,
+    /// For `below_threshold`: repeated_call, repeated_result and alternating_calls
+    /// (complete A,B cycles ending the window); for `text_streak`: repeated_text.
+    pub counts: Vec<Count>,
     pub fired: Option<Fired>,
+}
+
+/// How far a rule was from firing at a step: `count` against `threshold` (0 = off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Count {
+    pub rule: &'static str,
+    pub count: usize,
+    pub threshold: usize,
+}
+
+fn count(rule: &'static str, count: usize, threshold: usize) -> Count {
+    Count {
+        rule,
+        count,
+        threshold,
+    }
 }
 
 /// A detection as `scan` reports it, with its `loop.reason`.
@@ -190,9 +205,9 @@ pub fn explain(
                             alternating_calls,
                         } => {
                             line.counts = vec![
-                                ("repeated_call", same_calls, repeated_call),
-                                ("repeated_result", same_results, repeated_result),
-                                ("alternating_calls", alternations, alternating_calls),
+                                count("repeated_call", same_calls, repeated_call),
+                                count("repeated_result", same_results, repeated_result),
+                                count("alternating_calls", alternations, alternating_calls),
                             ];
                             "below_threshold"
                         }
@@ -200,7 +215,7 @@ pub fn explain(
                             streak,
                             repeated_text,
                         } => {
-                            line.counts = vec![("repeated_text", streak, repeated_text)];
+                            line.counts = vec![count("repeated_text", streak, repeated_text)];
                             "text_streak"
                         }
                         Verdict::ToolCallResponse => "tool_call_response",
@@ -359,22 +374,25 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
         "text_response" => format!("text {ordinal:<3} response {}  ", id(&step.text)),
         _ => "model requested tool calls  ".to_string(),
     };
-    let same_calls = step.counts.first().map_or(0, |c| c.1);
+    let same_calls = step.counts.first().map_or(0, |c| c.count);
     let counts = |prefix: &str| {
         let parts: Vec<String> = step
             .counts
             .iter()
-            .filter_map(|(rule, n, threshold)| match (*rule, threshold) {
-                // Alternation is shown once it is under way (two cycles).
-                ("alternating_calls", _) if *n < 2 => None,
-                (_, 0) => Some(format!("{rule} off")),
-                ("repeated_result", t) if step.result.is_none() => {
-                    Some(format!("{rule} -/{t} (no result captured)"))
+            .filter_map(|c| {
+                let (rule, n) = (c.rule, c.count);
+                match (rule, c.threshold) {
+                    // Alternation is shown once it is under way (two cycles).
+                    ("alternating_calls", _) if n < 2 => None,
+                    (_, 0) => Some(format!("{rule} off")),
+                    ("repeated_result", t) if step.result.is_none() => {
+                        Some(format!("{rule} -/{t} (no result captured)"))
+                    }
+                    ("repeated_result", t) if n < same_calls => {
+                        Some(format!("{rule} {n}/{t} (result changed: progress)"))
+                    }
+                    (_, t) => Some(format!("{rule} {n}/{t}")),
                 }
-                ("repeated_result", t) if *n < same_calls => {
-                    Some(format!("{rule} {n}/{t} (result changed: progress)"))
-                }
-                (_, t) => Some(format!("{rule} {n}/{t}")),
             })
             .collect();
         format!("{prefix}{}", parts.join(", "))

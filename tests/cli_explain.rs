@@ -153,6 +153,10 @@ fn an_ignored_tool_is_shown_and_left_out_of_the_count() {
             "fired"
         ]
     );
+    assert_eq!(
+        steps[1]["counts"][0],
+        serde_json::json!({"rule": "repeated_call", "count": 1, "threshold": 5})
+    );
     let fired = &steps.last().unwrap()["fired"];
     assert_eq!(fired["pattern"], "repeated_result");
     assert_eq!(fired["severity"], "warn");
