@@ -278,11 +278,10 @@ impl Engine {
             // Appending encoded `resource_spans` entries to a request's bytes appends them
             // to its list (protobuf concatenation): the received bytes stay untouched.
             let mut grown = Vec::from(bytes);
-            ExportTraceServiceRequest {
+            let appended = ExportTraceServiceRequest {
                 resource_spans: synthetic,
-            }
-            .encode(&mut grown)
-            .expect("a Vec grows as needed");
+            };
+            grown.extend_from_slice(&appended.encode_to_vec());
             bytes = bytes::Bytes::from(grown);
         }
         self.stats
