@@ -133,7 +133,7 @@ impl Metrics {
         self.signals_published
             .get_or_create(&SignalLabels {
                 profile: signal.profile.clone(),
-                action: signal.action.clone(),
+                action: signal.action.as_str().to_owned(),
             })
             .inc();
         self.signals_published_count
