@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::annotate::annotate_span;
@@ -16,6 +16,7 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
+use crate::run_key::{AgentIndex, RunKeyMode};
 use crate::wire::annotate::SpanEdit;
 use crate::wire::{WireError, WireRequest};
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -29,6 +30,9 @@ pub struct EngineOptions {
     /// Attribute whose value is the run key (span attributes first, then resource
     /// attributes), e.g. `gen_ai.conversation.id`; trace_id where absent or unset.
     pub run_key_attribute: Option<String>,
+    /// `detection.run_key = "trace_and_agent"`: runs keyed `<trace_id hex>/<agent>`
+    /// ([`crate::run_key`]); ignored when `run_key_attribute` is set.
+    pub run_key_by_agent: bool,
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
     pub match_tool_name_without_arguments: bool,
@@ -69,6 +73,8 @@ pub struct Engine {
     pub tool_fingerprints: FingerprintRules,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
+    /// Span → parent → agent links, with `run_key_by_agent` ([`crate::run_key`]).
+    agents: Option<Mutex<AgentIndex>>,
 }
 
 /// What processing one request read from its bytes found.
@@ -90,6 +96,12 @@ impl Engine {
         fingerprint_key: FingerprintKey,
         options: EngineOptions,
     ) -> Self {
+        // The index holds at most as many traces as the registry holds runs, and as many
+        // spans per trace as it keeps events per run.
+        let agents = (options.run_key_by_agent && options.run_key_attribute.is_none()).then(|| {
+            let limits = registry.config();
+            Mutex::new(AgentIndex::new(limits.max_runs, limits.max_events_per_run))
+        });
         Engine {
             registry,
             fingerprinter,
@@ -98,6 +110,7 @@ impl Engine {
             stats: EngineStats::default(),
             tool_fingerprints: FingerprintRules::default(),
             budgets: None,
+            agents,
         }
     }
 
@@ -252,6 +265,15 @@ impl Engine {
         &self,
         spans: impl IntoIterator<Item = (L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)>,
     ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>) {
+        let spans: Vec<_> = spans.into_iter().collect();
+        if let Some(agents) = &self.agents {
+            // Every span of the request first, so a span finds ancestors sent with it
+            // whatever their order in the request.
+            let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
+            for (_, span, _, _) in &spans {
+                agents.record(span);
+            }
+        }
         let mut events = Vec::new();
         let mut located = Vec::new();
         for (location, span, resource, service_name) in spans {
@@ -282,8 +304,10 @@ impl Engine {
         (events, located)
     }
 
-    /// The run key of a span: the configured attribute's value, else the trace_id hex;
-    /// `None` when neither identifies a run (invalid trace_id and no attribute).
+    /// The run key of a span: the configured attribute's value, else the trace_id hex,
+    /// followed by `/<agent>` with `run_key_by_agent` when the span's agent is known
+    /// ([`AgentIndex::agent`]); `None` when nothing identifies a run (invalid trace_id and
+    /// no attribute).
     fn run_key(
         &self,
         span: &otlp::Span,
@@ -296,7 +320,18 @@ impl Engine {
                 return Some(Arc::from(v));
             }
         }
-        otlp::is_valid_trace_id(&span.trace_id).then(|| Arc::from(otlp::hex_id(&span.trace_id)))
+        if !otlp::is_valid_trace_id(&span.trace_id) {
+            return None;
+        }
+        let trace = otlp::hex_id(&span.trace_id);
+        let agent = self
+            .agents
+            .as_ref()
+            .and_then(|agents| agents.lock().unwrap_or_else(|e| e.into_inner()).agent(span));
+        Some(match agent {
+            Some(agent) => Arc::from(format!("{trace}/{agent}")),
+            None => Arc::from(trace),
+        })
     }
 
     fn observation(&self, kind: &EventKind, span: &otlp::Span) -> Observation {
@@ -449,9 +484,11 @@ impl Engine {
             Some(key) if !key.is_empty() => FingerprintKey::new(key.as_bytes()),
             _ => FingerprintKey::random(),
         };
+        let mode = config.detection.run_key_mode()?;
         let options = EngineOptions {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
-                .filter(|a| !a.is_empty()),
+                .filter(|a| !a.is_empty() && mode == RunKeyMode::Attribute),
+            run_key_by_agent: mode == RunKeyMode::TraceAndAgent,
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
             custom_conventions: config.conventions.custom.clone(),
         };

@@ -214,6 +214,11 @@ impl Registry {
         &self.profiles
     }
 
+    /// The limits this registry was built with.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
+    }
+
     pub fn stats(&self) -> &RegistryStats {
         &self.stats
     }
