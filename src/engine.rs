@@ -44,8 +44,9 @@ pub struct EngineOptions {
 #[derive(Debug, Default)]
 pub struct EngineStats {
     pub spans_seen: AtomicU64,
+    /// Tool-call spans read (every span of a call traced twice; calls without arguments
+    /// are counted by the registry, after merging: `RegistryStats`).
     pub tool_calls: AtomicU64,
-    pub tool_calls_without_arguments: AtomicU64,
     pub model_responses: AtomicU64,
     /// Spans whose trace_id is empty, all-zero or not 16 bytes and that have no run-key
     /// attribute: forwarded, never merged into a run.
@@ -350,17 +351,12 @@ impl Engine {
                             .fingerprinter
                             .call_fingerprint(&call.tool_name, arguments),
                     }),
-                    None => {
-                        self.stats
-                            .tool_calls_without_arguments
-                            .fetch_add(1, Ordering::Relaxed);
-                        self.options.match_tool_name_without_arguments.then(|| {
-                            self.fingerprinter.call_fingerprint(
-                                &call.tool_name,
-                                &Payload::Json(serde_json::Value::Null),
-                            )
-                        })
-                    }
+                    None => self.options.match_tool_name_without_arguments.then(|| {
+                        self.fingerprinter.call_fingerprint(
+                            &call.tool_name,
+                            &Payload::Json(serde_json::Value::Null),
+                        )
+                    }),
                 };
                 let result_fingerprint = match (rule, &call.status) {
                     (Some(rule), CallStatus::Error { message })

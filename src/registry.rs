@@ -187,6 +187,11 @@ pub struct RegistryStats {
     pub runs_evicted_capacity: AtomicU64,
     pub duplicate_spans: AtomicU64,
     pub events_forgotten: AtomicU64,
+    /// Tool calls placed in their run without arguments after the one-call rule and joins
+    /// with what the run held (DESIGN §3): the inner span of a call traced twice is not
+    /// counted. Counted when placed: a call whose arguments arrive later on another span
+    /// of it (an outer span or model span in a later request) stays counted.
+    pub tool_calls_without_arguments: AtomicU64,
 }
 
 /// All runs, keyed by run key. Shared by the receivers (through the pipeline), the
@@ -293,7 +298,7 @@ impl Registry {
     fn insert_batch(&self, run: &mut RunState, batch: &[RunEvent], out: &mut Vec<RunDetection>) {
         let mut needs_replay = false;
         for event in batch {
-            let event = match merge::place(run, event) {
+            let (event, counted_without_arguments) = match merge::place(run, event) {
                 merge::Placement::Duplicate => {
                     self.stats.duplicate_spans.fetch_add(1, Ordering::Relaxed);
                     continue;
@@ -302,9 +307,13 @@ impl Registry {
                     needs_replay |= changed;
                     continue;
                 }
-                merge::Placement::Insert { event, changed } => {
+                merge::Placement::Insert {
+                    event,
+                    changed,
+                    replaces_without_arguments,
+                } => {
                     needs_replay |= changed;
-                    *event
+                    (*event, replaces_without_arguments)
                 }
             };
             let in_order = run
@@ -322,6 +331,11 @@ impl Registry {
                 // ones is unknown, so it is left out of detection (still forwarded).
                 self.stats.events_forgotten.fetch_add(1, Ordering::Relaxed);
                 continue;
+            }
+            if event.call.without_arguments && !counted_without_arguments {
+                self.stats
+                    .tool_calls_without_arguments
+                    .fetch_add(1, Ordering::Relaxed);
             }
             run.seen.insert(event.span_id.clone());
             if run.service_name.is_none() {
