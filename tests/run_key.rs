@@ -93,7 +93,6 @@ fn without_the_attribute_each_trace_is_its_own_run() {
 mod server_support;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use loopwatch::registry::RunDetection;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -338,38 +337,12 @@ fn ancestors_sent_earlier_are_remembered_and_children_before_their_agent_fall_ba
     );
 }
 
-fn loopwatch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
-    c.env_remove("RUST_LOG");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("LOOPWATCH_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
 /// `loopwatch scan --config F --format json DIR/` over `spans` written as one `.pb` request.
 fn scan_answers(config: &str, spans: Vec<Span>) -> BTreeSet<(u64, String, u64, String, u8)> {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("loopwatch.toml");
-    std::fs::write(&file, config).unwrap();
-    let data = dir.path().join("run");
-    std::fs::create_dir(&data).unwrap();
-    std::fs::write(data.join("req-000.pb"), request(spans).encode_to_vec()).unwrap();
-    let out = loopwatch()
-        .args(["scan", "--format", "json", "--config"])
-        .arg(&file)
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scan: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    detections
+    let data = dir.path().join("req-000.pb");
+    std::fs::write(&data, request(spans).encode_to_vec()).unwrap();
+    scan_json(config, &data)
         .iter()
         .filter(|d| d["profile"] == "nudge")
         .map(|d| {
@@ -413,12 +386,7 @@ fn the_running_server_keys_runs_by_agent() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         for (mode, config) in [("trace", ""), ("trace_and_agent", TRACE_AND_AGENT)] {
-            let mut cfg = Config::from_toml(config).expect("valid config");
-            let listeners = server_support::test_config(None);
-            cfg.receiver = listeners.receiver;
-            cfg.admin = listeners.admin;
-            cfg.shutdown = listeners.shutdown;
-            let server = loopwatch::server::start(cfg).await.expect("server starts");
+            let server = server_support::start_with_toml(config).await;
             // One span per request, agent spans first (as exporters of long-lived agent
             // spans rarely do; see the fallback test above).
             let mut spans = hidden_loop();

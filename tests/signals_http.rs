@@ -6,9 +6,8 @@ use loopwatch::signals::http::{router, SignalsResponse};
 use loopwatch::signals::SignalHub;
 use signals_support::{signal, unique, Action};
 
-#[tokio::test]
-async fn get_signals_filters_by_trace_and_since() {
-    let hub = SignalHub::without_sinks(8);
+/// Serves `GET /v1/signals` from `hub` on a free loopback port.
+async fn serve(hub: &SignalHub) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -17,6 +16,13 @@ async fn get_signals_filters_by_trace_and_since() {
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
+    addr
+}
+
+#[tokio::test]
+async fn get_signals_filters_by_trace_and_since() {
+    let hub = SignalHub::without_sinks(8);
+    let addr = serve(&hub).await;
 
     let run = unique("run");
     let signals: Vec<_> = (1..=3)
@@ -57,14 +63,7 @@ async fn get_signals_filters_by_trace_and_since() {
 #[tokio::test]
 async fn get_signals_filters_by_action_and_rejects_unknown_actions() {
     let hub = SignalHub::without_sinks(8);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let app = router(hub.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = serve(&hub).await;
     let run = unique("run");
     let kill = signal(&run, 1, Action::Kill, Some("svc"));
     let warn = signal(&run, 2, Action::Warn, Some("svc"));
