@@ -16,7 +16,10 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
-use crate::run_key::{AgentIndex, RunKeyMode};
+use crate::run_key::{agent_run_key, AgentIndex, RunKeyMode};
+
+/// Calls to move out of a run keyed by a trace alone (hex): span_id → their agent's run key.
+type AgentMove = (Arc<str>, HashMap<Vec<u8>, Arc<str>>);
 use crate::wire::annotate::SpanEdit;
 use crate::wire::{WireError, WireRequest};
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -129,8 +132,9 @@ impl Engine {
                 }
             }
         }
-        let (events, mut located) = self.events_of(spans.iter().cloned());
-        let mut detections = self.registry.observe(events, now);
+        let (events, mut located, moves) = self.events_of(spans.iter().cloned());
+        let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.observe(events, now));
         self.add_budgets(&spans, &mut located, &mut detections, now);
         let mut annotated_spans = 0;
         for (location, here) in completed_here(&detections, located) {
@@ -229,8 +233,9 @@ impl Engine {
             )
         });
         let inputs: Vec<_> = inputs.collect();
-        let (events, mut located) = self.events_of(inputs.iter().cloned());
-        let mut detections = self.registry.observe(events, now);
+        let (events, mut located, moves) = self.events_of(inputs.iter().cloned());
+        let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.observe(events, now));
         self.add_budgets(&inputs, &mut located, &mut detections, now);
         let edits: Vec<SpanEdit> = completed_here(&detections, located)
             .into_iter()
@@ -265,16 +270,9 @@ impl Engine {
     fn events_of<'a, L>(
         &self,
         spans: impl IntoIterator<Item = (L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)>,
-    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>) {
+    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>, Vec<AgentMove>) {
         let spans: Vec<_> = spans.into_iter().collect();
-        if let Some(agents) = &self.agents {
-            // Every span of the request first, so a span finds ancestors sent with it
-            // whatever their order in the request.
-            let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
-            for (_, span, _, _) in &spans {
-                agents.record(span);
-            }
-        }
+        let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
         let mut events = Vec::new();
         let mut located = Vec::new();
         for (location, span, resource, service_name) in spans {
@@ -287,6 +285,14 @@ impl Engine {
                 self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            if let Some(agents) = &self.agents {
+                if !run_key.contains('/') {
+                    // Keyed by its trace alone (an agent key is `<trace>/<agent>`): moved
+                    // to its agent's run once a later request brings the agent.
+                    let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
+                    agents.wait_for_agent(&span.trace_id, &span.span_id);
+                }
+            }
             let observation = self.observation(&extracted.kind, span);
             let call = self.call_context(span, &extracted);
             events.push(RunEvent {
@@ -302,7 +308,46 @@ impl Engine {
             });
             located.push((location, span.trace_id.as_slice(), span.span_id.as_slice()));
         }
-        (events, located)
+        (events, located, moves)
+    }
+
+    /// With `run_key_by_agent`: records every span of a request in the agent index (all
+    /// first, so a span finds ancestors sent with it in any order), then returns the calls
+    /// placed earlier under their trace alone whose agent is now known.
+    fn learn_agents<'a>(&self, spans: impl Iterator<Item = &'a otlp::Span>) -> Vec<AgentMove> {
+        let Some(agents) = &self.agents else {
+            return Vec::new();
+        };
+        let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
+        let mut traces: Vec<&[u8]> = Vec::new();
+        for span in spans {
+            agents.record(span);
+            traces.push(&span.trace_id);
+        }
+        traces.sort_unstable();
+        traces.dedup();
+        let mut moves = Vec::new();
+        for trace in traces {
+            let resolved = agents.resolve_waiting(trace);
+            if resolved.is_empty() || !otlp::is_valid_trace_id(trace) {
+                continue;
+            }
+            let from = otlp::hex_id(trace);
+            let to = resolved
+                .into_iter()
+                .map(|(span_id, agent)| (span_id, agent_run_key(&from, &agent)))
+                .collect();
+            moves.push((Arc::from(from), to));
+        }
+        moves
+    }
+
+    /// Moves the calls of `moves` to their agents' runs; the detections that finds.
+    fn rehome(&self, moves: Vec<AgentMove>, now: Instant) -> Vec<RunDetection> {
+        moves
+            .into_iter()
+            .flat_map(|(from, to)| self.registry.rehome(&from, &to, now))
+            .collect()
     }
 
     /// The run key of a span: the configured attribute's value, else the trace_id hex,
@@ -330,7 +375,7 @@ impl Engine {
             .as_ref()
             .and_then(|agents| agents.lock().unwrap_or_else(|e| e.into_inner()).agent(span));
         Some(match agent {
-            Some(agent) => Arc::from(format!("{trace}/{agent}")),
+            Some(agent) => agent_run_key(&trace, &agent),
             None => Arc::from(trace),
         })
     }

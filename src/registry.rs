@@ -269,6 +269,43 @@ impl Registry {
         new_detections
     }
 
+    /// Moves the events of the spans in `moves` (span_id → new run key) out of run `from`
+    /// into their new runs, as if they had arrived there (a `trace_and_agent` call keyed by
+    /// its trace before its agent was known). Run `from` replays without them, and is
+    /// dropped when nothing is left of it. Events forgotten past the cap, or merged into
+    /// another call, are not moved. Returns the detections not reported before.
+    pub fn rehome(
+        &self,
+        from: &str,
+        moves: &HashMap<Vec<u8>, Arc<str>>,
+        now: Instant,
+    ) -> Vec<RunDetection> {
+        let mut out = Vec::new();
+        let mut moved = Vec::new();
+        let mut emptied = false;
+        if let Some(mut run) = self.runs.get_mut(from) {
+            let (taken, kept): (Vec<RunEvent>, Vec<RunEvent>) = std::mem::take(&mut run.events)
+                .into_iter()
+                .partition(|e| moves.contains_key(&e.span_id));
+            run.events = kept;
+            for mut event in taken {
+                run.seen.remove(&event.span_id);
+                event.run_key = moves[&event.span_id].clone();
+                moved.push(event);
+            }
+            if !moved.is_empty() {
+                self.replay(&mut run, &mut out);
+            }
+            emptied = run.events.is_empty() && run.detections.is_empty() && run.forgotten == 0;
+        }
+        if emptied && !moved.is_empty() {
+            self.runs.remove(from);
+        }
+        // The guard on `from` is released: observing may lock any shard.
+        out.extend(self.observe(moved, now));
+        out
+    }
+
     fn new_run(&self, now: Instant) -> RunState {
         RunState {
             events: Vec::new(),

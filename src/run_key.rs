@@ -6,7 +6,8 @@
 //! - `trace_and_agent`: `<trace_id hex>/<agent>`, so the calls of each agent of a multi-agent
 //!   trace have their own detectors. The agent is the span's own [`AGENT_KEYS`] value, else
 //!   that of its nearest ancestor span seen so far ([`AgentIndex`]); with none known, the
-//!   trace_id alone.
+//!   trace_id alone, until a later request brings the agent: the engine then moves the
+//!   call to its agent's run ([`AgentIndex::resolve_waiting`], `Registry::rehome`).
 //!
 //! For compatibility with configurations written before `run_key` existed, an unset
 //! `run_key` with a non-empty `run_key_attribute` means `attribute`.
@@ -51,6 +52,11 @@ pub const AGENT_KEYS: &[&str] = &["gen_ai.agent.id", "gen_ai.agent.name", "agent
 /// bound also stops a malformed parent cycle).
 const MAX_DEPTH: usize = 64;
 
+/// The run key of `agent`'s calls in the trace `trace_hex`: `<trace_hex>/<agent>`.
+pub fn agent_run_key(trace_hex: &str, agent: &str) -> Arc<str> {
+    Arc::from(format!("{trace_hex}/{agent}"))
+}
+
 /// The agent a span names itself (see [`AGENT_KEYS`]); `None` when it names none.
 pub fn agent_of(span: &Span) -> Option<&str> {
     AGENT_KEYS
@@ -75,6 +81,22 @@ pub struct AgentIndex {
 struct TraceSpans {
     touched: u64,
     spans: HashMap<Vec<u8>, Link>,
+    /// Calls keyed by the trace alone, waiting for their agent to be known.
+    waiting: Vec<Vec<u8>>,
+}
+
+/// The agent of the nearest span named by the parent chain from `parent` (at most
+/// [`MAX_DEPTH`] links); `None` when the chain ends first.
+fn ancestor_agent(spans: &HashMap<Vec<u8>, Link>, parent: &[u8]) -> Option<Arc<str>> {
+    let mut parent = parent;
+    for _ in 0..MAX_DEPTH {
+        let link = spans.get(parent)?;
+        if let Some(agent) = &link.agent {
+            return Some(agent.clone());
+        }
+        parent = link.parent.as_slice();
+    }
+    None
 }
 
 #[derive(Debug)]
@@ -131,16 +153,44 @@ impl AgentIndex {
         if let Some(own) = agent_of(span) {
             return Some(Arc::from(own));
         }
-        let spans = &self.traces.get(&span.trace_id)?.spans;
-        let mut parent = span.parent_span_id.as_slice();
-        for _ in 0..MAX_DEPTH {
-            let link = spans.get(parent)?;
-            if let Some(agent) = &link.agent {
-                return Some(agent.clone());
+        let trace = self.traces.get(&span.trace_id)?;
+        ancestor_agent(&trace.spans, &span.parent_span_id)
+    }
+
+    /// Notes that the call of `span_id` was keyed by its trace alone (no agent known yet):
+    /// [`AgentIndex::resolve_waiting`] reports it once its agent is known. At most
+    /// `max_spans_per_trace` spans wait per trace; the trace must be recorded.
+    pub fn wait_for_agent(&mut self, trace_id: &[u8], span_id: &[u8]) {
+        let cap = self.max_spans_per_trace;
+        if let Some(trace) = self.traces.get_mut(trace_id) {
+            if trace.waiting.len() < cap {
+                trace.waiting.push(span_id.to_vec());
             }
-            parent = link.parent.as_slice();
         }
-        None
+    }
+
+    /// The waiting spans of `trace_id` whose agent is now known (their own, or an
+    /// ancestor's recorded since), with it; they stop waiting.
+    pub fn resolve_waiting(&mut self, trace_id: &[u8]) -> Vec<(Vec<u8>, Arc<str>)> {
+        let Some(trace) = self.traces.get_mut(trace_id) else {
+            return Vec::new();
+        };
+        let mut resolved = Vec::new();
+        let spans = &trace.spans;
+        trace.waiting.retain(|span_id| {
+            let agent = spans.get(span_id).and_then(|link| match &link.agent {
+                Some(agent) => Some(agent.clone()),
+                None => ancestor_agent(spans, &link.parent),
+            });
+            match agent {
+                Some(agent) => {
+                    resolved.push((span_id.clone(), agent));
+                    false
+                }
+                None => true,
+            }
+        });
+        resolved
     }
 
     /// Number of traces held.
@@ -220,6 +270,26 @@ mod tests {
         assert_eq!(index.agent(&tool), None, "span 2 not seen yet");
         index.record(&span(2, 0, Some(("gen_ai.agent.name", "late"))));
         assert_eq!(index.agent(&tool).as_deref(), Some("late"));
+    }
+
+    #[test]
+    fn waiting_calls_resolve_once_their_agent_arrives() {
+        let mut index = AgentIndex::new(10, 100);
+        let tool = span(4, 3, None);
+        index.record(&tool);
+        index.record(&span(3, 2, None));
+        index.wait_for_agent(&tool.trace_id, &tool.span_id);
+        assert_eq!(index.resolve_waiting(&tool.trace_id), vec![]);
+        index.record(&span(2, 0, Some(("gen_ai.agent.name", "late"))));
+        assert_eq!(
+            index.resolve_waiting(&tool.trace_id),
+            vec![(tool.span_id.clone(), Arc::from("late"))]
+        );
+        assert_eq!(
+            index.resolve_waiting(&tool.trace_id),
+            vec![],
+            "reported once"
+        );
     }
 
     #[test]

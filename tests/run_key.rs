@@ -317,22 +317,44 @@ fn interleaved_sub_agents_are_judged_separately_with_trace_and_agent() {
 }
 
 #[test]
-fn ancestors_sent_earlier_are_remembered_and_children_before_their_agent_fall_back() {
-    // The agent spans first, the calls in later requests, one span each: each call still
-    // finds its agent.
+fn agents_are_found_whatever_the_arrival_order() {
     let mut calls = hidden_loop();
     let agents: Vec<Span> = calls.drain(..3).collect();
+    // The agent spans first, the calls in later requests, one span each: each call finds
+    // its agent when it arrives.
     let mut requests = vec![request(agents.clone())];
     requests.extend(calls.iter().map(|c| request(vec![c.clone()])));
     assert_eq!(
         engine_answers(TRACE_AND_AGENT, requests),
         expected_hidden("trace_and_agent")
     );
-    // The calls before their agent spans (documented limit): no agent is known when they
-    // are placed, so they fall back to the trace's run and read as under `trace`.
-    let requests = vec![request(calls), request(agents)];
+    // The calls first, as exporters send them (an agent span ends after its calls): they
+    // are placed under the trace alone, then moved to their agents' runs when the agent
+    // spans arrive; the trace's own run, emptied, is dropped.
+    let mut requests: Vec<_> = calls.iter().map(|c| request(vec![c.clone()])).collect();
+    requests.push(request(agents.clone()));
     assert_eq!(
         engine_answers(TRACE_AND_AGENT, requests),
+        expected_hidden("trace_and_agent")
+    );
+    // The late detections are reported by the request that brought the agents.
+    let engine = Engine::from_config(&Config::from_toml(TRACE_AND_AGENT).unwrap()).unwrap();
+    let now = std::time::Instant::now();
+    let first = engine.process(&mut request(calls.clone()), now);
+    assert_eq!(answers_of(&first.detections), expected_hidden("trace"));
+    let second = engine.process(&mut request(agents), now);
+    assert_eq!(
+        answers_of(&second.detections),
+        expected_hidden("trace_and_agent")
+    );
+    assert_eq!(
+        second.annotated_spans, 0,
+        "the completing spans were sent before"
+    );
+    assert!(engine.registry.detections(TRACE_KEY).is_none());
+    // Calls whose agent never arrives stay in the trace's run.
+    assert_eq!(
+        engine_answers(TRACE_AND_AGENT, vec![request(calls)]),
         expected_hidden("trace")
     );
 }
@@ -387,10 +409,12 @@ fn the_running_server_keys_runs_by_agent() {
     runtime.block_on(async {
         for (mode, config) in [("trace", ""), ("trace_and_agent", TRACE_AND_AGENT)] {
             let server = server_support::start_with_toml(config).await;
-            // One span per request, agent spans first (as exporters of long-lived agent
-            // spans rarely do; see the fallback test above).
+            // One span per request, each agent span after its calls (as exporters send
+            // them: an agent span ends last).
             let mut spans = hidden_loop();
+            spans.rotate_left(3);
             let mut fake = fake_loop();
+            fake.rotate_left(3);
             for s in &mut fake {
                 s.trace_id = vec![0x6b; 16];
             }
