@@ -282,7 +282,6 @@ impl Registry {
     ) -> Vec<RunDetection> {
         let mut out = Vec::new();
         let mut moved = Vec::new();
-        let mut emptied = false;
         if let Some(mut run) = self.runs.get_mut(from) {
             let (taken, kept): (Vec<RunEvent>, Vec<RunEvent>) = std::mem::take(&mut run.events)
                 .into_iter()
@@ -296,10 +295,12 @@ impl Registry {
             if !moved.is_empty() {
                 self.replay(&mut run, &mut out);
             }
-            emptied = run.events.is_empty() && run.detections.is_empty() && run.forgotten == 0;
         }
-        if emptied && !moved.is_empty() {
-            self.runs.remove(from);
+        if !moved.is_empty() {
+            // Atomic: a request that added to the run meanwhile keeps it.
+            self.runs.remove_if(from, |_, run| {
+                run.events.is_empty() && run.detections.is_empty() && run.forgotten == 0
+            });
         }
         // The guard on `from` is released: observing may lock any shard.
         out.extend(self.observe(moved, now));
