@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::annotate::annotate_span;
@@ -16,6 +16,7 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
+use crate::run_key::{agent_run_key, AgentIndex, RunKeyMode};
 use crate::synthetic::synthetic_spans;
 use crate::wire::annotate::SpanEdit;
 use crate::wire::{WireError, WireRequest};
@@ -25,12 +26,18 @@ use prost::Message;
 #[path = "engine_calls.rs"]
 mod calls;
 
+/// Calls to move out of a run keyed by a trace alone (hex): span_id → their agent's run key.
+type AgentMove = (Arc<str>, HashMap<Vec<u8>, Arc<str>>);
+
 /// How spans are grouped into runs and fingerprinted.
 #[derive(Clone, Debug, Default)]
 pub struct EngineOptions {
     /// Attribute whose value is the run key (span attributes first, then resource
     /// attributes), e.g. `gen_ai.conversation.id`; trace_id where absent or unset.
     pub run_key_attribute: Option<String>,
+    /// `detection.run_key = "trace_and_agent"`: runs keyed `<trace_id hex>/<agent>`
+    /// ([`crate::run_key`]); ignored when `run_key_attribute` is set.
+    pub run_key_by_agent: bool,
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
     pub match_tool_name_without_arguments: bool,
@@ -42,8 +49,9 @@ pub struct EngineOptions {
 #[derive(Debug, Default)]
 pub struct EngineStats {
     pub spans_seen: AtomicU64,
+    /// Tool-call spans read (every span of a call traced twice; calls without arguments
+    /// are counted by the registry, after merging: `RegistryStats`).
     pub tool_calls: AtomicU64,
-    pub tool_calls_without_arguments: AtomicU64,
     pub model_responses: AtomicU64,
     /// Spans whose trace_id is empty, all-zero or not 16 bytes and that have no run-key
     /// attribute: forwarded, never merged into a run.
@@ -77,6 +85,8 @@ pub struct Engine {
     pub tool_fingerprints: FingerprintRules,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
+    /// Span → parent → agent links, with `run_key_by_agent` ([`crate::run_key`]).
+    agents: Option<Mutex<AgentIndex>>,
 }
 
 /// What processing one request read from its bytes found.
@@ -99,6 +109,12 @@ impl Engine {
         fingerprint_key: FingerprintKey,
         options: EngineOptions,
     ) -> Self {
+        // The index holds at most as many traces as the registry holds runs, and as many
+        // spans per trace as it keeps events per run.
+        let agents = (options.run_key_by_agent && options.run_key_attribute.is_none()).then(|| {
+            let limits = registry.config();
+            Mutex::new(AgentIndex::new(limits.max_runs, limits.max_events_per_run))
+        });
         Engine {
             registry,
             fingerprinter,
@@ -107,6 +123,7 @@ impl Engine {
             stats: EngineStats::default(),
             tool_fingerprints: FingerprintRules::default(),
             budgets: None,
+            agents,
         }
     }
 
@@ -125,8 +142,9 @@ impl Engine {
                 }
             }
         }
-        let (events, mut located) = self.events_of(spans.iter().cloned());
-        let mut detections = self.registry.observe(events, now);
+        let (events, mut located, moves) = self.events_of(spans.iter().cloned());
+        let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.observe(events, now));
         self.add_budgets(&spans, &mut located, &mut detections, now);
         let synthetic = self.synthetic_for(&detections, &located);
         let mut annotated_spans = 0;
@@ -255,8 +273,9 @@ impl Engine {
             )
         });
         let inputs: Vec<_> = inputs.collect();
-        let (events, mut located) = self.events_of(inputs.iter().cloned());
-        let mut detections = self.registry.observe(events, now);
+        let (events, mut located, moves) = self.events_of(inputs.iter().cloned());
+        let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.observe(events, now));
         self.add_budgets(&inputs, &mut located, &mut detections, now);
         let synthetic = self.synthetic_for(&detections, &located);
         let edits: Vec<SpanEdit> = completed_here(&detections, located)
@@ -304,7 +323,9 @@ impl Engine {
     fn events_of<'a, L>(
         &self,
         spans: impl IntoIterator<Item = (L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)>,
-    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>) {
+    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>, Vec<AgentMove>) {
+        let spans: Vec<_> = spans.into_iter().collect();
+        let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
         let mut events = Vec::new();
         let mut located = Vec::new();
         for (location, span, resource, service_name) in spans {
@@ -317,6 +338,14 @@ impl Engine {
                 self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            if let Some(agents) = &self.agents {
+                if !run_key.contains('/') {
+                    // Keyed by its trace alone (an agent key is `<trace>/<agent>`): moved
+                    // to its agent's run once a later request brings the agent.
+                    let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
+                    agents.wait_for_agent(&span.trace_id, &span.span_id);
+                }
+            }
             let observation = self.observation(&extracted.kind, span);
             let call = self.call_context(span, &extracted);
             events.push(RunEvent {
@@ -332,11 +361,52 @@ impl Engine {
             });
             located.push((location, span.trace_id.as_slice(), span.span_id.as_slice()));
         }
-        (events, located)
+        (events, located, moves)
     }
 
-    /// The run key of a span: the configured attribute's value, else the trace_id hex;
-    /// `None` when neither identifies a run (invalid trace_id and no attribute).
+    /// With `run_key_by_agent`: records every span of a request in the agent index (all
+    /// first, so a span finds ancestors sent with it in any order), then returns the calls
+    /// placed earlier under their trace alone whose agent is now known.
+    fn learn_agents<'a>(&self, spans: impl Iterator<Item = &'a otlp::Span>) -> Vec<AgentMove> {
+        let Some(agents) = &self.agents else {
+            return Vec::new();
+        };
+        let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
+        let mut traces: Vec<&[u8]> = Vec::new();
+        for span in spans {
+            agents.record(span);
+            traces.push(&span.trace_id);
+        }
+        traces.sort_unstable();
+        traces.dedup();
+        let mut moves = Vec::new();
+        for trace in traces {
+            let resolved = agents.resolve_waiting(trace);
+            if resolved.is_empty() || !otlp::is_valid_trace_id(trace) {
+                continue;
+            }
+            let from = otlp::hex_id(trace);
+            let to = resolved
+                .into_iter()
+                .map(|(span_id, agent)| (span_id, agent_run_key(&from, &agent)))
+                .collect();
+            moves.push((Arc::from(from), to));
+        }
+        moves
+    }
+
+    /// Moves the calls of `moves` to their agents' runs; the detections that finds.
+    fn rehome(&self, moves: Vec<AgentMove>, now: Instant) -> Vec<RunDetection> {
+        moves
+            .into_iter()
+            .flat_map(|(from, to)| self.registry.rehome(&from, &to, now))
+            .collect()
+    }
+
+    /// The run key of a span: the configured attribute's value, else the trace_id hex,
+    /// followed by `/<agent>` with `run_key_by_agent` when the span's agent is known
+    /// ([`AgentIndex::agent`]); `None` when nothing identifies a run (invalid trace_id and
+    /// no attribute).
     fn run_key(
         &self,
         span: &otlp::Span,
@@ -349,7 +419,18 @@ impl Engine {
                 return Some(Arc::from(v));
             }
         }
-        otlp::is_valid_trace_id(&span.trace_id).then(|| Arc::from(otlp::hex_id(&span.trace_id)))
+        if !otlp::is_valid_trace_id(&span.trace_id) {
+            return None;
+        }
+        let trace = otlp::hex_id(&span.trace_id);
+        let agent = self
+            .agents
+            .as_ref()
+            .and_then(|agents| agents.lock().unwrap_or_else(|e| e.into_inner()).agent(span));
+        Some(match agent {
+            Some(agent) => agent_run_key(&trace, &agent),
+            None => Arc::from(trace),
+        })
     }
 
     fn observation(&self, kind: &EventKind, span: &otlp::Span) -> Observation {
@@ -368,17 +449,12 @@ impl Engine {
                             .fingerprinter
                             .call_fingerprint(&call.tool_name, arguments),
                     }),
-                    None => {
-                        self.stats
-                            .tool_calls_without_arguments
-                            .fetch_add(1, Ordering::Relaxed);
-                        self.options.match_tool_name_without_arguments.then(|| {
-                            self.fingerprinter.call_fingerprint(
-                                &call.tool_name,
-                                &Payload::Json(serde_json::Value::Null),
-                            )
-                        })
-                    }
+                    None => self.options.match_tool_name_without_arguments.then(|| {
+                        self.fingerprinter.call_fingerprint(
+                            &call.tool_name,
+                            &Payload::Json(serde_json::Value::Null),
+                        )
+                    }),
                 };
                 let result_fingerprint = match (rule, &call.status) {
                     (Some(rule), CallStatus::Error { message })
@@ -502,9 +578,11 @@ impl Engine {
             Some(key) if !key.is_empty() => FingerprintKey::new(key.as_bytes()),
             _ => FingerprintKey::random(),
         };
+        let mode = config.detection.run_key_mode()?;
         let options = EngineOptions {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
-                .filter(|a| !a.is_empty()),
+                .filter(|a| !a.is_empty() && mode == RunKeyMode::Attribute),
+            run_key_by_agent: mode == RunKeyMode::TraceAndAgent,
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
             custom_conventions: config.conventions.custom.clone(),
         };

@@ -32,6 +32,7 @@ pub mod registry;
 pub mod replay;
 pub mod report;
 pub mod retry;
+pub mod run_key;
 pub mod scan;
 pub mod security;
 pub mod server;

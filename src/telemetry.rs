@@ -182,7 +182,14 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
         "loopwatch.tool_calls.without_arguments",
         "{call}",
         "Tool calls whose arguments were not captured",
-        |s| one(s.engine.stats.tool_calls_without_arguments.load(Relaxed)),
+        |s| {
+            one(s
+                .engine
+                .registry
+                .stats()
+                .tool_calls_without_arguments
+                .load(Relaxed))
+        },
     );
     counter(
         meter,
