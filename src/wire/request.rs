@@ -51,6 +51,14 @@ impl WireRequest {
     /// Reads `bytes` as an OTLP `ExportTraceServiceRequest`. Fails with a [`WireError`]
     /// exactly where prost's decoding fails, except that invalid UTF-8 is read lossily.
     pub fn read(bytes: Bytes) -> Result<WireRequest, WireError> {
+        Self::read_capped(bytes, usize::MAX)
+    }
+
+    /// As [`WireRequest::read`], reading at most `max_spans` spans: at span
+    /// `max_spans + 1` reading stops with [`WireError::TooManySpans`], before that span's
+    /// view is built. Each span view costs a few hundred bytes even for an empty span (two
+    /// bytes on the wire), so the cap bounds what one request can make the reader allocate.
+    pub fn read_capped(bytes: Bytes, max_spans: usize) -> Result<WireRequest, WireError> {
         let buf = bytes.as_ref();
         let mut resources = Vec::new();
         let mut spans = Vec::new();
@@ -76,6 +84,9 @@ impl WireRequest {
                             let field = field?;
                             match check_field(Msg::ScopeSpans, &field, budget)? {
                                 Some((Msg::Span, range, budget)) => {
+                                    if spans.len() >= max_spans {
+                                        return Err(WireError::TooManySpans { limit: max_spans });
+                                    }
                                     spans.push(WireSpan {
                                         resource: resource_index,
                                         index: (r, s, i),
@@ -248,6 +259,19 @@ mod tests {
         assert_eq!(read.resource(0, &[]).unwrap(), Resource::default());
         assert_eq!(read.resources[1], WireResource::default());
         assert_eq!(read.spans[3].resource, 1);
+    }
+
+    #[test]
+    fn reading_stops_at_the_span_cap() {
+        let bytes = Bytes::from(request().encode_to_vec());
+        assert_eq!(
+            WireRequest::read_capped(bytes.clone(), 4).map(|r| r.span_count()),
+            Ok(4)
+        );
+        assert_eq!(
+            WireRequest::read_capped(bytes, 3).err(),
+            Some(WireError::TooManySpans { limit: 3 })
+        );
     }
 
     #[test]
