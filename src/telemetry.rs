@@ -247,6 +247,10 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
                     g.runs_evicted_capacity.load(Relaxed),
                     vec![kv("cause", "capacity")],
                 ),
+                (
+                    g.runs_evicted_bytes.load(Relaxed),
+                    vec![kv("cause", "bytes")],
+                ),
             ]
         },
     );
