@@ -122,10 +122,11 @@ pub trait SpanSink: Send + Sync + 'static {
         Box::pin(std::future::ready(crate::limits::DecodedBytes::none()))
     }
 
-    /// Most spans one request may hold (`limits.max_spans_per_request`); the receivers'
-    /// reader stops there. The default is no cap.
-    fn max_spans_per_request(&self) -> usize {
-        usize::MAX
+    /// What the receivers' wire reader may build of one request
+    /// (`limits.max_spans_per_request`, `limits.max_values_per_request`); it stops there.
+    /// The default is no cap.
+    fn read_limits(&self) -> crate::wire::ReadLimits {
+        crate::wire::ReadLimits::NONE
     }
 
     /// Takes one admitted request. On `Err` nothing of the request was kept, so the client

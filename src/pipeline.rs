@@ -48,8 +48,8 @@ impl SpanSink for Pipeline {
         Box::pin(self.limits.in_flight.reserve(bytes))
     }
 
-    fn max_spans_per_request(&self) -> usize {
-        self.limits.max_spans_per_request
+    fn read_limits(&self) -> crate::wire::ReadLimits {
+        self.limits.read
     }
 
     fn accept(&self, admission: Admission, incoming: IncomingRequest) -> Result<(), AcceptError> {

@@ -133,6 +133,24 @@ fn empty_spans_request(n: usize) -> Vec<u8> {
     request
 }
 
+/// One span holding `n` empty attributes (`Span.attributes`, field 9, two bytes each).
+fn empty_attributes_request(n: usize) -> Vec<u8> {
+    let mut span = Vec::with_capacity(2 * n);
+    for _ in 0..n {
+        span.extend_from_slice(&[0x4a, 0x00]);
+    }
+    let mut scope = vec![0x12]; // ScopeSpans.spans (2)
+    prost::encoding::encode_varint(span.len() as u64, &mut scope);
+    scope.extend_from_slice(&span);
+    let mut resource = vec![0x12]; // ResourceSpans.scope_spans (2)
+    prost::encoding::encode_varint(scope.len() as u64, &mut resource);
+    resource.extend_from_slice(&scope);
+    let mut request = vec![0x0a]; // ExportTraceServiceRequest.resource_spans (1)
+    prost::encoding::encode_varint(resource.len() as u64, &mut request);
+    request.extend_from_slice(&resource);
+    request
+}
+
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     enc.write_all(bytes).unwrap_or_else(|e| panic!("{e}"));
@@ -262,6 +280,42 @@ fn gzip_bombs_of_8m_empty_spans_are_refused_and_memory_stays_bounded() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+#[test]
+fn gzip_bomb_of_8m_empty_attributes_is_refused_and_memory_stays_bounded() {
+    let mut server = serve(&[]);
+    let body = empty_attributes_request(BOMB_SPANS);
+    let gz = gzip(&body);
+    let idle = server.peak_rss_mib();
+    let rt = runtime();
+    let status = rt
+        .block_on(async { export_raw(&channel(server.grpc).await, Bytes::from(body)).await })
+        .err()
+        .unwrap_or_else(|| panic!("attribute bomb accepted"));
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("max_values_per_request"),
+        "{}",
+        status.message()
+    );
+    let response = rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("http://{}/v1/traces", server.http))
+            .header("content-type", "application/x-protobuf")
+            .header("content-encoding", "gzip")
+            .body(gz)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    });
+    assert_eq!(response.status(), http::StatusCode::PAYLOAD_TOO_LARGE);
+    let peak = server.peak_rss_mib();
+    println!("peak RSS: idle {idle} MiB, after two 8 M-attribute bombs {peak} MiB");
+    assert!(server.alive(), "process died");
+    // One bomb: its 16 MB body twice (tonic's buffer, the request bytes) and at most
+    // 1 000 000 values of ~64 bytes, with the vector's doubling: under 160 MiB.
+    assert!(peak < 160, "peak RSS {peak} MiB");
 }
 
 /// One HTTP/2 frame.

@@ -9,8 +9,8 @@
 //!   503 with `Retry-After`).
 //! - [`in_flight`]: decompressed request bodies being read and processed, in bytes; over
 //!   the cap a request waits up to `receiver.admission_wait`, then is refused the same way.
-//! - `max_spans_per_request`: the wire reader stops at the cap
-//!   ([`crate::wire::WireRequest::read_capped`]).
+//! - `max_spans_per_request`, `max_values_per_request`: the wire reader stops at the caps
+//!   ([`crate::wire::WireRequest::read_limited`]).
 //!
 //! The per-run state bound (`registry.max_bytes`) lives with the runs, in
 //! [`crate::registry`].
@@ -29,6 +29,12 @@ pub use memory::MemoryLimiter;
 /// per export, the Collector's batch processor 8 192 by default; a span view costs about
 /// 350 bytes even for an empty span, so the cap bounds one request's views to ~35 MB.
 pub const DEFAULT_MAX_SPANS_PER_REQUEST: usize = 100_000;
+
+/// Default `max_values_per_request`: 1 000 000 attributes, events and array/kvlist elements
+/// (an SDK span carries at most 128 attributes by default; the Collector's 8 192-span batch
+/// of 30 attributes is 250 k). A value view costs 32–80 bytes even when empty, so the cap
+/// bounds one request's values to ~80 MB.
+pub const DEFAULT_MAX_VALUES_PER_REQUEST: usize = 1_000_000;
 
 /// Default `max_decoded_bytes_in_flight`: 256 MiB (16 requests of the 16 MiB receive limit).
 pub const DEFAULT_MAX_DECODED_BYTES_IN_FLIGHT: u64 = 256 * 1024 * 1024;
@@ -54,6 +60,11 @@ pub struct LimitsConfig {
     /// not retry: the same request would be refused again, the client must send smaller
     /// batches.
     pub max_spans_per_request: usize,
+    /// Most attribute values one request may hold: span and event attributes, events, and
+    /// the elements of array and kvlist values, all counted (default 1 000 000). Over it:
+    /// refused as for `max_spans_per_request`. OTLP/JSON requests are not counted (their
+    /// decoding is bounded by the receive limit only).
+    pub max_values_per_request: usize,
     /// Most decompressed request bytes being decoded and processed at once (default
     /// 256 MiB). Must be at least `receiver.max_recv_msg_size_mib`.
     pub max_decoded_bytes_in_flight: u64,
@@ -66,6 +77,7 @@ impl Default for LimitsConfig {
             memory_spike_mib: 0,
             memory_check_interval: Duration::from_millis(100),
             max_spans_per_request: DEFAULT_MAX_SPANS_PER_REQUEST,
+            max_values_per_request: DEFAULT_MAX_VALUES_PER_REQUEST,
             max_decoded_bytes_in_flight: DEFAULT_MAX_DECODED_BYTES_IN_FLIGHT,
         }
     }
@@ -81,6 +93,9 @@ impl LimitsConfig {
         let key = |k: &str| format!("limits.{k}");
         if self.max_spans_per_request == 0 {
             return Err((key("max_spans_per_request"), "must be at least 1".into()));
+        }
+        if self.max_values_per_request == 0 {
+            return Err((key("max_values_per_request"), "must be at least 1".into()));
         }
         if self.max_decoded_bytes_in_flight < max_recv_msg_size as u64 {
             return Err((
@@ -115,8 +130,8 @@ pub struct Limits {
     pub memory: MemoryLimiter,
     /// The decoded-bytes budget.
     pub in_flight: InFlight,
-    /// `max_spans_per_request`.
-    pub max_spans_per_request: usize,
+    /// `max_spans_per_request` and `max_values_per_request`.
+    pub read: crate::wire::ReadLimits,
 }
 
 impl Limits {
@@ -125,7 +140,10 @@ impl Limits {
         Self {
             memory: MemoryLimiter::new(config),
             in_flight: InFlight::new(config.max_decoded_bytes_in_flight),
-            max_spans_per_request: config.max_spans_per_request,
+            read: crate::wire::ReadLimits {
+                max_spans: config.max_spans_per_request,
+                max_values: config.max_values_per_request,
+            },
         }
     }
 
@@ -134,7 +152,52 @@ impl Limits {
         Self {
             memory: MemoryLimiter::with_limit(None, 0, Duration::from_secs(1)),
             in_flight: InFlight::new(u64::MAX),
-            max_spans_per_request: usize::MAX,
+            read: crate::wire::ReadLimits::NONE,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_of(text: &str) -> Option<String> {
+        match crate::config::Config::from_toml(text) {
+            Err(crate::config::ConfigError::Key { key, .. }) => Some(key),
+            Err(other) => panic!("{other}"),
+            Ok(_) => None,
+        }
+    }
+
+    #[test]
+    fn defaults_load_and_bad_values_name_their_key() {
+        let config = crate::config::Config::from_toml("").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.limits, LimitsConfig::default());
+        assert_eq!(config.limits.max_spans_per_request, 100_000);
+        assert_eq!(
+            key_of("[limits]\nmax_spans_per_request = 0").as_deref(),
+            Some("limits.max_spans_per_request")
+        );
+        assert_eq!(
+            key_of("[limits]\nmax_values_per_request = 0").as_deref(),
+            Some("limits.max_values_per_request")
+        );
+        assert_eq!(
+            key_of("[limits]\nmax_decoded_bytes_in_flight = 1000").as_deref(),
+            Some("limits.max_decoded_bytes_in_flight")
+        );
+        assert_eq!(
+            key_of("[limits]\nmemory_mib = 100\nmemory_spike_mib = 100").as_deref(),
+            Some("limits.memory_spike_mib")
+        );
+        assert_eq!(
+            key_of("[limits]\nmemory_check_interval = \"0s\"").as_deref(),
+            Some("limits.memory_check_interval")
+        );
+        assert_eq!(
+            key_of("[registry]\nmax_bytes = 0").as_deref(),
+            Some("registry.max_bytes")
+        );
+        assert_eq!(key_of("[limits]\nmemory_mib = 512"), None);
     }
 }

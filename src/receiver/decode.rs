@@ -93,13 +93,16 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, Receiv
 
 /// Reads a protobuf `ExportTraceServiceRequest` from its bytes with the zero-copy wire
 /// reader (strings that are not UTF-8 are read lossily instead of failing the request),
-/// stopping with [`ReceiveError::TooManySpans`] past `max_spans` spans.
+/// stopping with [`ReceiveError::TooManySpans`] / [`ReceiveError::TooManyValues`] past
+/// `limits`.
 pub fn read_protobuf(
     bytes: Bytes,
-    max_spans: usize,
+    limits: crate::wire::ReadLimits,
 ) -> Result<crate::wire::WireRequest, ReceiveError> {
-    crate::wire::WireRequest::read_capped(bytes, max_spans).map_err(|e| match e {
-        crate::wire::WireError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
+    use crate::wire::WireError;
+    crate::wire::WireRequest::read_limited(bytes, limits).map_err(|e| match e {
+        WireError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
+        WireError::TooManyValues { limit } => ReceiveError::TooManyValues { limit },
         other => ReceiveError::InvalidWire(other),
     })
 }

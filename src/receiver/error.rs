@@ -31,6 +31,13 @@ pub enum ReceiveError {
         /// The cap.
         limit: usize,
     },
+    /// More attribute values than `limits.max_values_per_request` (the reader stopped at
+    /// the cap).
+    #[error("request holds more than {limit} attribute values (limits.max_values_per_request); send smaller batches")]
+    TooManyValues {
+        /// The cap.
+        limit: usize,
+    },
     /// The body is not valid data for its declared compression.
     #[error("request body is not valid {encoding} data: {source}")]
     Decompress {
@@ -70,6 +77,7 @@ impl ReceiveError {
             Self::UnsupportedContentType(_) => RejectReason::UnsupportedContentType,
             Self::TooLarge { .. } => RejectReason::TooLarge,
             Self::TooManySpans { .. } => RejectReason::TooManySpans,
+            Self::TooManyValues { .. } => RejectReason::TooManyValues,
             Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
@@ -90,7 +98,9 @@ impl ReceiveError {
     pub fn grpc_code(&self) -> tonic::Code {
         match self {
             Self::UnsupportedEncoding(_) => tonic::Code::Unimplemented,
-            Self::TooLarge { .. } | Self::TooManySpans { .. } => tonic::Code::ResourceExhausted,
+            Self::TooLarge { .. } | Self::TooManySpans { .. } | Self::TooManyValues { .. } => {
+                tonic::Code::ResourceExhausted
+            }
             Self::Refused(AcceptError::MemoryLimit | AcceptError::InFlightLimit) => {
                 tonic::Code::ResourceExhausted
             }
@@ -113,7 +123,9 @@ impl ReceiveError {
             Self::UnsupportedEncoding(_) | Self::UnsupportedContentType(_) => {
                 S::UNSUPPORTED_MEDIA_TYPE
             }
-            Self::TooLarge { .. } | Self::TooManySpans { .. } => S::PAYLOAD_TOO_LARGE,
+            Self::TooLarge { .. } | Self::TooManySpans { .. } | Self::TooManyValues { .. } => {
+                S::PAYLOAD_TOO_LARGE
+            }
             Self::Refused(_) => S::SERVICE_UNAVAILABLE,
             Self::Decompress { .. }
             | Self::InvalidProtobuf(_)

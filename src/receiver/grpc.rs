@@ -262,8 +262,7 @@ async fn export(
     let _decoded = super::reserve_decoded(sink, &shared.options, raw.len())
         .await
         .map_err(|refused| (ReceiveError::Refused(refused), 0))?;
-    let request: WireRequest =
-        read_protobuf(raw, sink.max_spans_per_request()).map_err(|e| (e, 0))?;
+    let request: WireRequest = read_protobuf(raw, sink.read_limits()).map_err(|e| (e, 0))?;
     let spans = request.span_count();
     sink.accept(admission, IncomingRequest::Protobuf(request))
         .map_err(|refused| (ReceiveError::Refused(refused), spans))?;

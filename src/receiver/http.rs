@@ -175,12 +175,12 @@ async fn read_request(
         .to_bytes();
     let bytes = decompress(compression, body, limit)?;
     let decoded = super::reserve_decoded(state.sink.as_ref(), &state.options, bytes.len()).await?;
-    let max_spans = state.sink.max_spans_per_request();
+    let limits = state.sink.read_limits();
     let incoming = match format {
-        Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes, max_spans)?),
+        Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes, limits)?),
         Format::Json => {
             let (request, unknown) = decode_json_counted(&bytes)?;
-            super::decode::check_span_count(&request, max_spans)?;
+            super::decode::check_span_count(&request, limits.max_spans)?;
             let sender = header_str(headers, http::header::USER_AGENT);
             state
                 .stats

@@ -20,6 +20,8 @@ pub enum RejectReason {
     UnsupportedContentType,
     /// More spans than `limits.max_spans_per_request`.
     TooManySpans,
+    /// More attribute values than `limits.max_values_per_request`.
+    TooManyValues,
     /// The process was over its memory limit (`limits.memory_mib`; retryable).
     MemoryLimit,
     /// Decoded bytes in flight stayed over `limits.max_decoded_bytes_in_flight` for the
@@ -29,7 +31,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in label order.
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 10] = [
         Self::QueueFull,
         Self::ShuttingDown,
         Self::TooLarge,
@@ -37,6 +39,7 @@ impl RejectReason {
         Self::UnsupportedEncoding,
         Self::UnsupportedContentType,
         Self::TooManySpans,
+        Self::TooManyValues,
         Self::MemoryLimit,
         Self::InFlightLimit,
     ];
@@ -51,6 +54,7 @@ impl RejectReason {
             Self::UnsupportedEncoding => "unsupported_encoding",
             Self::UnsupportedContentType => "unsupported_content_type",
             Self::TooManySpans => "too_many_spans",
+            Self::TooManyValues => "too_many_values",
             Self::MemoryLimit => "memory_limit",
             Self::InFlightLimit => "in_flight_limit",
         }
@@ -125,7 +129,7 @@ mod tests {
         assert_eq!(stats.rejected_requests(RejectReason::TooLarge), 1);
         assert_eq!(stats.rejected_requests(RejectReason::InvalidPayload), 0);
         let labels: Vec<_> = RejectReason::ALL.iter().map(|r| r.as_str()).collect();
-        assert_eq!(labels.len(), 9);
+        assert_eq!(labels.len(), 10);
         assert!(RejectReason::ALL
             .iter()
             .enumerate()
