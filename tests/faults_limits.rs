@@ -506,3 +506,44 @@ async fn over_the_decoded_bytes_budget_requests_wait_then_are_refused_retryably(
     assert!(response.headers().contains_key("retry-after"));
     assert_eq!(stats.rejected_requests(RejectReason::InFlightLimit), 2);
 }
+
+/// The key a config error names, or `None` when the config loads.
+fn key_of(text: &str) -> Option<String> {
+    match loopwatch::config::Config::from_toml(text) {
+        Err(loopwatch::config::ConfigError::Key { key, .. }) => Some(key),
+        Err(other) => panic!("{other}"),
+        Ok(_) => None,
+    }
+}
+
+#[test]
+fn defaults_load_and_bad_values_name_their_key() {
+    let config = loopwatch::config::Config::from_toml("").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.limits, loopwatch::limits::LimitsConfig::default());
+    assert_eq!(config.limits.max_spans_per_request, 100_000);
+    assert_eq!(
+        key_of("[limits]\nmax_spans_per_request = 0").as_deref(),
+        Some("limits.max_spans_per_request")
+    );
+    assert_eq!(
+        key_of("[limits]\nmax_values_per_request = 0").as_deref(),
+        Some("limits.max_values_per_request")
+    );
+    assert_eq!(
+        key_of("[limits]\nmax_decoded_bytes_in_flight = 1000").as_deref(),
+        Some("limits.max_decoded_bytes_in_flight")
+    );
+    assert_eq!(
+        key_of("[limits]\nmemory_mib = 100\nmemory_spike_mib = 100").as_deref(),
+        Some("limits.memory_spike_mib")
+    );
+    assert_eq!(
+        key_of("[limits]\nmemory_check_interval = \"0s\"").as_deref(),
+        Some("limits.memory_check_interval")
+    );
+    assert_eq!(
+        key_of("[registry]\nmax_bytes = 0").as_deref(),
+        Some("registry.max_bytes")
+    );
+    assert_eq!(key_of("[limits]\nmemory_mib = 512"), None);
+}
