@@ -59,11 +59,19 @@ fn filled(config: RegistryConfig) -> Registry {
 }
 
 fn benches(c: &mut Criterion) {
+    let rss = || loopwatch::limits::memory::resident_bytes().unwrap_or(0);
+    let before = rss();
     let probe = filled(RegistryConfig {
         max_runs: usize::MAX,
         ..RegistryConfig::default()
     });
     let full_bytes = probe.state_bytes();
+    // Calibration of RunState::heap_bytes: the estimate against what the RSS grew by.
+    println!(
+        "{RUNS} runs of {CALLS} calls: estimated {} MiB, RSS grew {} MiB",
+        full_bytes >> 20,
+        rss().saturating_sub(before) >> 20
+    );
     drop(probe);
     let cases = [
         (
