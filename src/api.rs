@@ -41,6 +41,8 @@ pub struct AdminState {
     pub exporter_health: Option<Arc<crate::forward::DownstreamHealth>>,
     /// False once shutdown began or a listener stopped.
     pub ready: Arc<AtomicBool>,
+    /// `[limits]` state, for its gauges.
+    pub limits: Option<Arc<crate::limits::Limits>>,
 }
 
 impl AdminState {
@@ -53,6 +55,7 @@ impl AdminState {
             receiver_stats: &self.receiver_stats,
             forwarder: self.forwarder.as_deref(),
             exporter_health: self.exporter_health.as_deref(),
+            limits: self.limits.as_deref(),
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Config {
     pub budgets: crate::detector::budget::Budgets,
     /// `[registry]`: per-run state limits.
     pub registry: RegistryConfig,
+    /// `[limits]`: memory limiter, spans per request, decoded bytes in flight.
+    pub limits: crate::limits::LimitsConfig,
     /// `[signals.*]`: kill/warn signal sinks.
     pub signals: SignalsConfig,
     /// `[admin]`: HTTP admin API, metrics and health.
@@ -331,6 +333,12 @@ impl Config {
                 });
             }
         }
+        self.limits
+            .validate(self.receiver.options().max_recv_msg_size)
+            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
+        self.registry
+            .validate()
+            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
         security::validate(self).map_err(ConfigError::Other)?;
         Ok(())
     }

@@ -2,8 +2,8 @@
 //! over ([`IncomingRequest`]), the trait it hands it to ([`SpanSink`]) and why the span path
 //! may refuse it ([`AcceptError`]).
 //!
-//! This module sits low in the layout (it imports only [`crate::otlp`] and [`crate::wire`]): receivers, the span
-//! path ([`crate::pipeline`]) and the forward queue all depend on it, never on each other
+//! This module sits low in the layout (it imports only [`crate::otlp`], [`crate::wire`] and
+//! [`crate::limits`]): receivers, the span path ([`crate::pipeline`]) and the forward queue all depend on it, never on each other
 //! upwards. Arrows point down: receiver → span path → forward.
 
 use bytes::Bytes;
@@ -61,6 +61,15 @@ pub enum AcceptError {
     /// The process is shutting down: gRPC `UNAVAILABLE`, HTTP 503.
     #[error("shutting down")]
     ShuttingDown,
+    /// The process is over its memory limit (`limits.memory_mib`, [`crate::limits`]): gRPC
+    /// `RESOURCE_EXHAUSTED` with `RetryInfo`, HTTP 503 with `Retry-After`.
+    #[error("over the memory limit")]
+    MemoryLimit,
+    /// The decoded bytes of the requests being processed stayed over
+    /// `limits.max_decoded_bytes_in_flight` for the admission wait: gRPC
+    /// `RESOURCE_EXHAUSTED` with `RetryInfo`, HTTP 503 with `Retry-After`.
+    #[error("too many decoded bytes in flight")]
+    InFlightLimit,
 }
 
 /// Room for one request on the span path, taken **before** the request body is read and
@@ -102,6 +111,22 @@ pub trait SpanSink: Send + Sync + 'static {
     /// also answer [`AcceptError::QueueFull`] instead of waiting).
     fn admit(&self) -> BoxFuture<'_, Result<Admission, AcceptError>> {
         Box::pin(std::future::ready(Ok(Admission::unlimited())))
+    }
+
+    /// Waits until `bytes` more decompressed bytes may be decoded and processed
+    /// (`limits.max_decoded_bytes_in_flight`); the reservation is held until the request
+    /// was handed to [`SpanSink::accept`] or refused. The default reserves nothing. The
+    /// receiver bounds the wait and refuses with [`AcceptError::InFlightLimit`].
+    fn reserve_decoded(&self, bytes: usize) -> BoxFuture<'_, crate::limits::DecodedBytes> {
+        let _ = bytes;
+        Box::pin(std::future::ready(crate::limits::DecodedBytes::none()))
+    }
+
+    /// What the receivers' wire reader may build of one request
+    /// (`limits.max_spans_per_request`, `limits.max_values_per_request`); it stops there.
+    /// The default is no cap.
+    fn read_limits(&self) -> crate::wire::ReadLimits {
+        crate::wire::ReadLimits::NONE
     }
 
     /// Takes one admitted request. On `Err` nothing of the request was kept, so the client

@@ -22,6 +22,7 @@ pub mod fleet;
 pub mod forward;
 pub mod ingest;
 pub mod lifecycle;
+pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod otlp;

@@ -183,6 +183,8 @@ pub struct MetricSources<'a> {
     pub forwarder: Option<&'a crate::forward::stats::ForwarderStats>,
     /// Downstream reachability, when forwarding.
     pub exporter_health: Option<&'a crate::forward::DownstreamHealth>,
+    /// Memory limiter and decoded-bytes budget (`None`: not rendered).
+    pub limits: Option<&'a crate::limits::Limits>,
 }
 
 /// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
@@ -293,8 +295,35 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 label("cause", "capacity"),
                 gs.runs_evicted_capacity.load(Relaxed),
             ),
+            (label("cause", "bytes"), gs.runs_evicted_bytes.load(Relaxed)),
         ],
     );
+    gauge(
+        &mut r,
+        "runs_state_bytes",
+        "Estimated bytes of all run state (registry.max_bytes bounds it)",
+        registry.state_bytes() as i64,
+    );
+    if let Some(limits) = state.limits {
+        gauge(
+            &mut r,
+            "memory_rss_bytes",
+            "Resident set size of the process, as the memory limiter last read it",
+            limits.memory.rss_bytes() as i64,
+        );
+        gauge(
+            &mut r,
+            "memory_soft_limit_bytes",
+            "RSS above which new requests are refused (limits.memory_mib - limits.memory_spike_mib); 0 when off",
+            limits.memory.soft_limit_bytes().unwrap_or(0) as i64,
+        );
+        gauge(
+            &mut r,
+            "decoded_bytes_in_flight",
+            "Decompressed request bytes being decoded and processed (limits.max_decoded_bytes_in_flight bounds it)",
+            limits.in_flight.in_use_bytes() as i64,
+        );
+    }
     counter(
         &mut r,
         "duplicate_spans",
@@ -409,6 +438,27 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         "signals",
         "Signals by sink and outcome",
         signal_values,
+    );
+    labelled_counter(
+        &mut r,
+        "signals_dropped",
+        "Signals dropped because a sink queue was full, by sink and action (warnings go first)",
+        sinks
+            .iter()
+            .flat_map(|s| {
+                [
+                    ("warn", s.dropped - s.dropped_kills.min(s.dropped)),
+                    ("kill", s.dropped_kills),
+                ]
+                .map(|(action, value)| {
+                    let labels = vec![
+                        ("sink".to_string(), s.sink.to_string()),
+                        ("action".to_string(), action.to_string()),
+                    ];
+                    (labels, value)
+                })
+            })
+            .collect(),
     );
     let depth: Family<Labels, Gauge> = Family::default();
     for s in &sinks {

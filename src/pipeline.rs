@@ -29,14 +29,27 @@ pub struct Pipeline {
     /// Per profile index: whether its warn/kill detections publish signals.
     pub signal_profiles: Vec<bool>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Memory limiter, decoded-bytes budget and span cap (`[limits]`).
+    pub limits: Arc<crate::limits::Limits>,
 }
 
 impl SpanSink for Pipeline {
     fn admit(&self) -> BoxFuture<'_, Result<Admission, AcceptError>> {
+        if !self.limits.memory.allows() {
+            return Box::pin(std::future::ready(Err(AcceptError::MemoryLimit)));
+        }
         match &self.forward {
             Some(queue) => Box::pin(queue.admit()),
             None => Box::pin(std::future::ready(Ok(Admission::unlimited()))),
         }
+    }
+
+    fn reserve_decoded(&self, bytes: usize) -> BoxFuture<'_, crate::limits::DecodedBytes> {
+        Box::pin(self.limits.in_flight.reserve(bytes))
+    }
+
+    fn read_limits(&self) -> crate::wire::ReadLimits {
+        self.limits.read
     }
 
     fn accept(&self, admission: Admission, incoming: IncomingRequest) -> Result<(), AcceptError> {

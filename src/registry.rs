@@ -10,8 +10,9 @@
 //! Detections that a replay finds and that were never reported are reported as new; each
 //! (profile, completing span, pattern) is reported at most once in the life of the run.
 //!
-//! Memory is bounded by an idle TTL and a cap on runs (least recently seen evicted first),
-//! and by a cap on events kept per run. Forgotten events are folded into a base detector
+//! Memory is bounded by an idle TTL, a cap on runs and a cap on the estimated bytes of all
+//! run state ([`RunState::heap_bytes`]), the least recently seen run evicted first in O(1)
+//! (an `lru` recency list beside the concurrent map), and by a cap on events kept per run. Forgotten events are folded into a base detector
 //! state, so call ordinals, occurrences and later detections are unchanged by forgetting;
 //! a late span that starts before every kept event is then left out of detection. The
 //! list of a run's detections keeps those of kept events plus at most `max_events_per_run`
@@ -19,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
@@ -45,6 +46,26 @@ pub struct RegistryConfig {
     /// Events kept per run for re-ordering (default 10 000). Past it, the oldest are
     /// forgotten: a late span older than every kept event is then ignored.
     pub max_events_per_run: usize,
+    /// Estimated bytes of all run state together (default 1 GiB, see
+    /// [`RunState::heap_bytes`]); over it the least recently seen runs are evicted. The run
+    /// being updated is never evicted for its own size (`max_events_per_run` bounds it).
+    pub max_bytes: u64,
+}
+
+/// Default `registry.max_bytes`: 1 GiB of estimated run state.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+impl RegistryConfig {
+    /// Checks the section.
+    ///
+    /// # Errors
+    /// `(key, reason)` naming the offending key.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.max_bytes == 0 {
+            return Err(("registry.max_bytes".into(), "must be above 0".into()));
+        }
+        Ok(())
+    }
 }
 
 impl Default for RegistryConfig {
@@ -53,6 +74,7 @@ impl Default for RegistryConfig {
             idle_ttl: Duration::from_secs(600),
             max_runs: 100_000,
             max_events_per_run: 10_000,
+            max_bytes: DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -180,11 +202,72 @@ struct RunState {
     calls: merge::CallIndex,
 }
 
+impl RunState {
+    /// Estimated heap bytes of this run's state: the one place the registry's byte
+    /// accounting (`registry.max_bytes`) is computed, O(1) per call. It counts the kept
+    /// events (the `RunEvent` itself, its trace and span ids, its copy in the dedupe set and
+    /// its parent id), the detections kept with their span id lists, the occurrence and
+    /// reported sets, the pending message parts and, per profile, two detector states
+    /// (live and base) at a flat [`DETECTOR_BYTES`]. Message parts carried by kept events
+    /// are not counted (only inference spans carry them). Allocator overhead is folded into
+    /// [`ALLOCATION_BYTES`] per heap allocation. An estimate, not a measurement: adapt it
+    /// here when the state's layout changes.
+    pub fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let a = ALLOCATION_BYTES;
+        let id_bytes = |len: usize| len + a;
+        // trace id, span id, parent span id.
+        let event = size_of::<RunEvent>() + id_bytes(16) + 2 * id_bytes(8);
+        let seen_entry = size_of::<Vec<u8>>() + 8;
+        // The completing span's ids, and its members' span ids (a window holds at most 20).
+        let detection =
+            size_of::<RunDetection>() + id_bytes(16) + id_bytes(8) + a + 10 * id_bytes(8);
+        let events = self.events.capacity() * size_of::<RunEvent>()
+            + self.events.len() * (event - size_of::<RunEvent>());
+        let detections = self.detections.capacity() * size_of::<RunDetection>()
+            + self.detections.len() * (detection - size_of::<RunDetection>());
+        let sets = self.seen.capacity() * seen_entry
+            + self.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4 + a)
+            + self.reported.capacity() * (size_of::<Identity>() + id_bytes(8));
+        let detectors = (self.detectors.len() + self.base.len()) * DETECTOR_BYTES;
+        (size_of::<RunState>() + events + detections + sets + detectors + self.calls.heap_bytes())
+            as u64
+    }
+}
+
+/// Flat estimate of one detector's state (its window of calls and streaks): 640 bytes.
+/// Calibrated with `benches/registry_eviction.rs` (100 000 runs of 3 calls under the two
+/// built-in profiles: RSS grew 415 MiB; with 2 KiB here the estimate said 960 MiB).
+pub const DETECTOR_BYTES: usize = 640;
+/// Estimated allocator overhead per heap allocation: 16 bytes.
+pub const ALLOCATION_BYTES: usize = 16;
+
+/// Why a run was dropped from memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionCause {
+    /// Unseen for `idle_ttl`.
+    Idle,
+    /// Over `max_runs`.
+    Capacity,
+    /// Over `max_bytes`.
+    Bytes,
+}
+
+/// The recency order of the runs (least recently seen first) with each run's estimated
+/// bytes, and their sum. Held only briefly, and always after (never before) a map shard
+/// lock, so it cannot deadlock with the map.
+struct Recency {
+    order: lru::LruCache<Arc<str>, u64>,
+    bytes: u64,
+}
+
 /// Counters kept by the registry (read by `/metrics`).
 #[derive(Debug, Default)]
 pub struct RegistryStats {
     pub runs_evicted_idle: AtomicU64,
     pub runs_evicted_capacity: AtomicU64,
+    /// Runs evicted because the estimated state passed `registry.max_bytes`.
+    pub runs_evicted_bytes: AtomicU64,
     pub duplicate_spans: AtomicU64,
     pub events_forgotten: AtomicU64,
     /// Tool calls placed in their run without arguments after the one-call rule and joins
@@ -198,6 +281,7 @@ pub struct RegistryStats {
 /// offline scan and the admin API.
 pub struct Registry {
     runs: DashMap<Arc<str>, RunState>,
+    recency: Mutex<Recency>,
     profiles: Vec<Arc<ProfileSettings>>,
     config: RegistryConfig,
     stats: RegistryStats,
@@ -208,6 +292,10 @@ impl Registry {
     pub fn new(profiles: Vec<ProfileSettings>, config: RegistryConfig) -> Self {
         Registry {
             runs: DashMap::new(),
+            recency: Mutex::new(Recency {
+                order: lru::LruCache::unbounded(),
+                bytes: 0,
+            }),
             profiles: profiles.into_iter().map(Arc::new).collect(),
             config,
             stats: RegistryStats::default(),
@@ -231,6 +319,67 @@ impl Registry {
     /// Number of runs tracked.
     pub fn run_count(&self) -> usize {
         self.runs.len()
+    }
+
+    /// Estimated bytes of all run state ([`RunState::heap_bytes`], as of each run's last
+    /// update).
+    pub fn state_bytes(&self) -> u64 {
+        self.recency().bytes
+    }
+
+    fn recency(&self) -> MutexGuard<'_, Recency> {
+        // A panic while holding this lock cannot leave the list and sum inconsistent
+        // beyond one run's estimate.
+        self.recency.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `key` most recently seen with `bytes` of state, and picks the least recently
+    /// seen runs to evict while over `max_runs` or `max_bytes` (never `key` itself). O(1)
+    /// per run touched or evicted. Called with `key`'s map entry held.
+    fn touch(&self, key: &Arc<str>, bytes: u64) -> Vec<(Arc<str>, EvictionCause)> {
+        let max_runs = self.config.max_runs.max(1);
+        let max_bytes = self.config.max_bytes.max(1);
+        let mut recency = self.recency();
+        let recency = &mut *recency;
+        if let Some(old) = recency.order.put(key.clone(), bytes) {
+            recency.bytes -= old.min(recency.bytes);
+        }
+        recency.bytes += bytes;
+        let mut victims = Vec::new();
+        while recency.order.len() > 1 {
+            let cause = if recency.order.len() > max_runs {
+                EvictionCause::Capacity
+            } else if recency.bytes > max_bytes {
+                EvictionCause::Bytes
+            } else {
+                break;
+            };
+            let Some((victim, victim_bytes)) = recency.order.pop_lru() else {
+                break;
+            };
+            recency.bytes -= victim_bytes.min(recency.bytes);
+            victims.push((victim, cause));
+        }
+        victims
+    }
+
+    /// Removes runs [`Registry::touch`] picked, unless seen again since (then they are back
+    /// in the recency list and stay); counts each removal by cause.
+    fn evict(&self, victims: Vec<(Arc<str>, EvictionCause)>) {
+        for (key, cause) in victims {
+            let removed = self
+                .runs
+                .remove_if(&key, |k, _| !self.recency().order.contains(k))
+                .is_some();
+            if removed {
+                let counter = match cause {
+                    EvictionCause::Idle => &self.stats.runs_evicted_idle,
+                    EvictionCause::Capacity => &self.stats.runs_evicted_capacity,
+                    EvictionCause::Bytes => &self.stats.runs_evicted_bytes,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Adds events (any runs, any order) and returns the detections not reported before,
@@ -258,13 +407,17 @@ impl Registry {
                 .unwrap_or(rest.len());
             let (batch, tail) = rest.split_at(len);
             rest = tail;
-            self.make_room_for(&first.run_key);
-            let mut run = self
-                .runs
-                .entry(first.run_key.clone())
-                .or_insert_with(|| self.new_run(now));
-            run.last_seen = now;
-            self.insert_batch(&mut run, batch, &mut new_detections);
+            let victims = {
+                let mut run = self
+                    .runs
+                    .entry(first.run_key.clone())
+                    .or_insert_with(|| self.new_run(now));
+                run.last_seen = now;
+                self.insert_batch(&mut run, batch, &mut new_detections);
+                self.touch(&first.run_key, run.heap_bytes())
+            };
+            // After the entry is released: a victim may share its map shard.
+            self.evict(victims);
         }
         new_detections
     }
@@ -501,37 +654,21 @@ impl Registry {
             .fetch_add(excess as u64, Ordering::Relaxed);
     }
 
-    /// Evicts least recently seen runs when adding `key` would exceed `max_runs`.
-    fn make_room_for(&self, key: &Arc<str>) {
-        let max = self.config.max_runs.max(1);
-        if self.runs.len() < max || self.runs.contains_key(key) {
-            return;
-        }
-        // Evict about 1% at once so the O(n) scan is amortised over many inserts.
-        let excess = self.runs.len() + 1 - max;
-        let batch = excess.max(max / 100).max(1);
-        let mut by_age: Vec<(Instant, Arc<str>)> = self
-            .runs
-            .iter()
-            .map(|r| (r.last_seen, r.key().clone()))
-            .collect();
-        by_age.sort();
-        for (_, k) in by_age.into_iter().take(batch) {
-            if self.runs.remove(&k).is_some() {
-                self.stats
-                    .runs_evicted_capacity
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
     /// Drops runs idle for longer than `idle_ttl` at `now`; returns how many.
     pub fn evict_idle(&self, now: Instant) -> usize {
         let ttl = self.config.idle_ttl;
-        let before = self.runs.len();
-        self.runs
-            .retain(|_, run| now.saturating_duration_since(run.last_seen) <= ttl);
-        let evicted = before.saturating_sub(self.runs.len());
+        let mut evicted = 0;
+        self.runs.retain(|key, run| {
+            let keep = now.saturating_duration_since(run.last_seen) <= ttl;
+            if !keep {
+                let mut recency = self.recency();
+                if let Some(bytes) = recency.order.pop(key) {
+                    recency.bytes -= bytes.min(recency.bytes);
+                }
+                evicted += 1;
+            }
+            keep
+        });
         self.stats
             .runs_evicted_idle
             .fetch_add(evicted as u64, Ordering::Relaxed);

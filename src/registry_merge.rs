@@ -74,6 +74,13 @@ pub struct CallIndex {
 }
 
 impl CallIndex {
+    /// Estimated heap bytes of the pending parts (for [`super::RunState::heap_bytes`]).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.pending.capacity() * (size_of::<Arc<str>>() + size_of::<ToolCallPart>() + 8)
+            + self.order.capacity() * size_of::<Arc<str>>()
+    }
+
     fn keep(&mut self, part: &ToolCallPart) {
         match self.pending.get_mut(&part.call_id) {
             Some(kept) => {

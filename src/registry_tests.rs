@@ -300,3 +300,68 @@ fn a_run_that_loops_for_ever_keeps_a_bounded_detection_list() {
     let last = kept.last().expect("detections kept");
     assert!(last.occurrence as usize > kept.len(), "{}", last.occurrence);
 }
+
+#[test]
+fn max_bytes_evicts_the_least_recently_seen_and_counts_by_cause() {
+    let t0 = Instant::now();
+    // Measure one run of 10 calls, then allow a little over three of them.
+    let probe = registry(RegistryConfig::default());
+    probe.observe(same_calls("probe", 1..=10), t0);
+    let one_run = probe.state_bytes();
+    assert!(one_run > 0);
+    let r = registry(RegistryConfig {
+        max_bytes: one_run * 3 + one_run / 2,
+        ..RegistryConfig::default()
+    });
+    for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+        r.observe(same_calls(key, 1..=10), t0 + Duration::from_secs(i as u64));
+    }
+    assert_eq!(r.state_bytes(), 3 * one_run);
+    r.observe(same_calls("a", 11..=11), t0 + Duration::from_secs(3)); // a is fresh again
+    r.observe(same_calls("d", 1..=10), t0 + Duration::from_secs(4));
+    assert!(r.run("b").is_none(), "b was the least recently seen");
+    for key in ["a", "c", "d"] {
+        assert!(r.run(key).is_some(), "{key} kept");
+    }
+    assert_eq!(r.stats().runs_evicted_bytes.load(Ordering::Relaxed), 1);
+    assert_eq!(r.stats().runs_evicted_capacity.load(Ordering::Relaxed), 0);
+    assert!(r.state_bytes() <= one_run * 3 + one_run / 2);
+    // Idle eviction gives the bytes back.
+    let evicted = r.evict_idle(
+        t0 + Duration::from_secs(4) + Duration::from_secs(600) + Duration::from_secs(1),
+    );
+    assert_eq!(evicted, 3);
+    assert_eq!(r.state_bytes(), 0);
+    assert_eq!(r.run_count(), 0);
+}
+
+#[test]
+fn a_run_larger_than_max_bytes_alone_is_kept() {
+    let r = registry(RegistryConfig {
+        max_bytes: 1,
+        ..RegistryConfig::default()
+    });
+    let t0 = Instant::now();
+    r.observe(same_calls("a", 1..=3), t0);
+    assert!(r.run("a").is_some());
+    r.observe(same_calls("b", 1..=3), t0 + Duration::from_secs(1));
+    assert!(r.run("a").is_none());
+    assert!(
+        r.run("b").is_some(),
+        "the run being updated is never evicted"
+    );
+    assert_eq!(r.stats().runs_evicted_bytes.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn run_state_estimate_grows_with_kept_events() {
+    let r = registry(RegistryConfig::default());
+    let t0 = Instant::now();
+    r.observe(same_calls("a", 1..=10), t0);
+    let ten = r.state_bytes();
+    r.observe(same_calls("a", 11..=100), t0);
+    let hundred = r.state_bytes();
+    // Per kept call: the event, its ids and dedupe entry (a few hundred bytes).
+    let per_call = (hundred - ten) / 90;
+    assert!((150..1500).contains(&per_call), "{per_call} bytes per call");
+}

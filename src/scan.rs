@@ -122,7 +122,8 @@ pub fn read_incoming(path: &Path) -> Result<IncomingRequest, ScanError> {
         error,
     })?;
     let read = match path.extension().and_then(|e| e.to_str()) {
-        Some("pb") => read_protobuf(bytes.into()).map(IncomingRequest::Protobuf),
+        Some("pb") => read_protobuf(bytes.into(), crate::wire::ReadLimits::NONE)
+            .map(IncomingRequest::Protobuf),
         // OTLP/JSON as `read_request` reads it (unknown fields warned about).
         Some("json") => return read_request(path).map(IncomingRequest::Json),
         _ => {

@@ -171,12 +171,21 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         }
     };
 
+    let resource_limits = Arc::new(crate::limits::Limits::new(&config.limits));
+    if let Some(hard) = resource_limits.memory.hard_limit_bytes() {
+        tracing::info!(
+            hard_limit_mib = hard >> 20,
+            soft_limit_mib = resource_limits.memory.soft_limit_bytes().unwrap_or(0) >> 20,
+            "memory limiter on (limits.memory_mib)"
+        );
+    }
     let pipeline = Arc::new(Pipeline {
         engine: engine.clone(),
         forward: forwarder.as_ref().map(|f| f.queue()),
         signals: Some(signals.clone()),
         signal_profiles,
         metrics: metrics.clone(),
+        limits: resource_limits.clone(),
     });
     let sink: Arc<dyn SpanSink> = pipeline.clone();
     let receiver_stats = Arc::new(ReceiverStats::default());
@@ -256,6 +265,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         forward_queue: forwarder.as_ref().map(|f| f.queue()),
         exporter_health: forwarder.as_ref().and_then(|f| f.health()),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        limits: Some(resource_limits.clone()),
     };
     let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
         .context("telemetry.endpoint")?;

@@ -248,6 +248,50 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
         "Runs tracked now",
         |s| one(s.engine.registry.run_count() as u64),
     );
+    gauge(
+        meter,
+        s,
+        "loopwatch.runs.state_bytes",
+        "By",
+        "Estimated bytes of all run state (registry.max_bytes bounds it)",
+        |s| one(s.engine.registry.state_bytes()),
+    );
+    gauge(
+        meter,
+        s,
+        "loopwatch.memory.rss",
+        "By",
+        "Resident set size of the process, as the memory limiter last read it",
+        |s| {
+            s.limits
+                .as_ref()
+                .map_or_else(Vec::new, |l| one(l.memory.rss_bytes()))
+        },
+    );
+    gauge(
+        meter,
+        s,
+        "loopwatch.memory.soft_limit",
+        "By",
+        "RSS above which new requests are refused (limits.memory_mib - limits.memory_spike_mib); 0 when off",
+        |s| {
+            s.limits.as_ref().map_or_else(Vec::new, |l| {
+                one(l.memory.soft_limit_bytes().unwrap_or(0))
+            })
+        },
+    );
+    gauge(
+        meter,
+        s,
+        "loopwatch.decoded_bytes.in_flight",
+        "By",
+        "Decompressed request bytes being decoded and processed",
+        |s| {
+            s.limits
+                .as_ref()
+                .map_or_else(Vec::new, |l| one(l.in_flight.in_use_bytes()))
+        },
+    );
     counter(
         meter,
         s,
@@ -261,6 +305,10 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
                 (
                     g.runs_evicted_capacity.load(Relaxed),
                     vec![kv("cause", "capacity")],
+                ),
+                (
+                    g.runs_evicted_bytes.load(Relaxed),
+                    vec![kv("cause", "bytes")],
                 ),
             ]
         },
@@ -397,6 +445,26 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
                         ("rejected", st.rejected),
                     ]
                     .map(|(outcome, n)| (n, vec![kv("sink", st.sink), kv("outcome", outcome)]))
+                })
+                .collect()
+        },
+    );
+    counter(
+        meter,
+        s,
+        "loopwatch.signals.dropped",
+        "{signal}",
+        "Signals dropped because a sink queue was full, by sink and action (warnings go first)",
+        |s| {
+            s.signals
+                .stats()
+                .iter()
+                .flat_map(|st| {
+                    [
+                        ("warn", st.dropped - st.dropped_kills.min(st.dropped)),
+                        ("kill", st.dropped_kills),
+                    ]
+                    .map(|(action, n)| (n, vec![kv("sink", st.sink), kv("action", action)]))
                 })
                 .collect()
         },

@@ -92,9 +92,31 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, Receiv
 }
 
 /// Reads a protobuf `ExportTraceServiceRequest` from its bytes with the zero-copy wire
-/// reader (strings that are not UTF-8 are read lossily instead of failing the request).
-pub fn read_protobuf(bytes: Bytes) -> Result<crate::wire::WireRequest, ReceiveError> {
-    Ok(crate::wire::WireRequest::read(bytes)?)
+/// reader (strings that are not UTF-8 are read lossily instead of failing the request),
+/// stopping with [`ReceiveError::TooManySpans`] / [`ReceiveError::TooManyValues`] past
+/// `limits`.
+pub fn read_protobuf(
+    bytes: Bytes,
+    limits: crate::wire::ReadLimits,
+) -> Result<crate::wire::WireRequest, ReceiveError> {
+    use crate::wire::WireError;
+    crate::wire::WireRequest::read_limited(bytes, limits).map_err(|e| match e {
+        WireError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
+        WireError::TooManyValues { limit } => ReceiveError::TooManyValues { limit },
+        other => ReceiveError::InvalidWire(other),
+    })
+}
+
+/// [`ReceiveError::TooManySpans`] when a decoded OTLP/JSON request holds more than
+/// `max_spans` spans.
+pub fn check_span_count(
+    request: &ExportTraceServiceRequest,
+    max_spans: usize,
+) -> Result<(), ReceiveError> {
+    if span_count(request) > max_spans as u64 {
+        return Err(ReceiveError::TooManySpans { limit: max_spans });
+    }
+    Ok(())
 }
 
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest` (see [`decode_json_counted`]),

@@ -25,6 +25,19 @@ pub enum ReceiveError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// More spans than `limits.max_spans_per_request` (the reader stopped at the cap).
+    #[error("request holds more than {limit} spans (limits.max_spans_per_request); send smaller batches")]
+    TooManySpans {
+        /// The cap.
+        limit: usize,
+    },
+    /// More attribute values than `limits.max_values_per_request` (the reader stopped at
+    /// the cap).
+    #[error("request holds more than {limit} attribute values (limits.max_values_per_request); send smaller batches")]
+    TooManyValues {
+        /// The cap.
+        limit: usize,
+    },
     /// The body is not valid data for its declared compression.
     #[error("request body is not valid {encoding} data: {source}")]
     Decompress {
@@ -63,6 +76,8 @@ impl ReceiveError {
             Self::UnsupportedEncoding(_) => RejectReason::UnsupportedEncoding,
             Self::UnsupportedContentType(_) => RejectReason::UnsupportedContentType,
             Self::TooLarge { .. } => RejectReason::TooLarge,
+            Self::TooManySpans { .. } => RejectReason::TooManySpans,
+            Self::TooManyValues { .. } => RejectReason::TooManyValues,
             Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
@@ -70,16 +85,25 @@ impl ReceiveError {
             | Self::Body(_) => RejectReason::InvalidPayload,
             Self::Refused(AcceptError::QueueFull) => RejectReason::QueueFull,
             Self::Refused(AcceptError::ShuttingDown) => RejectReason::ShuttingDown,
+            Self::Refused(AcceptError::MemoryLimit) => RejectReason::MemoryLimit,
+            Self::Refused(AcceptError::InFlightLimit) => RejectReason::InFlightLimit,
         }
     }
 
     /// The gRPC code: `UNIMPLEMENTED` for unknown compression, `RESOURCE_EXHAUSTED` over
-    /// the limit, `INVALID_ARGUMENT` for malformed payloads, `UNAVAILABLE` (retryable)
-    /// when refused.
+    /// the size or span cap (without `RetryInfo`: OTLP clients do not retry it, and the same
+    /// request would be refused again), `INVALID_ARGUMENT` for malformed payloads;
+    /// refusals are retryable: `UNAVAILABLE` (queue full, shutting down) or
+    /// `RESOURCE_EXHAUSTED` (memory or in-flight limit), both sent with `RetryInfo`.
     pub fn grpc_code(&self) -> tonic::Code {
         match self {
             Self::UnsupportedEncoding(_) => tonic::Code::Unimplemented,
-            Self::TooLarge { .. } => tonic::Code::ResourceExhausted,
+            Self::TooLarge { .. } | Self::TooManySpans { .. } | Self::TooManyValues { .. } => {
+                tonic::Code::ResourceExhausted
+            }
+            Self::Refused(AcceptError::MemoryLimit | AcceptError::InFlightLimit) => {
+                tonic::Code::ResourceExhausted
+            }
             Self::Refused(_) => tonic::Code::Unavailable,
             Self::Body(_) => tonic::Code::Cancelled,
             Self::UnsupportedContentType(_)
@@ -90,15 +114,18 @@ impl ReceiveError {
         }
     }
 
-    /// The HTTP status: 415 for unknown compression or content type, 413 over the limit,
-    /// 400 for malformed payloads, 503 (with `Retry-After`) when refused.
+    /// The HTTP status: 415 for unknown compression or content type, 413 over the size or
+    /// span cap (OTLP/HTTP clients do not retry it), 400 for malformed payloads, 503 (with
+    /// `Retry-After`) when refused.
     pub fn http_status(&self) -> http::StatusCode {
         use http::StatusCode as S;
         match self {
             Self::UnsupportedEncoding(_) | Self::UnsupportedContentType(_) => {
                 S::UNSUPPORTED_MEDIA_TYPE
             }
-            Self::TooLarge { .. } => S::PAYLOAD_TOO_LARGE,
+            Self::TooLarge { .. } | Self::TooManySpans { .. } | Self::TooManyValues { .. } => {
+                S::PAYLOAD_TOO_LARGE
+            }
             Self::Refused(_) => S::SERVICE_UNAVAILABLE,
             Self::Decompress { .. }
             | Self::InvalidProtobuf(_)

@@ -2,11 +2,13 @@
 //! standard gRPC health service, on one port, with room for more services.
 //!
 //! The service is hand-written over `tonic::server::Grpc` with [`ExportCodec`], whose
-//! decoder keeps the request's (decompressed) protobuf bytes next to the decoded message,
-//! so unannotated requests are forwarded byte-for-byte.
+//! decoder keeps the request's (decompressed) protobuf bytes; the handler then takes their
+//! size of the decoded-bytes budget, reads them with the wire reader (stopping at the span
+//! cap) and hands them over, so unannotated requests are forwarded byte-for-byte.
 
 use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -34,10 +36,9 @@ pub use crate::otlp::{EXPORT_PATH, TRACE_SERVICE_NAME};
 /// `grpc-accept-encoding` advertised when a request's compression is refused.
 const GRPC_ACCEPT_ENCODING: &str = "gzip,zstd,identity";
 
-/// An `ExportTraceServiceRequest` as received (after gRPC decompression), read by the
-/// zero-copy wire reader.
+/// An `ExportTraceServiceRequest` as received (after gRPC decompression), not yet read.
 #[derive(Clone, Debug)]
-pub struct RawExport(pub WireRequest);
+pub struct RawExport(pub bytes::Bytes);
 
 /// Server codec: decodes to [`RawExport`], encodes `ExportTraceServiceResponse` with prost.
 #[derive(Clone, Copy, Debug, Default)]
@@ -58,7 +59,7 @@ impl Codec for ExportCodec {
     }
 }
 
-/// Decoder half of [`ExportCodec`]. Malformed protobuf → `INVALID_ARGUMENT`.
+/// Decoder half of [`ExportCodec`]: keeps the bytes (the handler reads them).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RawExportDecoder;
 
@@ -67,9 +68,7 @@ impl Decoder for RawExportDecoder {
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<RawExport>, Status> {
-        let raw = src.copy_to_bytes(src.remaining());
-        let request = read_protobuf(raw).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        Ok(Some(RawExport(request)))
+        Ok(Some(RawExport(src.copy_to_bytes(src.remaining()))))
     }
 }
 
@@ -171,15 +170,21 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Zstd)
         .max_decoding_message_size(limit);
+    let handled = Arc::new(AtomicBool::new(false));
     let response = grpc
         .unary(
             ExportHandler {
                 shared: Arc::clone(&shared),
                 admission: Arc::new(std::sync::Mutex::new(Some(admission))),
+                handled: Arc::clone(&handled),
             },
             req,
         )
         .await;
+    if handled.load(Ordering::Acquire) {
+        // The handler counted its own outcome.
+        return response;
+    }
     // Errors raised by tonic while decoding (before our handler ran) are counted here.
     // tonic answers OUT_OF_RANGE for an uncompressed message over the limit; the OTLP
     // answer is RESOURCE_EXHAUSTED, as it already is for a compressed one.
@@ -208,37 +213,60 @@ struct ExportHandler {
     shared: Arc<Shared>,
     /// The admission taken before decoding; used by the one call of this handler.
     admission: Arc<std::sync::Mutex<Option<Admission>>>,
+    /// Set when the handler ran (it counts its outcome itself).
+    handled: Arc<AtomicBool>,
 }
 
 impl UnaryService<RawExport> for ExportHandler {
     type Response = ExportTraceServiceResponse;
-    type Future = Ready<Result<Response<ExportTraceServiceResponse>, Status>>;
+    type Future = BoxFuture<'static, Result<Response<ExportTraceServiceResponse>, Status>>;
 
     fn call(&mut self, request: Request<RawExport>) -> Self::Future {
-        let RawExport(request) = request.into_inner();
-        let spans = request.span_count();
-        let incoming = IncomingRequest::Protobuf(request);
-        let stats = &self.shared.stats;
+        self.handled.store(true, Ordering::Release);
+        let RawExport(raw) = request.into_inner();
+        let shared = Arc::clone(&self.shared);
         let admission = self
             .admission
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .unwrap_or_default();
-        ready(match self.shared.sink.accept(admission, incoming) {
-            Ok(()) => {
-                stats.record_accepted(spans);
-                Ok(Response::new(ExportTraceServiceResponse {
-                    partial_success: None,
-                }))
-            }
-            Err(refused) => {
-                let err = ReceiveError::Refused(refused);
-                stats.record_rejected(err.reason(), spans);
-                Err(to_status(&err, &self.shared.options))
+        Box::pin(async move {
+            let result = export(&shared, admission, raw).await;
+            let stats = &shared.stats;
+            match result {
+                Ok(spans) => {
+                    stats.record_accepted(spans);
+                    Ok(Response::new(ExportTraceServiceResponse {
+                        partial_success: None,
+                    }))
+                }
+                Err((err, spans)) => {
+                    stats.record_rejected(err.reason(), spans);
+                    Err(to_status(&err, &shared.options))
+                }
             }
         })
     }
+}
+
+/// Takes the request's share of the decoded-bytes budget, reads it (stopping at the span
+/// cap) and hands it over; the span count on success, the error and the spans it held
+/// (0 when unread) otherwise.
+async fn export(
+    shared: &Shared,
+    admission: Admission,
+    raw: bytes::Bytes,
+) -> Result<u64, (ReceiveError, u64)> {
+    let sink = shared.sink.as_ref();
+    let _decoded = super::reserve_decoded(sink, &shared.options, raw.len())
+        .await
+        .map_err(|refused| (ReceiveError::Refused(refused), 0))?;
+    let request: WireRequest = read_protobuf(raw, sink.read_limits()).map_err(|e| (e, 0))?;
+    let spans = request.span_count();
+    sink.accept(admission, IncomingRequest::Protobuf(request))
+        .map_err(|refused| (ReceiveError::Refused(refused), spans))?;
+    Ok(spans)
 }
 
 /// The OTLP/gRPC server: trace service + `grpc.health.v1.Health`, plus any services the

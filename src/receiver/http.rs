@@ -121,8 +121,8 @@ async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: B
         Ok(admission) => admission,
         Err(refused) => return reject(&state, format, &ReceiveError::Refused(refused), 0),
     };
-    let incoming = match read_request(&state, format, &headers, body).await {
-        Ok(incoming) => incoming,
+    let (incoming, _decoded) = match read_request(&state, format, &headers, body).await {
+        Ok(read) => read,
         Err(err) => return reject(&state, format, &err, 0),
     };
     let spans = incoming.span_count();
@@ -152,12 +152,14 @@ fn header_str(headers: &HeaderMap, name: http::header::HeaderName) -> String {
         .unwrap_or_default()
 }
 
+/// Reads, decompresses and decodes the body, holding its decompressed size of the
+/// decoded-bytes budget (returned with the request, held until the span path took it).
 async fn read_request(
     state: &HttpState,
     format: Format,
     headers: &HeaderMap,
     body: Body,
-) -> Result<IncomingRequest, ReceiveError> {
+) -> Result<(IncomingRequest, crate::limits::DecodedBytes), ReceiveError> {
     let compression = Compression::parse(&header_str(headers, CONTENT_ENCODING))?;
     let limit = state.options.max_recv_msg_size;
     let body = Limited::new(body, limit)
@@ -172,10 +174,13 @@ async fn read_request(
         })?
         .to_bytes();
     let bytes = decompress(compression, body, limit)?;
-    Ok(match format {
-        Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes)?),
+    let decoded = super::reserve_decoded(state.sink.as_ref(), &state.options, bytes.len()).await?;
+    let limits = state.sink.read_limits();
+    let incoming = match format {
+        Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes, limits)?),
         Format::Json => {
             let (request, unknown) = decode_json_counted(&bytes)?;
+            super::decode::check_span_count(&request, limits.max_spans)?;
             let sender = header_str(headers, http::header::USER_AGENT);
             state
                 .stats
@@ -183,7 +188,8 @@ async fn read_request(
                 .record(&sender, &unknown);
             IncomingRequest::Json(request)
         }
-    })
+    };
+    Ok((incoming, decoded))
 }
 
 fn reject(state: &HttpState, format: Format, err: &ReceiveError, spans: u64) -> Response {

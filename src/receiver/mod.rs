@@ -42,6 +42,22 @@ pub async fn admit(
         .unwrap_or(Err(crate::ingest::AcceptError::QueueFull))
 }
 
+/// Waits up to `options.admission_wait` for `bytes` of the decoded-bytes budget
+/// ([`crate::ingest::SpanSink::reserve_decoded`]).
+///
+/// # Errors
+/// [`AcceptError::InFlightLimit`](crate::ingest::AcceptError::InFlightLimit) when the wait
+/// passes.
+pub async fn reserve_decoded(
+    sink: &dyn crate::ingest::SpanSink,
+    options: &ReceiverOptions,
+    bytes: usize,
+) -> Result<crate::limits::DecodedBytes, crate::ingest::AcceptError> {
+    tokio::time::timeout(options.admission_wait, sink.reserve_decoded(bytes))
+        .await
+        .map_err(|_| crate::ingest::AcceptError::InFlightLimit)
+}
+
 /// Default receive limit: 16 MiB after decompression.
 pub const DEFAULT_MAX_RECV_MSG_SIZE_MIB: usize = 16;
 

@@ -18,17 +18,30 @@ pub enum RejectReason {
     UnsupportedEncoding,
     /// Unknown OTLP/HTTP `Content-Type`.
     UnsupportedContentType,
+    /// More spans than `limits.max_spans_per_request`.
+    TooManySpans,
+    /// More attribute values than `limits.max_values_per_request`.
+    TooManyValues,
+    /// The process was over its memory limit (`limits.memory_mib`; retryable).
+    MemoryLimit,
+    /// Decoded bytes in flight stayed over `limits.max_decoded_bytes_in_flight` for the
+    /// admission wait (retryable).
+    InFlightLimit,
 }
 
 impl RejectReason {
     /// Every reason, in label order.
-    pub const ALL: [RejectReason; 6] = [
+    pub const ALL: [RejectReason; 10] = [
         Self::QueueFull,
         Self::ShuttingDown,
         Self::TooLarge,
         Self::InvalidPayload,
         Self::UnsupportedEncoding,
         Self::UnsupportedContentType,
+        Self::TooManySpans,
+        Self::TooManyValues,
+        Self::MemoryLimit,
+        Self::InFlightLimit,
     ];
 
     /// The metric label value (snake_case).
@@ -40,6 +53,10 @@ impl RejectReason {
             Self::InvalidPayload => "invalid_payload",
             Self::UnsupportedEncoding => "unsupported_encoding",
             Self::UnsupportedContentType => "unsupported_content_type",
+            Self::TooManySpans => "too_many_spans",
+            Self::TooManyValues => "too_many_values",
+            Self::MemoryLimit => "memory_limit",
+            Self::InFlightLimit => "in_flight_limit",
         }
     }
 
@@ -54,8 +71,8 @@ impl RejectReason {
 pub struct ReceiverStats {
     accepted_requests: AtomicU64,
     accepted_spans: AtomicU64,
-    rejected_requests: [AtomicU64; 6],
-    rejected_spans: [AtomicU64; 6],
+    rejected_requests: [AtomicU64; RejectReason::ALL.len()],
+    rejected_spans: [AtomicU64; RejectReason::ALL.len()],
     /// Unknown OTLP/JSON fields (ignored), warned once per sender.
     pub otlp_json_unknown_fields: crate::otlp_json::UnknownFieldLog,
 }
@@ -112,7 +129,7 @@ mod tests {
         assert_eq!(stats.rejected_requests(RejectReason::TooLarge), 1);
         assert_eq!(stats.rejected_requests(RejectReason::InvalidPayload), 0);
         let labels: Vec<_> = RejectReason::ALL.iter().map(|r| r.as_str()).collect();
-        assert_eq!(labels.len(), 6);
+        assert_eq!(labels.len(), 10);
         assert!(RejectReason::ALL
             .iter()
             .enumerate()

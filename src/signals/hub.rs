@@ -29,8 +29,11 @@ pub struct SinkStats {
     pub delivered: u64,
     /// Delivery attempts that failed, retried or not.
     pub failed_attempts: u64,
-    /// Signals dropped because the sink's queue was full (the oldest go first).
+    /// Signals dropped because the sink's queue was full (warn/info first, oldest first;
+    /// kills only when the queue holds nothing else).
     pub dropped: u64,
+    /// Of `dropped`, the kill signals.
+    pub dropped_kills: u64,
     /// Signals the sink refused for good (e.g. webhook 4xx) and that were not retried.
     pub rejected: u64,
     /// Signals waiting or being delivered now.
@@ -170,6 +173,7 @@ impl SignalHub {
                 delivered: q.delivered.load(Ordering::Relaxed),
                 failed_attempts: q.failed_attempts.load(Ordering::Relaxed),
                 dropped: q.dropped.load(Ordering::Relaxed),
+                dropped_kills: q.dropped_kills.load(Ordering::Relaxed),
                 rejected: q.rejected.load(Ordering::Relaxed),
                 queue_depth: q.depth(),
             })

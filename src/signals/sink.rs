@@ -36,7 +36,10 @@ pub trait Sink: Send + 'static {
 }
 
 /// Bounded FIFO of one sink. `push` never blocks: when full it drops the oldest queued
-/// signal (the one being delivered is not in the queue and is never dropped).
+/// signal that is not a kill (warn or info); a kill is dropped only when the queue holds
+/// nothing but kills (then the oldest kill, or the new signal itself when it is not a kill).
+/// The one being delivered is not in the queue and is never dropped. Drops are counted by
+/// action (`dropped_kills`, and every drop in `dropped`).
 #[derive(Debug)]
 pub struct SinkQueue {
     pub(crate) name: &'static str,
@@ -48,7 +51,14 @@ pub struct SinkQueue {
     pub(crate) delivered: AtomicU64,
     pub(crate) failed_attempts: AtomicU64,
     pub(crate) dropped: AtomicU64,
+    /// Of `dropped`, the kill signals.
+    pub(crate) dropped_kills: AtomicU64,
     pub(crate) rejected: AtomicU64,
+}
+
+/// Whether a signal asks the agent runtime to stop the run (`action = "kill"`).
+fn is_kill(signal: &Signal) -> bool {
+    signal.action == "kill"
 }
 
 impl SinkQueue {
@@ -64,6 +74,7 @@ impl SinkQueue {
             delivered: AtomicU64::new(0),
             failed_attempts: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            dropped_kills: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
         }
     }
@@ -75,26 +86,40 @@ impl SinkQueue {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Enqueues `signal`, dropping (and counting) the oldest queued one when full.
+    /// Enqueues `signal`; when full, drops (and counts) the oldest queued warn/info
+    /// signal, or the oldest kill when only kills are queued (a new warn/info is then
+    /// dropped itself rather than push out a kill).
     pub fn push(&self, signal: Signal) {
         let dropped = {
             let mut items = self.items();
-            let dropped = if items.len() >= self.capacity {
-                items.pop_front()
-            } else {
+            if items.len() < self.capacity {
+                items.push_back(signal);
                 None
-            };
-            items.push_back(signal);
-            dropped
+            } else if let Some(at) = items.iter().position(|s| !is_kill(s)) {
+                let old = items.remove(at);
+                items.push_back(signal);
+                old
+            } else if is_kill(&signal) {
+                let old = items.pop_front();
+                items.push_back(signal);
+                old
+            } else {
+                Some(signal)
+            }
         };
         if let Some(old) = dropped {
+            let kill = is_kill(&old);
+            if kill {
+                self.dropped_kills.fetch_add(1, Ordering::Relaxed);
+            }
             let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            if total == 1 {
+            if total == 1 || kill {
                 tracing::warn!(sink = self.name, signal_id = %old.id, trace_id = %old.trace_id,
-                    capacity = self.capacity, "signal queue full, dropping oldest signal (warned once)");
+                    action = %old.action, capacity = self.capacity,
+                    "signal queue full, dropping a signal (warnings go before kills)");
             } else {
                 tracing::debug!(sink = self.name, signal_id = %old.id, dropped_total = total,
-                    "signal queue full, dropped oldest signal");
+                    "signal queue full, dropped a warn/info signal");
             }
         }
         self.notify.notify_one();
@@ -223,12 +248,43 @@ mod tests {
             queue.push(signal(id));
         }
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
+        assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 0);
         assert_eq!(queue.depth(), 2);
         assert_eq!(queue.pop().map(|s| s.id), Some("c".to_owned()));
         assert_eq!(queue.depth(), 2, "in-flight signal counts toward depth");
         assert_eq!(queue.pop().map(|s| s.id), Some("d".to_owned()));
         assert_eq!(queue.pop(), None);
         assert_eq!(queue.depth(), 0);
+    }
+
+    fn kill(id: &str) -> Signal {
+        Signal {
+            action: "kill".to_owned(),
+            severity: "kill".to_owned(),
+            ..signal(id)
+        }
+    }
+
+    #[test]
+    fn full_queue_drops_warnings_before_kills() {
+        let queue = SinkQueue::new("test", 3);
+        queue.push(kill("k1"));
+        queue.push(signal("w1"));
+        queue.push(kill("k2"));
+        // Full: the warning goes, though k1 is older.
+        queue.push(kill("k3"));
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 0);
+        // Only kills queued: a new warning is the one dropped.
+        queue.push(signal("w2"));
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
+        assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 0);
+        // Only kills queued and a kill comes: the oldest kill goes.
+        queue.push(kill("k4"));
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 1);
+        let order: Vec<String> = std::iter::from_fn(|| queue.pop().map(|s| s.id)).collect();
+        assert_eq!(order, ["k2", "k3", "k4"]);
     }
 
     #[test]

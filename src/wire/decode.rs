@@ -66,18 +66,60 @@ pub fn bytes_field(buf: &[u8], range: Range<usize>, number: u32) -> Result<&[u8]
     Ok(found)
 }
 
+/// How many values one request may still materialise: every `KeyValue` (span, event and
+/// kvlist attributes), every array element and every event counts one. Empty ones cost two
+/// bytes on the wire but 32–80 bytes once built, so without a bound a 16 MB request of
+/// empty attributes would build half a gigabyte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueBudget {
+    left: usize,
+    limit: usize,
+}
+
+impl ValueBudget {
+    /// A budget of `limit` values.
+    pub fn new(limit: usize) -> Self {
+        Self { left: limit, limit }
+    }
+
+    /// Takes one value, or fails with [`WireError::TooManyValues`].
+    fn take(&mut self) -> Result<(), WireError> {
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(WireError::TooManyValues { limit: self.limit }),
+        }
+    }
+}
+
 /// Decodes a `KeyValue`, validating it as [`super::schema::check`] would; `budget` is
 /// prost's recursion budget at this message.
 pub fn key_value(buf: &[u8], range: Range<usize>, budget: u32) -> Result<KeyValue, WireError> {
+    key_value_within(buf, range, budget, &mut ValueBudget::new(usize::MAX))
+}
+
+fn key_value_within(
+    buf: &[u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<KeyValue, WireError> {
+    values.take()?;
     let mut kv = KeyValue::default();
     for field in Fields::new(buf, range, budget) {
         let field = field?;
         let nested = check_field(Msg::KeyValue, &field, budget)?;
         match (field.number, nested) {
             (1, _) => kv.key = lossy(bytes_of(buf, &field)),
-            (2, Some((_, r, b))) => {
-                merge_any_value(kv.value.get_or_insert_with(AnyValue::default), buf, r, b)?
-            }
+            (2, Some((_, r, b))) => merge_any_value(
+                kv.value.get_or_insert_with(AnyValue::default),
+                buf,
+                r,
+                b,
+                values,
+            )?,
             (3, _) => kv.key_strindex = varint(&field) as i32,
             _ => {}
         }
@@ -90,6 +132,7 @@ fn merge_any_value(
     buf: &[u8],
     range: Range<usize>,
     budget: u32,
+    values: &mut ValueBudget,
 ) -> Result<(), WireError> {
     for field in Fields::new(buf, range, budget) {
         let field = field?;
@@ -107,8 +150,9 @@ fn merge_any_value(
                 for item in Fields::new(buf, r, b) {
                     let item = item?;
                     if let Some((_, ir, ib)) = check_field(Msg::ArrayValue, &item, b)? {
+                        values.take()?;
                         let mut v = AnyValue::default();
-                        merge_any_value(&mut v, buf, ir, ib)?;
+                        merge_any_value(&mut v, buf, ir, ib, values)?;
                         array.values.push(v);
                     }
                 }
@@ -122,7 +166,7 @@ fn merge_any_value(
                 for item in Fields::new(buf, r, b) {
                     let item = item?;
                     if let Some((_, ir, ib)) = check_field(Msg::KeyValueList, &item, b)? {
-                        list.values.push(key_value(buf, ir, ib)?);
+                        list.values.push(key_value_within(buf, ir, ib, values)?);
                     }
                 }
                 AnyValueKind::KvlistValue(list)
@@ -136,7 +180,13 @@ fn merge_any_value(
     Ok(())
 }
 
-fn event(buf: &[u8], range: Range<usize>, budget: u32) -> Result<Event, WireError> {
+fn event(
+    buf: &[u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<Event, WireError> {
+    values.take()?;
     let mut event = Event::default();
     for field in Fields::new(buf, range, budget) {
         let field = field?;
@@ -144,7 +194,7 @@ fn event(buf: &[u8], range: Range<usize>, budget: u32) -> Result<Event, WireErro
         match (field.number, nested) {
             (1, _) => event.time_unix_nano = fixed64(&field),
             (2, _) => event.name = lossy(bytes_of(buf, &field)),
-            (3, Some((_, r, b))) => event.attributes.push(key_value(buf, r, b)?),
+            (3, Some((_, r, b))) => event.attributes.push(key_value_within(buf, r, b, values)?),
             (4, _) => event.dropped_attributes_count = varint(&field) as u32,
             _ => {}
         }
@@ -175,6 +225,17 @@ fn merge_status(
 /// the whole span (links included) as [`super::schema::check`] would, in the same pass;
 /// `budget` is prost's recursion budget at the span.
 pub fn span(buf: &[u8], range: Range<usize>, budget: u32) -> Result<Span, WireError> {
+    span_within(buf, range, budget, &mut ValueBudget::new(usize::MAX))
+}
+
+/// As [`span`], taking every attribute, event and array or kvlist element it builds from
+/// `values` ([`WireError::TooManyValues`] when it runs out).
+pub fn span_within(
+    buf: &[u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<Span, WireError> {
     let mut span = Span::default();
     for field in Fields::new(buf, range, budget) {
         let field = field?;
@@ -187,8 +248,8 @@ pub fn span(buf: &[u8], range: Range<usize>, budget: u32) -> Result<Span, WireEr
             (6, _) => span.kind = varint(&field) as i32,
             (7, _) => span.start_time_unix_nano = fixed64(&field),
             (8, _) => span.end_time_unix_nano = fixed64(&field),
-            (9, Some((_, r, b))) => span.attributes.push(key_value(buf, r, b)?),
-            (11, Some((_, r, b))) => span.events.push(event(buf, r, b)?),
+            (9, Some((_, r, b))) => span.attributes.push(key_value_within(buf, r, b, values)?),
+            (11, Some((_, r, b))) => span.events.push(event(buf, r, b, values)?),
             (15, Some((_, r, b))) => {
                 merge_status(span.status.get_or_insert_with(Status::default), buf, r, b)?
             }

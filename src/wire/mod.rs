@@ -21,4 +21,4 @@ pub mod request;
 pub mod schema;
 
 pub use reader::WireError;
-pub use request::{WireRequest, WireResource, WireSpan};
+pub use request::{ReadLimits, WireRequest, WireResource, WireSpan};

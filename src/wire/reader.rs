@@ -38,6 +38,21 @@ pub enum WireError {
     /// Messages nested deeper than [`RECURSION_LIMIT`].
     #[error("message nested deeper than the recursion limit of {RECURSION_LIMIT}")]
     RecursionLimit,
+    /// Not malformed, but more spans than the reader was allowed to read
+    /// ([`super::WireRequest::read_limited`]): reading stopped at the cap, so a request of
+    /// millions of empty spans costs the cap, not its span count.
+    #[error("request holds more than {limit} spans")]
+    TooManySpans {
+        /// The cap.
+        limit: usize,
+    },
+    /// Not malformed, but more attributes, events and array/kvlist elements than the reader
+    /// was allowed to build ([`super::decode::ValueBudget`]).
+    #[error("request holds more than {limit} attribute values")]
+    TooManyValues {
+        /// The cap.
+        limit: usize,
+    },
 }
 
 /// A field's value: scalars decoded, length-delimited values as absolute byte ranges.

@@ -36,6 +36,23 @@ pub struct WireSpan {
     pub span: Span,
 }
 
+/// Caps on what [`WireRequest::read_limited`] builds from one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Span views (`limits.max_spans_per_request`).
+    pub max_spans: usize,
+    /// Attributes, events and array/kvlist elements (`limits.max_values_per_request`).
+    pub max_values: usize,
+}
+
+impl ReadLimits {
+    /// No caps.
+    pub const NONE: ReadLimits = ReadLimits {
+        max_spans: usize::MAX,
+        max_values: usize::MAX,
+    };
+}
+
 /// A request read from its bytes, kept whole for forwarding.
 #[derive(Debug, Clone)]
 pub struct WireRequest {
@@ -51,6 +68,18 @@ impl WireRequest {
     /// Reads `bytes` as an OTLP `ExportTraceServiceRequest`. Fails with a [`WireError`]
     /// exactly where prost's decoding fails, except that invalid UTF-8 is read lossily.
     pub fn read(bytes: Bytes) -> Result<WireRequest, WireError> {
+        Self::read_limited(bytes, ReadLimits::NONE)
+    }
+
+    /// As [`WireRequest::read`], building at most `limits.max_spans` span views and
+    /// `limits.max_values` attribute values ([`decode::ValueBudget`]): past either, reading
+    /// stops with [`WireError::TooManySpans`] / [`WireError::TooManyValues`] before the
+    /// next one is built. A span view costs a few hundred bytes and a value 32–80 even when
+    /// empty (two bytes on the wire), so the caps bound what one request can make the
+    /// reader allocate.
+    pub fn read_limited(bytes: Bytes, limits: ReadLimits) -> Result<WireRequest, WireError> {
+        let max_spans = limits.max_spans;
+        let mut values = decode::ValueBudget::new(limits.max_values);
         let buf = bytes.as_ref();
         let mut resources = Vec::new();
         let mut spans = Vec::new();
@@ -76,10 +105,18 @@ impl WireRequest {
                             let field = field?;
                             match check_field(Msg::ScopeSpans, &field, budget)? {
                                 Some((Msg::Span, range, budget)) => {
+                                    if spans.len() >= max_spans {
+                                        return Err(WireError::TooManySpans { limit: max_spans });
+                                    }
                                     spans.push(WireSpan {
                                         resource: resource_index,
                                         index: (r, s, i),
-                                        span: decode::span(buf, range.clone(), budget)?,
+                                        span: decode::span_within(
+                                            buf,
+                                            range.clone(),
+                                            budget,
+                                            &mut values,
+                                        )?,
                                         range,
                                     });
                                     i += 1;
@@ -248,6 +285,28 @@ mod tests {
         assert_eq!(read.resource(0, &[]).unwrap(), Resource::default());
         assert_eq!(read.resources[1], WireResource::default());
         assert_eq!(read.spans[3].resource, 1);
+    }
+
+    #[test]
+    fn reading_stops_at_the_span_and_value_caps() {
+        let bytes = Bytes::from(request().encode_to_vec());
+        let limits = |max_spans, max_values| ReadLimits {
+            max_spans,
+            max_values,
+        };
+        // 4 spans of one attribute each.
+        assert_eq!(
+            WireRequest::read_limited(bytes.clone(), limits(4, 4)).map(|r| r.span_count()),
+            Ok(4)
+        );
+        assert_eq!(
+            WireRequest::read_limited(bytes.clone(), limits(3, 4)).err(),
+            Some(WireError::TooManySpans { limit: 3 })
+        );
+        assert_eq!(
+            WireRequest::read_limited(bytes, limits(4, 3)).err(),
+            Some(WireError::TooManyValues { limit: 3 })
+        );
     }
 
     #[test]

@@ -1,0 +1,215 @@
+//! The memory limiter: the process's resident set size (read with the `memory-stats` crate,
+//! `/proc/self/statm` on Linux) against a soft limit, modelled on the OpenTelemetry
+//! Collector's `memory_limiter` processor: `limit_mib` → `memory_mib`, `spike_limit_mib` →
+//! `memory_spike_mib` (default 20 % of the limit), `check_interval` →
+//! `memory_check_interval`. Above `memory_mib - memory_spike_mib` new requests are refused
+//! (retryably) until a later reading is below it again.
+//!
+//! There is no background task: a reading older than the interval is refreshed by the
+//! request that notices it (one at a time), so an idle process reads nothing.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::LimitsConfig;
+
+/// Share of the cgroup memory limit used when `memory_mib = 0`: 80 %.
+pub const CGROUP_SHARE_PERCENT: u64 = 80;
+
+/// Share of the hard limit kept as spike headroom when `memory_spike_mib = 0`: 20 %.
+pub const DEFAULT_SPIKE_PERCENT: u64 = 20;
+
+const MIB: u64 = 1024 * 1024;
+
+/// RSS against a soft limit. Cheap to consult on every request.
+#[derive(Debug)]
+pub struct MemoryLimiter {
+    /// Hard limit in bytes; `None` = no limit.
+    hard: Option<u64>,
+    /// Soft limit in bytes (refuse above it).
+    soft: u64,
+    interval: Duration,
+    /// Last RSS reading in bytes.
+    rss: AtomicU64,
+    /// When the last reading was taken, in ns since `epoch`.
+    read_at: AtomicU64,
+    /// Whether the last reading was above the soft limit.
+    over: AtomicBool,
+    epoch: OnceLock<Instant>,
+}
+
+impl MemoryLimiter {
+    /// The limiter for `config`: `memory_mib`, or 80 % of the cgroup limit when it is 0.
+    pub fn new(config: &LimitsConfig) -> Self {
+        let hard_mib = match config.memory_mib {
+            0 => cgroup_limit_bytes().map(|b| b / MIB * CGROUP_SHARE_PERCENT / 100),
+            mib => Some(mib),
+        };
+        Self::with_limit(
+            hard_mib,
+            config.memory_spike_mib,
+            config.memory_check_interval,
+        )
+    }
+
+    /// A limiter with a hard limit of `hard_mib` (`None` = off) and `spike_mib` of headroom
+    /// (`0` = 20 % of the hard limit).
+    pub fn with_limit(hard_mib: Option<u64>, spike_mib: u64, interval: Duration) -> Self {
+        let hard = hard_mib.filter(|m| *m > 0).map(|m| m.saturating_mul(MIB));
+        let soft = hard.map_or(u64::MAX, |h| {
+            let spike = match spike_mib {
+                0 => h / 100 * DEFAULT_SPIKE_PERCENT,
+                s => s.saturating_mul(MIB),
+            };
+            h.saturating_sub(spike)
+        });
+        Self {
+            hard,
+            soft,
+            interval,
+            rss: AtomicU64::new(0),
+            read_at: AtomicU64::new(0),
+            over: AtomicBool::new(false),
+            epoch: OnceLock::new(),
+        }
+    }
+
+    /// The hard limit in bytes (`None` when the limiter is off).
+    pub fn hard_limit_bytes(&self) -> Option<u64> {
+        self.hard
+    }
+
+    /// The soft limit in bytes: requests are refused while the RSS is above it.
+    pub fn soft_limit_bytes(&self) -> Option<u64> {
+        self.hard.map(|_| self.soft)
+    }
+
+    /// Whether a new request may start (always `true` when off). Refreshes the reading
+    /// when it is older than the check interval.
+    pub fn allows(&self) -> bool {
+        if self.hard.is_none() {
+            return true;
+        }
+        let epoch = *self.epoch.get_or_init(Instant::now);
+        let now = epoch.elapsed().as_nanos() as u64 + 1;
+        let last = self.read_at.load(Ordering::Acquire);
+        let stale = last == 0 || now.saturating_sub(last) >= self.interval.as_nanos() as u64;
+        // One caller refreshes; the others use the reading it replaces.
+        if stale
+            && self
+                .read_at
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.observe(resident_bytes());
+        }
+        !self.over.load(Ordering::Acquire)
+    }
+
+    /// Takes an RSS reading (bytes; `None` when the platform gives none, which never
+    /// refuses) and returns whether it is over the soft limit.
+    pub fn observe(&self, rss: Option<u64>) -> bool {
+        let Some(rss) = rss else {
+            return false;
+        };
+        self.rss.store(rss, Ordering::Relaxed);
+        let over = rss > self.soft;
+        let was = self.over.swap(over, Ordering::AcqRel);
+        if over && !was {
+            tracing::warn!(
+                rss_mib = rss / MIB,
+                soft_limit_mib = self.soft / MIB,
+                hard_limit_mib = self.hard.unwrap_or(0) / MIB,
+                "memory above the soft limit (limits.memory_mib - limits.memory_spike_mib): refusing new requests until it falls"
+            );
+        } else if was && !over {
+            tracing::info!(
+                rss_mib = rss / MIB,
+                "memory back below the soft limit: accepting requests"
+            );
+        }
+        over
+    }
+
+    /// The last RSS reading in bytes (a fresh one when the limiter is off or has not read
+    /// yet), for the gauge.
+    pub fn rss_bytes(&self) -> u64 {
+        match self.rss.load(Ordering::Relaxed) {
+            0 => resident_bytes().unwrap_or(0),
+            rss if self.hard.is_some() => rss,
+            _ => resident_bytes().unwrap_or(0),
+        }
+    }
+
+    /// Whether the last reading was above the soft limit.
+    pub fn is_over(&self) -> bool {
+        self.over.load(Ordering::Relaxed)
+    }
+}
+
+/// The process's resident set size in bytes, when the platform reports one.
+pub fn resident_bytes() -> Option<u64> {
+    memory_stats::memory_stats().map(|m| m.physical_mem as u64)
+}
+
+/// The memory limit of the cgroup this process runs in (v2 `memory.max`, else v1
+/// `memory.limit_in_bytes`), when one is set.
+pub fn cgroup_limit_bytes() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok())
+    .and_then(|text| parse_cgroup_limit(&text))
+}
+
+/// A cgroup memory limit file's value: bytes, or `None` for `max` and the v1 "unlimited"
+/// sentinel (a value near `i64::MAX`).
+pub fn parse_cgroup_limit(text: &str) -> Option<u64> {
+    let bytes: u64 = text.trim().parse().ok()?;
+    (bytes < (1 << 60)).then_some(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soft_limit_is_hard_minus_spike() {
+        let l = MemoryLimiter::with_limit(Some(1000), 0, Duration::from_secs(1));
+        assert_eq!(l.hard_limit_bytes(), Some(1000 * MIB));
+        assert_eq!(l.soft_limit_bytes(), Some(1000 * MIB / 100 * 80));
+        let l = MemoryLimiter::with_limit(Some(1000), 100, Duration::from_secs(1));
+        assert_eq!(l.soft_limit_bytes(), Some(900 * MIB));
+        let off = MemoryLimiter::with_limit(None, 0, Duration::from_secs(1));
+        assert_eq!(off.soft_limit_bytes(), None);
+        assert!(off.allows());
+    }
+
+    #[test]
+    fn refuses_while_over_and_recovers() {
+        let l = MemoryLimiter::with_limit(Some(100), 10, Duration::from_secs(3600));
+        assert!(!l.observe(Some(90 * MIB)));
+        assert!(l.observe(Some(90 * MIB + 1)));
+        assert!(l.is_over());
+        assert!(!l.observe(Some(50 * MIB)));
+        assert!(!l.observe(None), "no reading never refuses");
+    }
+
+    #[test]
+    fn a_limit_below_the_process_size_refuses_at_once() {
+        // 1 MiB hard limit: any real process is above it.
+        let l = MemoryLimiter::with_limit(Some(1), 0, Duration::from_secs(3600));
+        assert!(!l.allows());
+        assert!(l.rss_bytes() > MIB);
+    }
+
+    #[test]
+    fn cgroup_values() {
+        assert_eq!(parse_cgroup_limit("max\n"), None);
+        assert_eq!(parse_cgroup_limit("536870912\n"), Some(536_870_912));
+        assert_eq!(parse_cgroup_limit("9223372036854771712"), None);
+    }
+}
