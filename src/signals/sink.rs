@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 
 use super::config::RetryConfig;
 use super::Signal;
+use crate::detector::Action;
 
 /// Why one delivery attempt failed.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +59,7 @@ pub struct SinkQueue {
 
 /// Whether a signal asks the agent runtime to stop the run (`action = "kill"`).
 fn is_kill(signal: &Signal) -> bool {
-    signal.action == "kill"
+    signal.action == Action::Kill
 }
 
 impl SinkQueue {
@@ -259,8 +260,8 @@ mod tests {
 
     fn kill(id: &str) -> Signal {
         Signal {
-            action: "kill".to_owned(),
-            severity: "kill".to_owned(),
+            action: Action::Kill,
+            severity: crate::detector::Severity::Kill,
             ..signal(id)
         }
     }
