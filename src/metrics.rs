@@ -344,6 +344,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 "Spans accepted and not yet delivered or given up",
                 fs.pending_spans(),
             ),
+            (
+                "forward_pending_bytes",
+                "Bytes of the requests accepted and not yet delivered or given up (bounded by exporter.queue.max_bytes)",
+                fs.pending_bytes(),
+            ),
         ];
         for (name, help, value) in forward_gauges {
             gauge(&mut r, name, help, i64::try_from(value).unwrap_or(i64::MAX));
