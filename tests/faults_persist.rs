@@ -394,3 +394,62 @@ async fn kill_9_with_a_full_in_memory_queue_loses_what_was_pending() {
     assert_eq!(f.delivered, 0, "{f:?}");
     assert_eq!(f.lost, f.acknowledged, "{f:?}");
 }
+
+#[test]
+fn persistent_without_a_directory_fails_check_config_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("loopwatch.toml");
+    std::fs::write(
+        &file,
+        "[exporter]\nendpoint = \"http://127.0.0.1:4317\"\n[exporter.queue]\npersistent = true\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("exporter.queue.directory: required when exporter.queue.persistent = true"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_directory_that_cannot_hold_the_queue_stops_start_up_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let queue_dir = not_a_dir.join("queue");
+    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
+        .args([
+            "serve",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--exporter-endpoint",
+            "http://127.0.0.1:4317",
+        ])
+        .env("LOOPWATCH_EXPORTER__QUEUE__PERSISTENT", "true")
+        .env("LOOPWATCH_EXPORTER__QUEUE__DIRECTORY", &queue_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "loopwatch: error: exporter.queue.directory: persistent queue {}: cannot create the directory: ",
+        queue_dir.join("queue.redb").display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    // said once, not repeated by the error chain
+    assert_eq!(
+        stderr.matches("cannot create the directory").count(),
+        1,
+        "{stderr}"
+    );
+}

@@ -55,7 +55,7 @@ pub enum ForwardError {
     },
     /// `exporter.queue.directory` cannot hold the persistent queue.
     #[error("exporter.queue.directory: {0}")]
-    Store(#[from] store::StoreError),
+    Store(store::StoreError),
 }
 
 /// What [`Forwarder::shutdown`] left behind.
@@ -118,7 +118,8 @@ impl Forwarder {
         let health = endpoint.map(|e| Arc::new(DownstreamHealth::new(e)));
         let (store, stored) = match (&config.queue.directory, endpoint) {
             (Some(directory), Some(_)) if config.queue.persistent => {
-                let (store, stored) = store::DiskQueue::open(directory)?;
+                let (store, stored) =
+                    store::DiskQueue::open(directory).map_err(ForwardError::Store)?;
                 (Some(Arc::new(store)), stored)
             }
             _ => (None, Vec::new()),

@@ -186,7 +186,7 @@ impl ForwardQueue {
         }
         held.resize(request.len());
         let key = match &self.store {
-            Some(store) => Some(self.persist(store, spans, &request)?),
+            Some(store) => Some(self.persist(store, spans, request.clone())?),
             None => None,
         };
         let item = QueuedRequest {
@@ -210,7 +210,7 @@ impl ForwardQueue {
 
     /// Writes one request to the store (fsync); a failure refuses it, logged at ERROR the
     /// first time in a row and at DEBUG after.
-    fn persist(&self, store: &DiskQueue, spans: u64, request: &[u8]) -> Result<u64, AcceptError> {
+    fn persist(&self, store: &DiskQueue, spans: u64, request: Bytes) -> Result<u64, AcceptError> {
         match blocking(|| store.append(spans, request)) {
             Ok(key) => {
                 if self.store_failed.swap(false, Ordering::Relaxed) {

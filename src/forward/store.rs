@@ -8,14 +8,16 @@
 //!
 //! fsync policy: an append is a write transaction committed with `Durability::Immediate`
 //! (fsync before `commit` returns), so an acknowledged request survives kill -9 and power
-//! loss. A removal is committed with `Durability::None` (no fsync): it becomes durable with
+//! loss. Appends that arrive while a commit is under way are committed together by the next
+//! one (group commit: one fsync for all of them, each caller still returns only once its
+//! own request is on disk). A removal is committed with `Durability::None` (no fsync): it becomes durable with
 //! the next append, so a crash can bring back requests that were already delivered — they
 //! are delivered again (at-least-once), never lost.
 //!
 //! All calls block on disk I/O; callers on the async runtime go through [`blocking`].
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytes::Bytes;
 use redb::{
@@ -54,7 +56,18 @@ pub struct StoredRequest {
 pub struct DiskQueue {
     db: Database,
     path: PathBuf,
-    next_key: AtomicU64,
+    group: Mutex<Group>,
+    committed: Condvar,
+}
+
+/// Appends waiting for the next commit (group commit).
+struct Group {
+    next_key: u64,
+    rows: Vec<(u64, u64, Bytes)>,
+    /// Set once the commit carrying `rows` ended; shared by their callers.
+    outcome: Arc<OnceLock<Result<(), String>>>,
+    /// A caller is committing now.
+    writing: bool,
 }
 
 impl std::fmt::Debug for DiskQueue {
@@ -95,7 +108,13 @@ impl DiskQueue {
         let queue = Self {
             db,
             path,
-            next_key: AtomicU64::new(next_key),
+            group: Mutex::new(Group {
+                next_key,
+                rows: Vec::new(),
+                outcome: Arc::default(),
+                writing: false,
+            }),
+            committed: Condvar::new(),
         };
         Ok((queue, stored))
     }
@@ -116,17 +135,52 @@ impl DiskQueue {
         Ok(stored)
     }
 
-    /// Writes one request and fsyncs; returns its key. Call before acknowledging it.
+    /// Writes one request holding `spans` spans and fsyncs; returns its key (keys follow
+    /// the order of the calls). Blocks until the request is on disk: call before
+    /// acknowledging it. Concurrent calls share commits (see the module docs).
     ///
     /// # Errors
     /// [`StoreError`] when the write or the fsync failed (disk full, I/O error): the
     /// request is not stored and must be refused.
-    pub fn append(&self, spans: u64, request: &[u8]) -> Result<u64, StoreError> {
-        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        self.write(Durability::Immediate, |table| {
-            table.insert(key, (spans, request)).map(drop)
-        })?;
-        Ok(key)
+    pub fn append(&self, spans: u64, request: Bytes) -> Result<u64, StoreError> {
+        let mut group = self.lock();
+        let key = group.next_key;
+        group.next_key += 1;
+        group.rows.push((key, spans, request));
+        let mine = Arc::clone(&group.outcome);
+        loop {
+            if let Some(outcome) = mine.get() {
+                return outcome.clone().map(|()| key).map_err(|message| StoreError {
+                    path: self.path.clone(),
+                    message,
+                });
+            }
+            if group.writing {
+                group = self
+                    .committed
+                    .wait(group)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            // Lead the next commit: everything waiting goes in it, ours included.
+            group.writing = true;
+            let rows = std::mem::take(&mut group.rows);
+            let outcome = std::mem::take(&mut group.outcome);
+            drop(group);
+            let written = self.write(Durability::Immediate, |table| {
+                rows.iter().try_for_each(|(key, spans, bytes)| {
+                    table.insert(*key, (*spans, &bytes[..])).map(drop)
+                })
+            });
+            let _ = outcome.set(written.map_err(|e| e.message));
+            group = self.lock();
+            group.writing = false;
+            self.committed.notify_all();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Group> {
+        self.group.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Deletes delivered (or given-up) requests, without fsync (see the module docs).
@@ -215,10 +269,10 @@ mod tests {
         let (store, found) = open(dir.path());
         assert!(found.is_empty());
         let keys: Vec<u64> = [(3, &b"abc"[..]), (1, b"d"), (2, b"ef")]
-            .iter()
+            .into_iter()
             .map(|(spans, bytes)| {
                 store
-                    .append(*spans, bytes)
+                    .append(spans, Bytes::from_static(bytes))
                     .unwrap_or_else(|e| panic!("{e}"))
             })
             .collect();
@@ -244,9 +298,38 @@ mod tests {
             ]
         );
         // new keys follow the highest one found
-        assert_eq!(store.append(1, b"g").ok(), Some(3));
+        assert_eq!(store.append(1, Bytes::from_static(b"g")).ok(), Some(3));
         assert!(store.remove(&[0, 2, 3]).is_ok());
         assert_eq!(store.is_empty().ok(), Some(true));
+    }
+
+    #[test]
+    fn concurrent_appends_all_land_with_distinct_keys() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (store, _) = open(dir.path());
+        let store = Arc::new(store);
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                std::thread::spawn(move || {
+                    (0..25u64)
+                        .map(|i| store.append(t, Bytes::from(vec![t as u8; i as usize])))
+                        .collect::<Result<Vec<u64>, _>>()
+                })
+            })
+            .collect();
+        let mut keys: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().ok().and_then(Result::ok).unwrap_or_default())
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, (0..200).collect::<Vec<u64>>());
+        drop(store);
+        let (_, found) = open(dir.path());
+        assert_eq!(found.len(), 200);
+        assert!(found
+            .iter()
+            .all(|r| r.bytes.iter().all(|b| u64::from(*b) == r.spans)));
     }
 
     #[test]
