@@ -197,3 +197,74 @@ async fn readiness_stays_ready_while_the_downstream_is_down_and_exporter_up_is_z
     );
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn byte_bound_refuses_with_retry_info_before_detection() {
+    let (downstream, downstream_addr) = Downstream::start(true).await; // stalled
+    let mut config = test_config(Some(downstream_addr));
+    config.exporter.queue_capacity = 100;
+    config.exporter.concurrency = 1;
+    // Smaller than any request: the first fits alone, nothing fits beside it.
+    config.exporter.queue.max_bytes = 1;
+    config.receiver.retry_after = Duration::from_secs(2);
+    let server = loopwatch::server::start(config).await.unwrap();
+    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
+        .await
+        .unwrap();
+    client.export(one_span(1)).await.unwrap();
+
+    let refused = client.export(one_span(2)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert_eq!(refused.message(), "forward queue is full; retry later");
+    assert_eq!(retry_delay(refused.details()), Some(Duration::from_secs(2)));
+    let http = reqwest::Client::new()
+        .post(format!("http://{}/v1/traces", server.http_addr))
+        .header("content-type", "application/x-protobuf")
+        .body(prost::Message::encode_to_vec(&one_span(3)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(http.status().as_u16(), 503);
+    assert_eq!(
+        http.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"2"[..])
+    );
+    assert_eq!(
+        server
+            .receiver_stats
+            .rejected_requests(RejectReason::QueueFull),
+        2
+    );
+    assert_eq!(
+        server
+            .engine
+            .stats
+            .spans_seen
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "refused requests never reached detection"
+    );
+
+    downstream.open();
+    assert_eq!(
+        downstream.wait_for_spans(1, Duration::from_secs(10)).await,
+        1
+    );
+    let mut retried = false;
+    for _ in 0..100 {
+        if client.export(one_span(2)).await.is_ok() {
+            retried = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        retried,
+        "the retry was never accepted once the bytes were freed"
+    );
+    assert_eq!(
+        downstream.wait_for_spans(2, Duration::from_secs(10)).await,
+        2
+    );
+    server.shutdown().await.unwrap();
+}
