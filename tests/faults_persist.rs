@@ -42,21 +42,8 @@ struct Serve {
 /// `loopwatch serve` forwarding to `downstream`, with a short backoff and the queue bounded
 /// by [`MAX_BYTES`] (the request bound is far above); persistent in `directory` if given.
 fn serve(downstream: SocketAddr, directory: Option<&Path>) -> Serve {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+    let mut command = common::serve_process::serve_command(Some(downstream));
     command
-        .args([
-            "serve",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--exporter-endpoint",
-            &format!("http://{downstream}"),
-        ])
         .env("LOOPWATCH_EXPORTER__INITIAL_BACKOFF", "100ms")
         .env("LOOPWATCH_EXPORTER__MAX_BACKOFF", "500ms")
         .env("LOOPWATCH_EXPORTER__QUEUE_CAPACITY", "100000")
@@ -179,12 +166,7 @@ impl Load {
 
 /// One value of `/metrics` (an unlabelled gauge or counter).
 async fn metric(admin: &str, name: &str) -> f64 {
-    let body = reqwest::get(format!("http://{admin}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = common::serve_process::scrape(admin).await;
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {name} in\n{body}"))
@@ -423,18 +405,7 @@ fn a_directory_that_cannot_hold_the_queue_stops_start_up_with_a_clear_error() {
     let not_a_dir = dir.path().join("file");
     std::fs::write(&not_a_dir, b"x").unwrap();
     let queue_dir = not_a_dir.join("queue");
-    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
-        .args([
-            "serve",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--exporter-endpoint",
-            "http://127.0.0.1:4317",
-        ])
+    let out = common::serve_process::serve_command(Some(closed_port()))
         .env("LOOPWATCH_EXPORTER__QUEUE__PERSISTENT", "true")
         .env("LOOPWATCH_EXPORTER__QUEUE__DIRECTORY", &queue_dir)
         .output()
@@ -442,7 +413,7 @@ fn a_directory_that_cannot_hold_the_queue_stops_start_up_with_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let want = format!(
-        "loopwatch: error: exporter.queue.directory: persistent queue {}: cannot create the directory: ",
+        "exporter.queue.directory: persistent queue {}: cannot create the directory: ",
         queue_dir.join("queue.redb").display()
     );
     assert!(stderr.contains(&want), "{stderr}");
