@@ -265,6 +265,18 @@ async fn kill_9_with_a_full_persistent_queue_then_restart_loses_nothing() {
     println!("fault-figures kill-9 full queue, persistent: {f:?}");
     assert_eq!(f.lost, 0, "{f:?}");
     assert_eq!(f.delivered, f.acknowledged, "{f:?}");
+
+    // After a clean stop the queue is empty on disk: a third start re-sends nothing.
+    let before = downstream.spans().len();
+    let mut third = serve(addr, Some(dir.path()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        metric(&third.admin, "loopwatch_forward_pending_bytes").await,
+        0.0
+    );
+    let status = sigterm_and_wait(&mut third);
+    assert!(status.success(), "{status:?}");
+    assert_eq!(downstream.spans().len(), before);
 }
 
 /// Waits (up to 60 s) until the restarted loopwatch delivered every acknowledged span and

@@ -214,6 +214,9 @@ impl Forwarder {
         };
         let ((undelivered, undelivered_spans), kept) = match &self.store {
             Some(store) => {
+                if let Err(error) = store::blocking(|| store.sync()) {
+                    tracing::warn!(%error, "could not sync the persistent queue at shutdown; delivered requests may be sent again after a restart");
+                }
                 if left.0 > 0 {
                     tracing::warn!(
                         path = %store.path().display(),

@@ -197,6 +197,15 @@ impl DiskQueue {
         })
     }
 
+    /// Makes every earlier removal durable (an empty commit with fsync): at shutdown, so
+    /// a clean restart does not deliver again what was delivered.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the commit failed.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.write(Durability::Immediate, |_| Ok(()))
+    }
+
     fn write(
         &self,
         durability: Durability,
