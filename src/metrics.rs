@@ -54,6 +54,8 @@ pub struct Metrics {
     /// `exporter.queue_capacity` when forwarding (0 = detect-only), for the queue-near-full
     /// alert.
     pub forward_queue_capacity: std::sync::atomic::AtomicU64,
+    /// `exporter.queue.max_bytes` when forwarding (0 = detect-only), for the same alert.
+    pub forward_queue_max_bytes: std::sync::atomic::AtomicU64,
     /// (profile, pattern, severity, service.name, gen_ai.agent.name) → detections, for
     /// self-telemetry (a prometheus-client family cannot be read back).
     detection_counts: std::sync::Mutex<std::collections::BTreeMap<DetectionKey, u64>>,
@@ -72,6 +74,7 @@ impl Default for Metrics {
             loop_detections: Family::default(),
             fleet: crate::fleet::Fleet::default(),
             forward_queue_capacity: Default::default(),
+            forward_queue_max_bytes: Default::default(),
             detection_counts: Default::default(),
             signals_published_count: Default::default(),
         }
@@ -364,6 +367,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             "forward_queue_capacity",
             "Requests the forward queue holds at most (exporter.queue_capacity)",
             state.metrics.forward_queue_capacity.load(Relaxed) as i64,
+        );
+        gauge(
+            &mut r,
+            "forward_queue_max_bytes",
+            "Bytes the forward queue holds at most (exporter.queue.max_bytes)",
+            i64::try_from(state.metrics.forward_queue_max_bytes.load(Relaxed)).unwrap_or(i64::MAX),
         );
         r.register(
             "forward_latency_seconds",

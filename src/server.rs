@@ -161,6 +161,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 config.exporter.queue_capacity as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );
+            metrics.forward_queue_max_bytes.store(
+                config.exporter.queue.max_bytes as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             let latency = metrics.clone();
             forwarder.stats().set_latency_hook(Arc::new(move |l| {
                 latency.forward_latency.observe(l.export.as_secs_f64())

@@ -283,6 +283,12 @@ impl ForwardQueue {
         self.capacity
     }
 
+    /// Bytes held now (the requests queued, in flight, in backoff, or admitted and being
+    /// processed).
+    pub fn pending_bytes(&self) -> u64 {
+        self.stats.pending_bytes()
+    }
+
     /// The byte bound (`exporter.queue.max_bytes`).
     pub fn max_bytes(&self) -> u64 {
         self.max_bytes
