@@ -258,7 +258,9 @@ async fn kill_9_with_a_full_persistent_queue_then_restart_loses_nothing() {
     let mut first = serve(addr, Some(dir.path()));
     let acknowledged = load_until_full_then_kill(&mut first).await;
     assert!(!acknowledged.is_empty());
-    let file = std::fs::metadata(dir.path().join("queue.redb")).unwrap().len();
+    let file = std::fs::metadata(dir.path().join("queue.redb"))
+        .unwrap()
+        .len();
     println!("fault-figures queue.redb holding {MAX_BYTES} bytes of requests: {file} bytes");
 
     let downstream = downstream_on(addr).await;

@@ -214,7 +214,7 @@ impl ForwardQueue {
         match blocking(|| store.append(spans, request)) {
             Ok(key) => {
                 if self.store_failed.swap(false, Ordering::Relaxed) {
-                    tracing::warn!(path = %store.path().display(), "persistent queue writable again");
+                    tracing::info!(path = %store.path().display(), "persistent queue writable again");
                 }
                 Ok(key)
             }
