@@ -1,5 +1,5 @@
 //! The persistent forward queue's store (`exporter.queue.persistent`): accepted requests in a
-//! [redb](https://docs.rs/redb) database, `<exporter.queue.directory>/queue.redb`, one row per
+//! redb database (the `redb` crate), `<exporter.queue.directory>/queue.redb`, one row per
 //! request keyed by a sequence number (arrival order), value `(spans, request bytes)`.
 //!
 //! Modelled on the Collector's `file_storage`-backed sending queue: a request is written
