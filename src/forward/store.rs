@@ -14,7 +14,7 @@
 //! the next append, so a crash can bring back requests that were already delivered — they
 //! are delivered again (at-least-once), never lost.
 //!
-//! All calls block on disk I/O; callers on the async runtime go through [`blocking`].
+//! All calls block on disk I/O; callers on the async runtime go through `blocking`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
