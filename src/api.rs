@@ -248,7 +248,8 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     }
 }
 
-/// Share of the forward queue's slots in use at which `/readyz` answers 503 (90 %).
+/// Share of the forward queue's slots in use, or of its byte bound held, at which `/readyz`
+/// answers 503 (90 %).
 pub const READY_QUEUE_HIGH_WATER: f64 = 0.9;
 
 /// Readiness from local state only (issue 10): not shutting down, every listener serving,
@@ -271,6 +272,18 @@ async fn readyz(State(state): State<AdminState>) -> Response {
                     "forward queue {} of {} slots in use (high-water mark {:.0} %)",
                     queue.len(),
                     queue.capacity(),
+                    READY_QUEUE_HIGH_WATER * 100.0
+                ),
+            );
+        }
+        let held = queue.pending_bytes() as f64 / queue.max_bytes().max(1) as f64;
+        if held >= READY_QUEUE_HIGH_WATER {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "forward queue holds {} of {} bytes (high-water mark {:.0} %)",
+                    queue.pending_bytes(),
+                    queue.max_bytes(),
                     READY_QUEUE_HIGH_WATER * 100.0
                 ),
             );

@@ -42,6 +42,15 @@ impl IncomingRequest {
         }
     }
 
+    /// Size of the request's protobuf encoding in bytes (the bytes as received after
+    /// decompression, or the encoded length of a JSON request), before annotation.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            IncomingRequest::Protobuf(wire) => wire.bytes.len(),
+            IncomingRequest::Json(request) => prost::Message::encoded_len(request),
+        }
+    }
+
     /// Number of spans in the request.
     pub fn span_count(&self) -> u64 {
         match self {

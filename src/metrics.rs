@@ -54,6 +54,8 @@ pub struct Metrics {
     /// `exporter.queue_capacity` when forwarding (0 = detect-only), for the queue-near-full
     /// alert.
     pub forward_queue_capacity: std::sync::atomic::AtomicU64,
+    /// `exporter.queue.max_bytes` when forwarding (0 = detect-only), for the same alert.
+    pub forward_queue_max_bytes: std::sync::atomic::AtomicU64,
     /// (profile, pattern, severity, service.name, gen_ai.agent.name) → detections, for
     /// self-telemetry (a prometheus-client family cannot be read back).
     detection_counts: std::sync::Mutex<std::collections::BTreeMap<DetectionKey, u64>>,
@@ -72,6 +74,7 @@ impl Default for Metrics {
             loop_detections: Family::default(),
             fleet: crate::fleet::Fleet::default(),
             forward_queue_capacity: Default::default(),
+            forward_queue_max_bytes: Default::default(),
             detection_counts: Default::default(),
             signals_published_count: Default::default(),
         }
@@ -378,6 +381,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 "Spans accepted and not yet delivered or given up",
                 fs.pending_spans(),
             ),
+            (
+                "forward_pending_bytes",
+                "Bytes of the requests accepted and not yet delivered or given up (bounded by exporter.queue.max_bytes)",
+                fs.pending_bytes(),
+            ),
         ];
         for (name, help, value) in forward_gauges {
             gauge(&mut r, name, help, i64::try_from(value).unwrap_or(i64::MAX));
@@ -393,6 +401,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             "forward_queue_capacity",
             "Requests the forward queue holds at most (exporter.queue_capacity)",
             state.metrics.forward_queue_capacity.load(Relaxed) as i64,
+        );
+        gauge(
+            &mut r,
+            "forward_queue_max_bytes",
+            "Bytes the forward queue holds at most (exporter.queue.max_bytes)",
+            i64::try_from(state.metrics.forward_queue_max_bytes.load(Relaxed)).unwrap_or(i64::MAX),
         );
         r.register(
             "forward_latency_seconds",

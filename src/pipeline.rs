@@ -53,14 +53,19 @@ impl SpanSink for Pipeline {
     }
 
     fn accept(&self, admission: Admission, incoming: IncomingRequest) -> Result<(), AcceptError> {
-        // The admission slot was taken before the request was read: a refused request left
-        // no trace in the detectors, so the client's retry is processed as if it were the
-        // first delivery. An admission without a slot (a caller that skipped `admit`) takes
+        // The admission slot was taken before the request was read, and its bytes are held
+        // before it is processed: a refused request left no trace in the detectors, so the
+        // client's retry is processed as if it were the first delivery. An admission without a slot (a caller that skipped `admit`) takes
         // one now or refuses.
         let admission = match (&self.forward, admission.into_slot()) {
             (Some(_), Some(slot)) => Admission::with_slot(slot),
             (Some(queue), None) => queue.try_admit()?,
             (None, _) => Admission::unlimited(),
+        };
+        // The byte bound (`exporter.queue.max_bytes`) is checked before processing too.
+        let held = match &self.forward {
+            Some(queue) => Some(queue.hold_bytes(incoming.encoded_len())?),
+            None => None,
         };
         let now = Instant::now();
         let (bytes, spans, processed) = match incoming {
@@ -83,9 +88,9 @@ impl SpanSink for Pipeline {
                 (Bytes::from(request.encode_to_vec()), spans, processed)
             }
         };
-        let queued = match &self.forward {
-            Some(queue) => queue.send(admission, bytes, spans),
-            None => Ok(()),
+        let queued = match (&self.forward, held) {
+            (Some(queue), Some(held)) => queue.send_held(admission, held, bytes, spans),
+            _ => Ok(()),
         };
         // Reported even when the forwarder closed in between: the run state already holds
         // these spans, so the client's retry is a duplicate and would not detect again.

@@ -153,10 +153,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     {
         Some(endpoint) => {
             tracing::info!(endpoint, "forwarding to the downstream OTLP endpoint");
-            let forwarder = Forwarder::start(&config.exporter)
-                .with_context(|| format!("exporter.endpoint {endpoint:?}"))?;
+            let forwarder = match Forwarder::start(&config.exporter) {
+                Err(e @ crate::forward::ForwardError::Store(_)) => return Err(e.into()),
+                started => started.with_context(|| format!("exporter.endpoint {endpoint:?}"))?,
+            };
             metrics.forward_queue_capacity.store(
                 config.exporter.queue_capacity as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            metrics.forward_queue_max_bytes.store(
+                config.exporter.queue.max_bytes as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );
             let latency = metrics.clone();

@@ -410,6 +410,18 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
     gauge(
         meter,
         s,
+        "loopwatch.forward.pending.bytes",
+        "By",
+        "Bytes of the requests accepted and not yet delivered or given up",
+        |s| {
+            s.forwarder
+                .as_ref()
+                .map_or_else(Vec::new, |f| one(f.pending_bytes()))
+        },
+    );
+    gauge(
+        meter,
+        s,
         "loopwatch.forward.queue.capacity",
         "{request}",
         "Requests the forward queue holds at most",

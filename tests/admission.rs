@@ -36,6 +36,62 @@ fn one_span(n: u8) -> ExportTraceServiceRequest {
     }
 }
 
+/// Posts `body` as OTLP/HTTP protobuf; asserts 503 with `Retry-After: 2`.
+async fn http_refused_with_retry_after_2s(
+    server: &loopwatch::server::RunningServer,
+    body: Vec<u8>,
+) {
+    let http = reqwest::Client::new()
+        .post(format!("http://{}/v1/traces", server.http_addr))
+        .header("content-type", "application/x-protobuf")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(http.status().as_u16(), 503);
+    assert_eq!(
+        http.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"2"[..])
+    );
+}
+
+/// After span 1 was accepted (held by the stalled `downstream`) and the others refused:
+/// asserts only span 1 reached detection, opens the downstream, and retries span 2 every
+/// 20 ms until it is accepted; both spans then arrive.
+async fn refused_unprocessed_then_retry_lands(
+    server: &loopwatch::server::RunningServer,
+    downstream: &Downstream,
+    client: &mut TraceServiceClient<tonic::transport::Channel>,
+) {
+    assert_eq!(
+        server
+            .engine
+            .stats
+            .spans_seen
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "refused requests never reached detection"
+    );
+    downstream.open();
+    assert_eq!(
+        downstream.wait_for_spans(1, Duration::from_secs(10)).await,
+        1
+    );
+    let mut retried = false;
+    for _ in 0..100 {
+        if client.export(one_span(2)).await.is_ok() {
+            retried = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(retried, "the retry was never accepted");
+    assert_eq!(
+        downstream.wait_for_spans(2, Duration::from_secs(10)).await,
+        2
+    );
+}
+
 /// Sends `body` as-is as a `TraceService/Export` request (no client-side encoding).
 async fn export_raw(grpc: std::net::SocketAddr, body: &'static [u8]) -> Result<(), tonic::Status> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc}"))
@@ -88,18 +144,7 @@ async fn full_span_path_refuses_before_decoding_and_a_retry_is_accepted_later() 
         .unwrap_err();
     assert_eq!(garbage.code(), Code::Unavailable, "{garbage:?}");
     // OTLP/HTTP: 503 + Retry-After, before the body is read.
-    let http = reqwest::Client::new()
-        .post(format!("http://{}/v1/traces", server.http_addr))
-        .header("content-type", "application/x-protobuf")
-        .body(b"\xff\xff not protobuf either".to_vec())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(http.status().as_u16(), 503);
-    assert_eq!(
-        http.headers().get("retry-after").map(|v| v.as_bytes()),
-        Some(&b"2"[..])
-    );
+    http_refused_with_retry_after_2s(&server, b"\xff\xff not protobuf either".to_vec()).await;
     let stats = &server.receiver_stats;
     assert_eq!(stats.rejected_requests(RejectReason::QueueFull), 3);
     assert_eq!(stats.rejected_requests(RejectReason::InvalidPayload), 0);
@@ -108,35 +153,8 @@ async fn full_span_path_refuses_before_decoding_and_a_retry_is_accepted_later() 
         0,
         "refused unread"
     );
-    assert_eq!(
-        server
-            .engine
-            .stats
-            .spans_seen
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1,
-        "refused requests never reached detection"
-    );
-
     // The downstream recovers: the client's retry is accepted and everything arrives once.
-    downstream.open();
-    assert_eq!(
-        downstream.wait_for_spans(1, Duration::from_secs(10)).await,
-        1
-    );
-    let mut retried = false;
-    for _ in 0..100 {
-        if client.export(one_span(2)).await.is_ok() {
-            retried = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(retried, "the retry was never accepted");
-    assert_eq!(
-        downstream.wait_for_spans(2, Duration::from_secs(10)).await,
-        2
-    );
+    refused_unprocessed_then_retry_lands(&server, &downstream, &mut client).await;
     let mut ids: Vec<u8> = downstream.spans().iter().map(|s| s.span_id[0]).collect();
     ids.sort_unstable();
     assert_eq!(ids, [1, 2]);
@@ -195,5 +213,35 @@ async fn readiness_stays_ready_while_the_downstream_is_down_and_exporter_up_is_z
         })
         .await
     );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn byte_bound_refuses_with_retry_info_before_detection() {
+    let (downstream, downstream_addr) = Downstream::start(true).await; // stalled
+    let mut config = test_config(Some(downstream_addr));
+    config.exporter.queue_capacity = 100;
+    config.exporter.concurrency = 1;
+    // Smaller than any request: the first fits alone, nothing fits beside it.
+    config.exporter.queue.max_bytes = 1;
+    config.receiver.retry_after = Duration::from_secs(2);
+    let server = loopwatch::server::start(config).await.unwrap();
+    let mut client = TraceServiceClient::connect(format!("http://{}", server.grpc_addr))
+        .await
+        .unwrap();
+    client.export(one_span(1)).await.unwrap();
+
+    let refused = client.export(one_span(2)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert_eq!(refused.message(), "forward queue is full; retry later");
+    assert_eq!(retry_delay(refused.details()), Some(Duration::from_secs(2)));
+    http_refused_with_retry_after_2s(&server, prost::Message::encode_to_vec(&one_span(3))).await;
+    assert_eq!(
+        server
+            .receiver_stats
+            .rejected_requests(RejectReason::QueueFull),
+        2
+    );
+    refused_unprocessed_then_retry_lands(&server, &downstream, &mut client).await;
     server.shutdown().await.unwrap();
 }

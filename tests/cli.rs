@@ -151,18 +151,7 @@ fn spawn_serve() -> (
     String,
     std::sync::mpsc::Receiver<String>,
 ) {
-    let mut command = loopwatch();
-    command.args([
-        "serve",
-        "--grpc-listen",
-        "127.0.0.1:0",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
-    ]);
+    let command = common::serve_process::serve_command(None);
     let (child, listening, lines) = common::serve_process::spawn_until_listening(command);
     let grpc = listening["grpc"].as_str().unwrap().to_string();
     (child, grpc, lines)

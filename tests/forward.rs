@@ -631,3 +631,53 @@ async fn batches_respect_the_byte_limit() {
     }
     assert!(got.len() >= 4);
 }
+
+#[tokio::test]
+async fn persistent_queue_keeps_what_the_drain_left_and_the_next_start_delivers_it() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (listener, addr) = bind().await;
+    drop(listener);
+    let mut cfg = config(addr);
+    cfg.queue.persistent = true;
+    cfg.queue.directory = Some(dir.path().to_path_buf());
+    let forwarder = start(&cfg);
+    let stats = forwarder.stats();
+    let queue = forwarder.queue();
+    let bytes = read(&corpus("pb")[0]);
+    for _ in 0..3 {
+        send(&queue, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(stats.pending_bytes(), 3 * bytes.len() as u64);
+    let report = forwarder.shutdown(Duration::from_millis(300)).await;
+    assert_eq!(
+        (
+            report.undelivered,
+            report.kept_on_disk,
+            report.kept_on_disk_spans
+        ),
+        (0, 3, 3)
+    );
+    assert_eq!(stats.dropped_requests_total(), 0);
+    drop(queue);
+
+    let downstream = Arc::new(Downstream::default());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    start_downstream_on(listener, Arc::clone(&downstream)).await;
+    let forwarder = start(&cfg);
+    let stats = forwarder.stats();
+    wait_until(
+        "3 re-queued requests delivered",
+        Duration::from_secs(10),
+        || downstream.got() == 3,
+    )
+    .await;
+    let report = forwarder.shutdown(Duration::from_secs(5)).await;
+    assert_eq!((report.undelivered, report.kept_on_disk), (0, 0));
+    assert_eq!((stats.forwarded_requests(), stats.pending_bytes()), (3, 0));
+    // delivered requests were deleted from the store
+    let (_, left) =
+        loopwatch::forward::store::DiskQueue::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(left.is_empty());
+}

@@ -24,21 +24,8 @@ struct Serve {
 
 /// `loopwatch serve` forwarding to `downstream` with a 30 s first backoff and a 2 s drain.
 fn serve(downstream: SocketAddr) -> Serve {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+    let mut command = common::serve_process::serve_command(Some(downstream));
     command
-        .args([
-            "serve",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--exporter-endpoint",
-            &format!("http://{downstream}"),
-        ])
         .env("LOOPWATCH_EXPORTER__INITIAL_BACKOFF", "30s")
         .env("LOOPWATCH_EXPORTER__MAX_BACKOFF", "30s")
         .env("LOOPWATCH_SHUTDOWN__DRAIN_TIMEOUT", "2s");
@@ -88,12 +75,7 @@ async fn wait_in_backoff(admin: &str, requests: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let want = format!("loopwatch_forward_in_backoff {requests}\n");
     loop {
-        let body = reqwest::get(format!("http://{admin}/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let body = common::serve_process::scrape(admin).await;
         if body.contains(&want) {
             return;
         }

@@ -64,6 +64,10 @@ struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Run loopwatch with the persistent forward queue in this directory
+    /// (`exporter.queue.persistent`), to measure what the fsync before each acknowledgement costs.
+    #[arg(long)]
+    persistent_queue: Option<PathBuf>,
 }
 
 /// One corpus request as bytes, with the offsets of its trace ids (to rewrite per send).
@@ -487,6 +491,10 @@ async fn run_loopwatch(runs: &Arc<Vec<Run>>, args: &Args) -> anyhow::Result<Setu
     config.exporter.endpoint = Some(format!("http://{sink_addr}"));
     config.detection.fingerprint_key = Some("loopwatch-loadgen".into());
     config.shutdown.drain_timeout = Duration::from_secs(30);
+    if let Some(directory) = &args.persistent_queue {
+        config.exporter.queue.persistent = true;
+        config.exporter.queue.directory = Some(directory.clone());
+    }
     let server = loopwatch::server::start(config)
         .await
         .context("starting loopwatch")?;

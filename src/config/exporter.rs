@@ -3,6 +3,7 @@
 //! A leaf module (no crate imports but the TLS settings of [`crate::tls`]), so the top-level [`crate::config`] does not depend on
 //! the forwarder, and the forwarder depends only on this section.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,41 @@ pub struct ForwarderConfig {
     pub batch_timeout: Duration,
     /// `[exporter.tls]`: CA, client certificate and server name for an `https://` endpoint.
     pub tls: crate::tls::ClientTlsConfig,
+    /// `[exporter.queue]`: the byte bound and the opt-in persistent (on-disk) queue.
+    pub queue: QueueConfig,
+}
+
+/// Default of `exporter.queue.max_bytes`: 256 MiB.
+pub const DEFAULT_QUEUE_MAX_BYTES: usize = 256 * 1024 * 1024;
+
+/// `[exporter.queue]`: how much the forward queue holds and where, besides the request count
+/// bound `exporter.queue_capacity`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// Bytes (encoded requests, after decompression) accepted and not yet delivered —
+    /// queued, in flight or in backoff — at most (default 256 MiB), in both modes. A request
+    /// that does not fit is refused with a retryable status, like a full `queue_capacity`;
+    /// a single request larger than the bound is still taken when nothing is pending.
+    pub max_bytes: usize,
+    /// Keep accepted requests on disk until delivered (default false): each request is
+    /// committed with fsync **before** the receiver acknowledges it and deleted once
+    /// delivered or given up, so kill -9 and restart lose nothing (pending requests are
+    /// re-queued at start-up; requests in flight at the kill may be delivered twice).
+    pub persistent: bool,
+    /// Directory of the persistent queue (required when `persistent`; created if missing;
+    /// one loopwatch process per directory).
+    pub directory: Option<PathBuf>,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: DEFAULT_QUEUE_MAX_BYTES,
+            persistent: false,
+            directory: None,
+        }
+    }
 }
 
 impl Default for ForwarderConfig {
@@ -80,6 +116,7 @@ impl Default for ForwarderConfig {
             batch_max_bytes: 1024 * 1024,
             batch_timeout: Duration::ZERO,
             tls: crate::tls::ClientTlsConfig::default(),
+            queue: QueueConfig::default(),
         }
     }
 }
@@ -104,6 +141,21 @@ impl ForwarderConfig {
         }
         if self.batch_max_bytes == 0 {
             return bad("batch_max_bytes", "must be at least 1");
+        }
+        if self.queue.max_bytes == 0 {
+            return bad("queue.max_bytes", "must be at least 1");
+        }
+        if self.queue.persistent
+            && self
+                .queue
+                .directory
+                .as_ref()
+                .is_none_or(|d| d.as_os_str().is_empty())
+        {
+            return bad(
+                "queue.directory",
+                "required when exporter.queue.persistent = true",
+            );
         }
         if self.timeout.is_zero() {
             return bad("timeout", "must be positive");
@@ -146,6 +198,37 @@ mod tests {
         assert_eq!(
             zero.validate().err().map(|e| e.to_string()).as_deref(),
             Some("exporter.queue_capacity: must be at least 1")
+        );
+    }
+
+    #[test]
+    fn queue_section_defaults_and_validation() {
+        let cfg: ForwarderConfig = toml::from_str("").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.queue.max_bytes, 268_435_456);
+        assert!(!cfg.queue.persistent);
+        assert_eq!(cfg.queue.directory, None);
+        let cfg: ForwarderConfig = toml::from_str(
+            "[queue]\npersistent = true\ndirectory = \"/var/lib/loopwatch/queue\"\nmax_bytes = 1048576\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(cfg.validate().is_ok());
+        assert_eq!(cfg.queue.max_bytes, 1_048_576);
+        assert_eq!(
+            cfg.queue.directory.as_deref(),
+            Some(std::path::Path::new("/var/lib/loopwatch/queue"))
+        );
+        assert!(toml::from_str::<ForwarderConfig>("[queue]\npersistant = true").is_err());
+        let no_dir: ForwarderConfig =
+            toml::from_str("[queue]\npersistent = true").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            no_dir.validate().err().map(|e| e.to_string()).as_deref(),
+            Some("exporter.queue.directory: required when exporter.queue.persistent = true")
+        );
+        let zero: ForwarderConfig =
+            toml::from_str("[queue]\nmax_bytes = 0").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            zero.validate().err().map(|e| e.to_string()).as_deref(),
+            Some("exporter.queue.max_bytes: must be at least 1")
         );
     }
 }

@@ -9,6 +9,11 @@
 //! run out, and receivers refuse with a retryable status: nothing is dropped silently. Final
 //! failures are logged (first one per reason at `error`) and counted in [`ForwarderStats`];
 //! reachability is [`DownstreamHealth`] (`loopwatch_exporter_up`).
+//!
+//! The queue is bounded in requests (`queue_capacity`) and in bytes (`queue.max_bytes`).
+//! With `exporter.queue.persistent` every accepted request is also on disk ([`store`]) from
+//! before its acknowledgement until it leaves the forwarder; what is left at start-up
+//! (kill -9, or the drain deadline passed) is re-queued and delivered first.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,13 +26,14 @@ pub mod client;
 pub mod health;
 pub mod queue;
 pub mod stats;
+pub mod store;
 mod worker;
 
 pub use crate::config::exporter::{ForwardCompression, ForwarderConfig, InvalidExporterConfig};
 pub use crate::retry::{classify, classify_status, Backoff, RetryDecision, RetryPolicy};
 pub use client::{ExportClient, RawBytesCodec};
 pub use health::DownstreamHealth;
-pub use queue::{ForwardPermit, ForwardQueue};
+pub use queue::{ForwardPermit, ForwardQueue, HeldBytes};
 pub use stats::{DeliveryLatency, DropReason, ForwarderStats, LatencyHook};
 
 /// Forwarder set-up errors.
@@ -47,6 +53,9 @@ pub enum ForwardError {
         /// The parser's complaint.
         message: String,
     },
+    /// `exporter.queue.directory` cannot hold the persistent queue.
+    #[error("exporter.queue.directory: {0}")]
+    Store(store::StoreError),
 }
 
 /// What [`Forwarder::shutdown`] left behind.
@@ -59,6 +68,11 @@ pub struct ShutdownReport {
     pub undelivered_spans: u64,
     /// Spans given up on since start for any reason (shutdown included).
     pub dropped_spans_total: u64,
+    /// Persistent mode: requests still pending at the deadline, left in the store and
+    /// delivered after the next start (not lost, not counted as dropped).
+    pub kept_on_disk: u64,
+    /// The spans of those requests.
+    pub kept_on_disk_spans: u64,
 }
 
 /// How often an idle forwarder probes the downstream (TCP connect) for
@@ -74,6 +88,7 @@ pub struct Forwarder {
     close: Option<oneshot::Sender<()>>,
     worker: JoinHandle<()>,
     probe: Option<JoinHandle<()>>,
+    store: Option<Arc<store::DiskQueue>>,
 }
 
 impl std::fmt::Debug for Forwarder {
@@ -86,10 +101,13 @@ impl std::fmt::Debug for Forwarder {
 
 impl Forwarder {
     /// Validates `config` and spawns the worker on the current tokio runtime. With no
-    /// endpoint the worker discards requests (counted in `discarded_requests`).
+    /// endpoint the worker discards requests (counted in `discarded_requests`) and the
+    /// persistent queue is not opened. With `queue.persistent` (and an endpoint) it opens
+    /// the store and re-queues what it holds, oldest first, before anything new.
     ///
     /// # Errors
-    /// [`ForwardError`] for an invalid config or endpoint.
+    /// [`ForwardError`] for an invalid config or endpoint, or a persistent queue directory
+    /// that cannot be created, written or locked.
     pub fn start(config: &ForwarderConfig) -> Result<Self, ForwardError> {
         config.validate()?;
         let endpoint = config.endpoint.as_deref().filter(|e| !e.is_empty());
@@ -98,7 +116,32 @@ impl Forwarder {
             .transpose()?;
         let stats = Arc::new(ForwarderStats::default());
         let health = endpoint.map(|e| Arc::new(DownstreamHealth::new(e)));
-        let (queue, rx) = ForwardQueue::new(config.queue_capacity, Arc::clone(&stats));
+        let (store, stored) = match (&config.queue.directory, endpoint) {
+            (Some(directory), Some(_)) if config.queue.persistent => {
+                let (store, stored) =
+                    store::DiskQueue::open(directory).map_err(ForwardError::Store)?;
+                (Some(Arc::new(store)), stored)
+            }
+            _ => (None, Vec::new()),
+        };
+        let (queue, rx) = ForwardQueue::new(
+            config.queue_capacity,
+            config.queue.max_bytes,
+            Arc::clone(&stats),
+            store.clone(),
+        );
+        if let Some(store) = &store {
+            let spans: u64 = stored.iter().map(|r| r.spans).sum();
+            tracing::info!(
+                path = %store.path().display(),
+                requests = stored.len(),
+                spans,
+                "persistent forward queue open; pending requests re-queued"
+            );
+            for request in stored {
+                queue.requeue(request);
+            }
+        }
         let (close_tx, close_rx) = oneshot::channel();
         let flush = CancellationToken::new();
         let shared = Arc::new(worker::Shared {
@@ -108,6 +151,7 @@ impl Forwarder {
             health: health.clone(),
             flush: flush.clone(),
             slots: Arc::new(tokio::sync::Semaphore::new(config.concurrency)),
+            store: store.clone(),
         });
         let worker = tokio::spawn(worker::run(rx, close_rx, queue.clone(), shared));
         let probe = match (endpoint, &health) {
@@ -127,6 +171,7 @@ impl Forwarder {
             close: Some(close_tx),
             worker,
             probe,
+            store,
         })
     }
 
@@ -148,7 +193,8 @@ impl Forwarder {
     /// Closes the queue (new admissions fail with `ShuttingDown`), wakes every retry sleeping
     /// in backoff so it is tried at once, and keeps delivering until nothing is pending or
     /// `deadline` passes. What is left is dropped, counted (reason `shutdown`) and reported:
-    /// at ERROR when acknowledged spans were lost, at WARN when earlier drops happened.
+    /// at ERROR when acknowledged spans were lost, at WARN when earlier drops happened. In
+    /// persistent mode what is left stays on disk for the next start instead (WARN).
     pub async fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
         if let Some(close) = self.close.take() {
             let _ = close.send(());
@@ -157,22 +203,41 @@ impl Forwarder {
         if let Some(probe) = self.probe.take() {
             probe.abort();
         }
-        let (undelivered, undelivered_spans) =
-            match tokio::time::timeout(deadline, &mut self.worker).await {
-                Ok(_) => (0, 0),
-                Err(_) => {
-                    // Dropping the worker's JoinSet aborts its delivery tasks.
-                    self.worker.abort();
-                    let _ = (&mut self.worker).await;
-                    let left = (self.stats.pending_requests(), self.stats.pending_spans());
-                    self.stats.abandoned(left.0, left.1);
-                    left
+        let left = match tokio::time::timeout(deadline, &mut self.worker).await {
+            Ok(_) => (0, 0),
+            Err(_) => {
+                // Dropping the worker's JoinSet aborts its delivery tasks.
+                self.worker.abort();
+                let _ = (&mut self.worker).await;
+                (self.stats.pending_requests(), self.stats.pending_spans())
+            }
+        };
+        let ((undelivered, undelivered_spans), kept) = match &self.store {
+            Some(store) => {
+                if let Err(error) = store::blocking(|| store.sync()) {
+                    tracing::warn!(%error, "could not sync the persistent queue at shutdown; delivered requests may be sent again after a restart");
                 }
-            };
+                if left.0 > 0 {
+                    tracing::warn!(
+                        path = %store.path().display(),
+                        requests = left.0,
+                        spans = left.1,
+                        "forward drain deadline passed; undelivered requests stay in the persistent queue and are delivered after the next start"
+                    );
+                }
+                ((0, 0), left)
+            }
+            None => {
+                self.stats.abandoned(left.0, left.1);
+                (left, (0, 0))
+            }
+        };
         let report = ShutdownReport {
             undelivered,
             undelivered_spans,
             dropped_spans_total: self.stats.dropped_spans_total(),
+            kept_on_disk: kept.0,
+            kept_on_disk_spans: kept.1,
         };
         let s = &self.stats;
         macro_rules! summary {
@@ -186,6 +251,8 @@ impl Forwarder {
                     dropped_spans_retries_exhausted = s.dropped_spans(DropReason::RetriesExhausted),
                     undelivered_requests = undelivered,
                     undelivered_spans,
+                    kept_on_disk_requests = report.kept_on_disk,
+                    kept_on_disk_spans = report.kept_on_disk_spans,
                     ?deadline,
                     $msg
                 )
@@ -195,6 +262,11 @@ impl Forwarder {
             summary!(error, "forwarder stopped: acknowledged spans were NOT delivered before the drain deadline");
         } else if report.dropped_spans_total > 0 {
             summary!(warn, "forwarder stopped; some spans were dropped earlier");
+        } else if report.kept_on_disk > 0 {
+            summary!(
+                warn,
+                "forwarder stopped; undelivered requests are kept in the persistent queue"
+            );
         } else {
             summary!(info, "forwarder stopped; everything accepted was delivered");
         }

@@ -57,6 +57,7 @@ pub struct ForwarderStats {
     in_backoff: AtomicU64,
     pending_requests: AtomicU64,
     pending_spans: AtomicU64,
+    pending_bytes: AtomicU64,
     exports: AtomicU64,
     latency_hook: OnceLock<LatencyHook>,
 }
@@ -125,11 +126,23 @@ impl ForwarderStats {
     pub fn pending_spans(&self) -> u64 {
         self.pending_spans.load(Ordering::Relaxed)
     }
+    /// Encoded bytes of the [`pending_requests`](Self::pending_requests), bounded by
+    /// `exporter.queue.max_bytes`.
+    pub fn pending_bytes(&self) -> u64 {
+        self.pending_bytes.load(Ordering::Relaxed)
+    }
     /// Export RPCs that succeeded (one per batch; fewer than requests when batching).
     pub fn exports(&self) -> u64 {
         self.exports.load(Ordering::Relaxed)
     }
 
+    /// Adds `bytes` to the pending bytes; returns the amount before.
+    pub(crate) fn hold_bytes(&self, bytes: u64) -> u64 {
+        self.pending_bytes.fetch_add(bytes, Ordering::Relaxed)
+    }
+    pub(crate) fn release_bytes(&self, bytes: u64) {
+        self.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
     pub(crate) fn enqueued(&self, spans: u64) {
         self.queued.fetch_add(1, Ordering::Relaxed);
         self.pending_requests.fetch_add(1, Ordering::Relaxed);

@@ -10,6 +10,9 @@
 //! A failed export that will be retried gives its delivery slot back while it sleeps in
 //! backoff, so a slow or failing batch never blocks the others. On shutdown the `flush` token
 //! wakes every sleeping retry at once; retries then wait at most [`FLUSH_RETRY_DELAY`].
+//!
+//! In persistent mode a batch's requests are deleted from the store once it is delivered or
+//! given up; a batch still pending when the worker is aborted stays on disk for the next start.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +27,7 @@ use crate::retry::{classify_status, is_transport_failure, RetryDecision, RetryPo
 use super::health::DownstreamHealth;
 use super::queue::{ForwardQueue, QueuedRequest};
 use super::stats::{DeliveryLatency, DropReason, ForwarderStats};
+use super::store::{blocking, DiskQueue};
 use super::{ExportClient, ForwarderConfig};
 
 /// Longest wait between retries once shutdown began.
@@ -37,6 +41,19 @@ pub(super) struct Shared {
     pub(super) health: Option<Arc<DownstreamHealth>>,
     pub(super) flush: CancellationToken,
     pub(super) slots: Arc<Semaphore>,
+    /// The persistent queue, if on.
+    pub(super) store: Option<Arc<DiskQueue>>,
+}
+
+impl Shared {
+    /// Deletes a batch that left the forwarder (delivered or given up) from the store.
+    fn forget(&self, batch: &Batch) {
+        let Some(store) = &self.store else { return };
+        let keys: Vec<u64> = batch.items.iter().filter_map(|i| i.key).collect();
+        if let Err(error) = blocking(|| store.remove(&keys)) {
+            tracing::warn!(%error, requests = keys.len(), "could not delete delivered requests from the persistent queue; they will be sent again after a restart");
+        }
+    }
 }
 
 /// Several queued requests sent as one export.
@@ -113,6 +130,7 @@ pub(super) async fn run(
         if shared.client.is_some() {
             tasks.spawn(deliver(batch, Arc::clone(&shared), slot));
         } else {
+            shared.forget(&batch);
             shared.stats.discarded(batch.requests(), batch.spans());
         }
     }
@@ -192,6 +210,7 @@ async fn deliver(batch: Batch, shared: Arc<Shared>, slot: OwnedSemaphorePermit) 
                         "downstream rejected part of a forwarded request"
                     );
                 }
+                shared.forget(&batch);
                 stats.delivered(
                     requests,
                     spans,
@@ -246,6 +265,7 @@ async fn deliver(batch: Batch, shared: Arc<Shared>, slot: OwnedSemaphorePermit) 
                 None => DropReason::RetriesExhausted,
             },
         };
+        shared.forget(&batch);
         let first = stats.dropped(reason, requests, spans);
         if first {
             tracing::error!(code = ?status.code(), message = status.message(), requests, spans, reason = reason.as_str(), "dropped forwarded spans (further drops for this reason are counted in loopwatch_spans_dropped_total and logged at debug)");

@@ -2,11 +2,50 @@
 //! `loopwatch listening` line.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
+
+/// `loopwatch serve` with its three listeners on loopback port 0 and JSON logs, forwarding
+/// to `downstream` when given.
+/// `RUST_LOG` and `LOOPWATCH_*` variables of the test's environment are not passed on.
+pub fn serve_command(downstream: Option<SocketAddr>) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+    command.env_remove("RUST_LOG");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("LOOPWATCH_") {
+            command.env_remove(k);
+        }
+    }
+    command.args([
+        "serve",
+        "--grpc-listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    if let Some(downstream) = downstream {
+        command.args(["--exporter-endpoint", &format!("http://{downstream}")]);
+    }
+    command
+}
+
+/// The admin listener's `/metrics` text.
+pub async fn scrape(admin: &str) -> String {
+    reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
 
 /// Spawns `command` (a `loopwatch serve … --log-format json`) with stderr piped, streams its
 /// stderr lines into the returned receiver, and waits up to 20 s for the start-up line.

@@ -1,0 +1,373 @@
+//! The persistent forward queue's store (`exporter.queue.persistent`): accepted requests in a
+//! redb database (the `redb` crate), `<exporter.queue.directory>/queue.redb`, one row per
+//! request keyed by a sequence number (arrival order), value `(spans, request bytes)`.
+//!
+//! Modelled on the Collector's `file_storage`-backed sending queue: a request is written
+//! before it is acknowledged and deleted once it left the forwarder, and what is left at
+//! start-up is re-queued in arrival order.
+//!
+//! fsync policy: an append is a write transaction committed with `Durability::Immediate`
+//! (fsync before `commit` returns), so an acknowledged request survives kill -9 and power
+//! loss. Appends that arrive while a commit is under way are committed together by the next
+//! one (group commit: one fsync for all of them, each caller still returns only once its
+//! own request is on disk). A removal is committed with `Durability::None` (no fsync): it becomes durable with
+//! the next append, so a crash can bring back requests that were already delivered — they
+//! are delivered again (at-least-once), never lost.
+//!
+//! All calls block on disk I/O; callers on the async runtime go through `blocking`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use bytes::Bytes;
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
+
+/// Sequence number → (spans, encoded `ExportTraceServiceRequest`).
+const REQUESTS: TableDefinition<u64, (u64, &[u8])> = TableDefinition::new("requests");
+
+/// File name of the database inside `exporter.queue.directory`.
+pub const FILE_NAME: &str = "queue.redb";
+
+/// The store could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("persistent queue {path}: {message}")]
+pub struct StoreError {
+    /// The database file.
+    pub path: PathBuf,
+    /// What failed (the I/O or database error).
+    pub message: String,
+}
+
+/// One request found in the store at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRequest {
+    /// Its key (arrival order).
+    pub key: u64,
+    /// Spans it holds.
+    pub spans: u64,
+    /// The encoded request, as it was acknowledged.
+    pub bytes: Bytes,
+}
+
+/// The open store. One process per directory: redb locks the file, and a second
+/// `open` of the same file fails.
+pub struct DiskQueue {
+    db: Database,
+    path: PathBuf,
+    group: Mutex<Group>,
+    committed: Condvar,
+}
+
+/// Appends waiting for the next commit (group commit).
+struct Group {
+    next_key: u64,
+    rows: Vec<(u64, u64, Bytes)>,
+    /// Set once the commit carrying `rows` ended; shared by their callers.
+    outcome: Arc<OnceLock<Result<(), String>>>,
+    /// A caller is committing now.
+    writing: bool,
+}
+
+impl std::fmt::Debug for DiskQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskQueue")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiskQueue {
+    /// Opens (creating the directory and the file if missing) the store in `directory` and
+    /// returns it with every request it holds, oldest first. Compacts the file first when it
+    /// holds nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`] naming the file when the directory cannot be created or written, the
+    /// file is not a redb database, or another process holds it.
+    pub fn open(directory: &Path) -> Result<(Self, Vec<StoredRequest>), StoreError> {
+        let path = directory.join(FILE_NAME);
+        let fail = |message: String| StoreError {
+            path: path.clone(),
+            message,
+        };
+        std::fs::create_dir_all(directory)
+            .map_err(|e| fail(format!("cannot create the directory: {e}")))?;
+        let mut db = Database::create(&path).map_err(|e| fail(e.to_string()))?;
+        // Creates the table, and proves the file is writable now rather than at the first
+        // acknowledged request.
+        let txn = db.begin_write().map_err(|e| fail(e.to_string()))?;
+        txn.open_table(REQUESTS).map_err(|e| fail(e.to_string()))?;
+        txn.commit().map_err(|e| fail(e.to_string()))?;
+        let stored = Self::read_all(&db).map_err(fail)?;
+        if stored.is_empty() {
+            db.compact().map_err(|e| fail(e.to_string()))?;
+        }
+        let next_key = stored.last().map_or(0, |r| r.key + 1);
+        let queue = Self {
+            db,
+            path,
+            group: Mutex::new(Group {
+                next_key,
+                rows: Vec::new(),
+                outcome: Arc::default(),
+                writing: false,
+            }),
+            committed: Condvar::new(),
+        };
+        Ok((queue, stored))
+    }
+
+    fn read_all(db: &Database) -> Result<Vec<StoredRequest>, String> {
+        let txn = db.begin_read().map_err(|e| e.to_string())?;
+        let table = txn.open_table(REQUESTS).map_err(|e| e.to_string())?;
+        let mut stored = Vec::new();
+        for row in table.iter().map_err(|e| e.to_string())? {
+            let (key, value) = row.map_err(|e| e.to_string())?;
+            let (spans, bytes) = value.value();
+            stored.push(StoredRequest {
+                key: key.value(),
+                spans,
+                bytes: Bytes::copy_from_slice(bytes),
+            });
+        }
+        Ok(stored)
+    }
+
+    /// Writes one request holding `spans` spans and fsyncs; returns its key (keys follow
+    /// the order of the calls). Blocks until the request is on disk: call before
+    /// acknowledging it. Concurrent calls share commits (see the module docs).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write or the fsync failed (disk full, I/O error): the
+    /// request is not stored and must be refused.
+    pub fn append(&self, spans: u64, request: Bytes) -> Result<u64, StoreError> {
+        let mut group = self.lock();
+        let key = group.next_key;
+        group.next_key += 1;
+        group.rows.push((key, spans, request));
+        let mine = Arc::clone(&group.outcome);
+        loop {
+            if let Some(outcome) = mine.get() {
+                return outcome.clone().map(|()| key).map_err(|message| StoreError {
+                    path: self.path.clone(),
+                    message,
+                });
+            }
+            if group.writing {
+                group = self
+                    .committed
+                    .wait(group)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            // Lead the next commit: everything waiting goes in it, ours included.
+            group.writing = true;
+            let rows = std::mem::take(&mut group.rows);
+            let outcome = std::mem::take(&mut group.outcome);
+            drop(group);
+            let written = self.write(Durability::Immediate, |table| {
+                rows.iter().try_for_each(|(key, spans, bytes)| {
+                    table.insert(*key, (*spans, &bytes[..])).map(drop)
+                })
+            });
+            let _ = outcome.set(written.map_err(|e| e.message));
+            group = self.lock();
+            group.writing = false;
+            self.committed.notify_all();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Group> {
+        self.group.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Deletes delivered (or given-up) requests, without fsync (see the module docs).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write failed; the requests stay and are re-sent at the next
+    /// start (duplicates, not losses).
+    pub fn remove(&self, keys: &[u64]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.write(Durability::None, |table| {
+            keys.iter().try_for_each(|k| table.remove(k).map(drop))
+        })
+    }
+
+    /// Makes every earlier removal durable (an empty commit with fsync): at shutdown, so
+    /// a clean restart does not deliver again what was delivered.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the commit failed.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.write(Durability::Immediate, |_| Ok(()))
+    }
+
+    fn write(
+        &self,
+        durability: Durability,
+        change: impl FnOnce(&mut redb::Table<'_, u64, (u64, &[u8])>) -> Result<(), redb::StorageError>,
+    ) -> Result<(), StoreError> {
+        let fail = |message: String| StoreError {
+            path: self.path.clone(),
+            message,
+        };
+        let mut txn = self.db.begin_write().map_err(|e| fail(e.to_string()))?;
+        txn.set_durability(durability)
+            .map_err(|e| fail(e.to_string()))?;
+        {
+            let mut table = txn.open_table(REQUESTS).map_err(|e| fail(e.to_string()))?;
+            change(&mut table).map_err(|e| fail(e.to_string()))?;
+        }
+        txn.commit().map_err(|e| fail(e.to_string()))
+    }
+
+    /// Requests in the store now (for tests and start-up logs).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the file cannot be read.
+    pub fn len(&self) -> Result<u64, StoreError> {
+        let fail = |message: String| StoreError {
+            path: self.path.clone(),
+            message,
+        };
+        let txn = self.db.begin_read().map_err(|e| fail(e.to_string()))?;
+        let table = txn.open_table(REQUESTS).map_err(|e| fail(e.to_string()))?;
+        table.len().map_err(|e| fail(e.to_string()))
+    }
+
+    /// True when the store holds no request.
+    ///
+    /// # Errors
+    /// As [`DiskQueue::len`].
+    pub fn is_empty(&self) -> Result<bool, StoreError> {
+        self.len().map(|n| n == 0)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Runs blocking disk I/O from async code: on a multi-thread runtime through
+/// `block_in_place` (the worker thread hands its other tasks over first), elsewhere inline.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> (DiskQueue, Vec<StoredRequest>) {
+        DiskQueue::open(dir).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn appended_requests_survive_reopen_in_order_until_removed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (store, found) = open(dir.path());
+        assert!(found.is_empty());
+        let keys: Vec<u64> = [(3, &b"abc"[..]), (1, b"d"), (2, b"ef")]
+            .into_iter()
+            .map(|(spans, bytes)| {
+                store
+                    .append(spans, Bytes::from_static(bytes))
+                    .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .collect();
+        assert_eq!(keys, vec![0, 1, 2]);
+        assert!(store.remove(&[1]).is_ok());
+        assert_eq!(store.len().ok(), Some(2));
+        drop(store);
+
+        let (store, found) = open(dir.path());
+        assert_eq!(
+            found,
+            vec![
+                StoredRequest {
+                    key: 0,
+                    spans: 3,
+                    bytes: Bytes::from_static(b"abc")
+                },
+                StoredRequest {
+                    key: 2,
+                    spans: 2,
+                    bytes: Bytes::from_static(b"ef")
+                },
+            ]
+        );
+        // new keys follow the highest one found
+        assert_eq!(store.append(1, Bytes::from_static(b"g")).ok(), Some(3));
+        assert!(store.remove(&[0, 2, 3]).is_ok());
+        assert_eq!(store.is_empty().ok(), Some(true));
+    }
+
+    #[test]
+    fn concurrent_appends_all_land_with_distinct_keys() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (store, _) = open(dir.path());
+        let store = Arc::new(store);
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                std::thread::spawn(move || {
+                    (0..25u64)
+                        .map(|i| store.append(t, Bytes::from(vec![t as u8; i as usize])))
+                        .collect::<Result<Vec<u64>, _>>()
+                })
+            })
+            .collect();
+        let mut keys: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().ok().and_then(Result::ok).unwrap_or_default())
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, (0..200).collect::<Vec<u64>>());
+        drop(store);
+        let (_, found) = open(dir.path());
+        assert_eq!(found.len(), 200);
+        assert!(found
+            .iter()
+            .all(|r| r.bytes.iter().all(|b| u64::from(*b) == r.spans)));
+    }
+
+    #[test]
+    fn a_second_open_of_the_same_directory_fails_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (_held, _) = open(dir.path());
+        let err = DiskQueue::open(dir.path()).err().map(|e| e.to_string());
+        let want = format!(
+            "persistent queue {}: ",
+            dir.path().join(FILE_NAME).display()
+        );
+        assert!(
+            err.as_deref().is_some_and(|e| e.starts_with(&want)),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_created_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, b"x").unwrap_or_else(|e| panic!("{e}"));
+        let err = DiskQueue::open(&file.join("queue"))
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("cannot create the directory")),
+            "{err:?}"
+        );
+    }
+}
