@@ -275,16 +275,20 @@ impl Forwarder {
 }
 
 /// While no export ran in the last interval, checks with a TCP connect that the downstream
-/// is reachable, so `loopwatch_exporter_up` is true on an idle sidecar too.
+/// is reachable, so `loopwatch_exporter_up` is true on an idle sidecar too. The first
+/// probe runs at start-up.
 async fn probe(
     endpoint: String,
     health: Arc<DownstreamHealth>,
     stats: Arc<ForwarderStats>,
     timeout: Duration,
 ) {
-    let mut last_attempts = u64::MAX;
+    let attempts_so_far = || stats.exports() + stats.retries() + stats.dropped_requests_total();
+    // Equal at the first pass: the first probe runs at start-up, so the gauge is known
+    // at once rather than after one interval.
+    let mut last_attempts = attempts_so_far();
     loop {
-        let attempts = stats.exports() + stats.retries() + stats.dropped_requests_total();
+        let attempts = attempts_so_far();
         if attempts == last_attempts {
             match health::tcp_probe(&endpoint, timeout).await {
                 Ok(()) => health.reached(),
