@@ -396,20 +396,26 @@ fn one_slot(addr: SocketAddr) -> ForwarderConfig {
 
 #[tokio::test]
 async fn connection_broken_mid_request_is_retried_and_delivered() {
-    // The first downstream reads part of the request and closes the connection.
+    // The first downstream reads part of the request and closes the connection. The
+    // forwarder's start-up reachability probe connects and sends nothing: skip it.
     let (listener, addr) = bind().await;
     let breaker = tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
-        let (mut socket, _) = listener.accept().await.unwrap_or_else(|e| panic!("{e}"));
-        let mut got = vec![0u8; 256];
-        let mut read = 0;
-        while read < 200 {
-            match socket.read(&mut got[read..]).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => read += n,
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap_or_else(|e| panic!("{e}"));
+            let mut got = vec![0u8; 256];
+            let mut read = 0;
+            while read < 200 {
+                match socket.read(&mut got[read..]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read += n,
+                }
+            }
+            if read > 0 {
+                // socket and listener dropped here: the connection breaks mid-request
+                return read;
             }
         }
-        read // socket and listener dropped here: the connection breaks mid-request
     });
     let cfg = ForwarderConfig {
         initial_backoff: Duration::from_millis(200),
