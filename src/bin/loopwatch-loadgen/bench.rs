@@ -136,6 +136,9 @@ pub struct Sample {
     pub spans_per_second: f64,
     pub spans_per_cpu_second: f64,
     pub cpu_seconds: f64,
+    /// CPU used by this process (clients + sink) per second of the load, in %: near 100 %
+    /// per client CPU, the clients, not the server, set spans/s.
+    pub client_cpu_percent: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub lost: u64,
@@ -242,8 +245,30 @@ impl Binaries {
         command
     }
 
-    /// Starts `setup` forwarding to `sink` and waits until it accepts connections.
+    /// Starts `setup` forwarding to `sink`, up to 3 attempts (a free port picked here can
+    /// be taken by another process before the server binds it).
     fn start(
+        &self,
+        setup: Setup,
+        sink: SocketAddr,
+        cpus: &str,
+        worker_threads: Option<usize>,
+    ) -> anyhow::Result<ServerProcess> {
+        let mut attempt = 1;
+        loop {
+            match self.start_once(setup, sink, cpus, worker_threads) {
+                Ok(server) => return Ok(server),
+                Err(e) if attempt < 3 => {
+                    eprintln!("loopwatch-loadgen: {e:#}; starting it again");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Starts `setup` forwarding to `sink` and waits until it accepts connections.
+    fn start_once(
         &self,
         setup: Setup,
         sink: SocketAddr,
@@ -339,6 +364,7 @@ fn aggregate(samples: &[Sample]) -> Sample {
         spans_per_second: m(|s| s.spans_per_second),
         spans_per_cpu_second: m(|s| s.spans_per_cpu_second),
         cpu_seconds: m(|s| s.cpu_seconds),
+        client_cpu_percent: m(|s| s.client_cpu_percent),
         p50_ms: m(|s| s.p50_ms),
         p99_ms: m(|s| s.p99_ms),
         refused: m(|s| s.refused as f64) as u64,
@@ -364,15 +390,19 @@ async fn measure_once(
     let server = bins.start(setup, sink_addr, &cell.server_cpus, cell.worker_threads)?;
     let pid = server.child.id();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let me = std::process::id();
     let cpu_before = procfs::cpu_seconds(pid, ticks)?;
+    let client_before = procfs::cpu_seconds(me, ticks)?;
     let outcome: Outcome = measure(server.addr, &sink, runs, load).await;
     let cpu = procfs::cpu_seconds(pid, ticks)? - cpu_before;
+    let client_cpu = procfs::cpu_seconds(me, ticks)? - client_before;
     drop(server);
     let _ = stop.send(true);
     Ok(Sample {
         spans_per_second: outcome.spans_per_second(),
         spans_per_cpu_second: outcome.at_sink as f64 / cpu.max(1.0 / ticks),
         cpu_seconds: cpu,
+        client_cpu_percent: 100.0 * client_cpu / outcome.delivery_seconds.max(1e-9),
         p50_ms: outcome.percentile_ms(50.0),
         p99_ms: outcome.percentile_ms(99.0),
         lost: outcome.lost(),
@@ -544,9 +574,22 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
                     load(cell.clients),
                     ticks,
                 )
-                .await
-                .with_context(|| format!("{} in {:?}", setup.name(), cell))?;
+                .await;
                 done += 1;
+                // One failed measurement leaves its row a round short (the `rounds` field)
+                // rather than losing the whole run.
+                let sample = match sample {
+                    Ok(sample) => sample,
+                    Err(e) => {
+                        eprintln!(
+                            "[{done}/{total}] round {} {}: {} failed: {e:#}",
+                            round + 1,
+                            cell.traffic.label(),
+                            setup.name()
+                        );
+                        continue;
+                    }
+                };
                 eprintln!(
                     "[{done}/{total}] round {} {} {:.0} spans/req {} clients{}: {} {:.0} spans/s, {:.0} per CPU-s, lost {}",
                     round + 1,

@@ -100,16 +100,16 @@ pub fn markdown(r: &BenchReport) -> String {
     );
     let _ = writeln!(
         out,
-        "- spans/s: spans at the sink per second, from the first send until the sink had every acknowledged span. Per CPU-s: spans at the sink per second of server CPU (utime + stime from `/proc/<pid>/stat`). ×pass: loopwatch or rotel per CPU-s ÷ pass-through per CPU-s. Latency: client send → acknowledgement. Lost: acknowledged spans that never reached the sink (sum over rounds). Refused: retryable refusals (each retried after 1 ms). Annotated: spans arriving with a `loop.*` attribute.\n"
+        "- spans/s: spans at the sink per second, from the first send until the sink had every acknowledged span. Per CPU-s: spans at the sink per second of server CPU (utime + stime from `/proc/<pid>/stat`). ×pass: loopwatch or rotel per CPU-s ÷ pass-through per CPU-s. Latency: client send → acknowledgement. Lost: acknowledged spans that never reached the sink (sum over rounds). Refused: retryable refusals (each retried after 1 ms). Annotated: spans arriving with a `loop.*` attribute. Client CPU: CPU of the clients and sink per second of load (100 % = one CPU busy: then the clients, not the server, set spans/s).\n"
     );
     let (matrix, scaling): (Vec<&Row>, Vec<&Row>) = r
         .rows
         .iter()
         .partition(|row| row.cell.worker_threads.is_none());
     out.push_str(
-        "| traffic | spans/req | clients | setup | spans/s | per CPU-s | ×pass | p50 ms | p99 ms | lost | refused | annotated |\n",
+        "| traffic | spans/req | clients | setup | spans/s | per CPU-s | ×pass | p50 ms | p99 ms | lost | refused | annotated | client CPU |\n",
     );
-    out.push_str("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for row in matrix {
         let s = &row.median;
         let ratio = passthrough_of(&r.rows, row)
@@ -123,7 +123,7 @@ pub fn markdown(r: &BenchReport) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} |",
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {:.0} % |",
             row.cell.traffic.label(),
             row.cell.spans_per_request,
             row.cell.clients,
@@ -135,7 +135,20 @@ pub fn markdown(r: &BenchReport) -> String {
             s.p99_ms,
             s.lost,
             s.refused,
-            s.annotated
+            s.annotated,
+            s.client_cpu_percent
+        );
+    }
+    for row in r.rows.iter().filter(|row| row.rounds < r.rounds as usize) {
+        let _ = writeln!(
+            out,
+            "\n{} in {} ({:.0} spans/req, {} clients): {} of {} rounds (a start failed).",
+            row.setup.name(),
+            row.cell.traffic.label(),
+            row.cell.spans_per_request,
+            row.cell.clients,
+            row.rounds,
+            r.rounds
         );
     }
     if !scaling.is_empty() {
