@@ -52,6 +52,8 @@ pub struct Config {
     pub log: LogConfig,
     /// `[shutdown]`
     pub shutdown: ShutdownConfig,
+    /// `[server]`: the process itself (tokio worker threads).
+    pub server: ServerConfig,
     /// `[telemetry]`: loopwatch's own metrics over OTLP (off by default).
     pub telemetry: telemetry::TelemetryConfig,
     /// `[[conventions.custom]]`: user mappings for conventions loopwatch does not ship.
@@ -217,6 +219,27 @@ impl Default for ShutdownConfig {
     }
 }
 
+/// `[server]`
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Tokio worker threads of `loopwatch serve`; `0` (the default) = tokio's default: one
+    /// per CPU the process may use (affinity mask, cgroup CPU quota), or
+    /// `TOKIO_WORKER_THREADS` when set. At most [`ServerConfig::MAX_WORKER_THREADS`].
+    pub worker_threads: usize,
+}
+
+impl ServerConfig {
+    /// Upper bound of `server.worker_threads` (a typo like `40000` is an error, not 40000
+    /// threads).
+    pub const MAX_WORKER_THREADS: usize = 1024;
+
+    /// `Some(n)` when `worker_threads` fixes the count, `None` for tokio's default.
+    pub fn worker_threads(&self) -> Option<usize> {
+        (self.worker_threads > 0).then_some(self.worker_threads)
+    }
+}
+
 /// Configuration errors, each naming the key or file at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -339,6 +362,16 @@ impl Config {
         self.registry
             .validate()
             .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
+        if self.server.worker_threads > ServerConfig::MAX_WORKER_THREADS {
+            return Err(ConfigError::Key {
+                key: "server.worker_threads".into(),
+                reason: format!(
+                    "{} is more than {}; 0 means one per CPU",
+                    self.server.worker_threads,
+                    ServerConfig::MAX_WORKER_THREADS
+                ),
+            });
+        }
         security::validate(self).map_err(ConfigError::Other)?;
         Ok(())
     }

@@ -248,7 +248,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let config = Config::load(args.config.as_deref(), &overrides)?;
     loopwatch::server::init_logging(&config.log);
-    let runtime = tokio::runtime::Runtime::new()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.server.worker_threads() {
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime.enable_all().build()?;
     runtime.block_on(loopwatch::server::run(
         config,
         loopwatch::server::shutdown_signal(),

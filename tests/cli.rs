@@ -126,6 +126,7 @@ fn check_config_accepts_the_example_and_names_bad_keys() {
             "[exporter]\nendpoint = \"not a url\"\n",
             "exporter.endpoint",
         ),
+        ("[server]\nworker_threads = 5000\n", "server.worker_threads"),
     ];
     for (text, key) in cases {
         let file = dir.path().join("c.toml");

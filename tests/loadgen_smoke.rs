@@ -82,3 +82,92 @@ fn request_bound_sends_the_same_requests_to_both_setups_and_loops_are_annotated(
         "no loop annotated over the corpus: {report}"
     );
 }
+
+#[test]
+fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
+    // The reduced matrix of `bench/run.sh --quick`: one client count, one synthetic size,
+    // both worker-thread cells, no rotel; not pinned (the test machine's CPUs are unknown).
+    let dir = tempfile::tempdir().unwrap();
+    let (md, json) = (dir.path().join("bench.md"), dir.path().join("bench.json"));
+    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch-loadgen"))
+        .env_remove("RUST_LOG")
+        .env_remove("ROTEL")
+        .args(["bench", "--quick", "--clients", "4", "--spans", "10"])
+        .args(["--worker-threads", "1,2", "--idle-runs", "1000"])
+        .args(["--server-cpus", "", "--scaling-cpus", ""])
+        .args(["--loopwatch", env!("CARGO_BIN_EXE_loopwatch")])
+        .arg("--out")
+        .arg(&md)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("loopwatch-loadgen bench starts");
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let mut seen = Vec::new();
+    for row in rows {
+        let setup = row["setup"].as_str().unwrap();
+        let cell = &row["cell"];
+        let key = (
+            cell["traffic"].as_str().unwrap().to_string(),
+            cell["worker_threads"].as_u64(),
+            setup.to_string(),
+        );
+        let m = &row["median"];
+        assert!(m["spans"].as_u64().unwrap() > 0, "no spans sent: {row}");
+        assert!(m["spans_per_cpu_second"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(m["failed"], 0, "{row}");
+        if setup == "loopwatch" {
+            assert_eq!(m["lost"], 0, "loopwatch lost spans: {row}");
+        }
+        seen.push(key);
+    }
+    let mut expected = Vec::new();
+    for traffic in ["corpus", "no_loops", "loop_heavy"] {
+        for setup in ["loopwatch", "passthrough"] {
+            expected.push((traffic.to_string(), None, setup.to_string()));
+        }
+    }
+    for threads in [1, 2] {
+        for setup in ["loopwatch", "passthrough"] {
+            expected.push(("corpus".to_string(), Some(threads), setup.to_string()));
+        }
+    }
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected, "{report}");
+    // Loop-heavy traffic is detected and annotated; 0 % traffic is not.
+    let annotated = |traffic: &str| {
+        rows.iter()
+            .find(|r| r["setup"] == "loopwatch" && r["cell"]["traffic"] == traffic)
+            .map(|r| r["median"]["annotated"].as_u64().unwrap())
+            .unwrap()
+    };
+    assert!(annotated("loop_heavy") > 0, "{report}");
+    assert_eq!(annotated("no_loops"), 0, "{report}");
+    let memory = report["memory"].as_array().unwrap();
+    assert_eq!(memory.len(), 2, "{report}");
+    for m in memory {
+        assert!(m["idle_rss_bytes"].as_u64().unwrap() > 0, "{m}");
+        assert_eq!(m["runs"], 1000, "{m}");
+        assert_eq!(m["lost"], 0, "{m}");
+    }
+    // The markdown has one table line per row.
+    let text = std::fs::read_to_string(&md).unwrap();
+    let lines = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("| corpus") || l.starts_with("| 0 %") || l.starts_with("| loop-heavy")
+        })
+        .count();
+    assert_eq!(lines, 6, "{text}");
+    // Two worker-thread rows and one memory row start with the setup.
+    let starting = |setup: &str| text.lines().filter(|l| l.starts_with(setup)).count();
+    assert_eq!(starting("| loopwatch |"), 3, "{text}");
+}
