@@ -69,6 +69,8 @@ pub struct Engine {
     pub tool_fingerprints: FingerprintRules,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
+    /// Tool and agent names shared by every event that carries them.
+    pub names: crate::intern::Interner,
 }
 
 /// What processing one request read from its bytes found.
@@ -98,6 +100,7 @@ impl Engine {
             stats: EngineStats::default(),
             tool_fingerprints: FingerprintRules::default(),
             budgets: None,
+            names: crate::intern::Interner::default(),
         }
     }
 
@@ -254,13 +257,26 @@ impl Engine {
     ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>) {
         let mut events = Vec::new();
         let mut located = Vec::new();
+        // Spans of one trace share one run key allocation (keyed by trace_id alone only
+        // when no run-key attribute is configured).
+        let mut last_trace: Option<(&[u8], Arc<str>)> = None;
         for (location, span, resource, service_name) in spans {
             self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
             let Some(extracted) = conventions::extract_with(&self.options.custom_conventions, span)
             else {
                 continue;
             };
-            let Some(run_key) = self.run_key(span, resource) else {
+            let run_key = match &last_trace {
+                Some((trace_id, key)) if *trace_id == span.trace_id.as_slice() => Some(key.clone()),
+                _ => {
+                    let key = self.run_key(span, resource);
+                    if let (Some(key), None) = (&key, &self.options.run_key_attribute) {
+                        last_trace = Some((span.trace_id.as_slice(), key.clone()));
+                    }
+                    key
+                }
+            };
+            let Some(run_key) = run_key else {
                 self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
@@ -273,7 +289,7 @@ impl Engine {
                 start_time_unix_nano: span.start_time_unix_nano,
                 end_time_unix_nano: span.end_time_unix_nano,
                 service_name,
-                agent_name: extracted.agent_name.as_deref().map(Arc::from),
+                agent_name: extracted.agent_name.as_deref().map(|a| self.names.get(a)),
                 observation,
                 call,
             });
@@ -348,7 +364,7 @@ impl Engine {
                         .result_fingerprint(&call.status, call.result.as_ref()),
                 };
                 Observation::ToolCall {
-                    tool_name: Arc::from(call.tool_name.as_str()),
+                    tool_name: self.names.get(&call.tool_name),
                     call_fingerprint,
                     result_fingerprint,
                 }

@@ -20,6 +20,7 @@ pub mod fingerprint;
 pub mod fleet;
 pub mod forward;
 pub mod ingest;
+pub mod intern;
 pub mod lifecycle;
 pub mod listen;
 pub mod metrics;
