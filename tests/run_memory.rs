@@ -10,9 +10,11 @@ use std::time::Instant;
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+
+mod common;
+use common::{kv, s};
 
 /// Live heap bytes of the whole process (requested sizes).
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -45,16 +47,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-fn kv(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(Value::StringValue(value.into())),
-        }),
-        ..Default::default()
-    }
-}
-
 /// An `execute_tool` span of `tool` with distinct arguments and result (no loop).
 fn tool_span(trace: u64, n: u64, tool: &str) -> Span {
     let start = 1_700_000_000_000_000_000 + n * 1_000_000;
@@ -70,14 +62,17 @@ fn tool_span(trace: u64, n: u64, tool: &str) -> Span {
         start_time_unix_nano: start,
         end_time_unix_nano: start + 500_000,
         attributes: vec![
-            kv("gen_ai.operation.name", "execute_tool"),
-            kv("gen_ai.tool.name", tool),
-            kv("gen_ai.tool.call.id", &format!("call_{n}")),
+            kv("gen_ai.operation.name", s("execute_tool")),
+            kv("gen_ai.tool.name", s(tool)),
+            kv("gen_ai.tool.call.id", s(&format!("call_{n}"))),
             kv(
                 "gen_ai.tool.call.arguments",
-                &format!(r#"{{"path": "src/file_{n}.rs", "limit": 100}}"#),
+                s(&format!(r#"{{"path": "src/file_{n}.rs", "limit": 100}}"#)),
             ),
-            kv("gen_ai.tool.call.result", &format!(r#"{{"lines": {n}}}"#)),
+            kv(
+                "gen_ai.tool.call.result",
+                s(&format!(r#"{{"lines": {n}}}"#)),
+            ),
         ],
         ..Default::default()
     }
@@ -87,7 +82,7 @@ fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
-                attributes: vec![kv("service.name", "memory-agent")],
+                attributes: vec![kv("service.name", s("memory-agent"))],
                 ..Default::default()
             }),
             scope_spans: vec![ScopeSpans {

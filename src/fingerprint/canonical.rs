@@ -262,6 +262,12 @@ fn string(tag: &str, s: &str, out: &mut Buffered<'_, impl Sink>) {
     out.put(b"\"");
     out.put(tag.as_bytes());
     let bytes = s.as_bytes();
+    // Most strings need no escape: one check the compiler vectorises, one copy.
+    if bytes.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.put(bytes);
+        out.put(b"\"");
+        return;
+    }
     let mut run = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escape: &[u8] = match b {
