@@ -69,7 +69,7 @@ pub struct Engine {
     pub tool_fingerprints: FingerprintRules,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
-    /// Tool and agent names shared by every event that carries them.
+    /// Tool, agent and service names shared by every event that carries them.
     pub names: crate::intern::Interner,
 }
 
@@ -111,7 +111,8 @@ impl Engine {
         let mut spans = Vec::new();
         for (r, resource_spans) in request.resource_spans.iter().enumerate() {
             let resource = resource_spans.resource.as_ref();
-            let service_name: Option<Arc<str>> = otlp::service_name(resource).map(Arc::from);
+            let service_name: Option<Arc<str>> =
+                otlp::service_name(resource).map(|s| self.names.get(s));
             for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
                 for (i, span) in scope_spans.spans.iter().enumerate() {
                     spans.push(((r, s, i), span, resource, service_name.clone()));
@@ -209,12 +210,18 @@ impl Engine {
         let resources = (0..request.resources.len())
             .map(|r| request.resource(r, &keys))
             .collect::<Result<Vec<_>, _>>()?;
+        // Shared with every other request of the same service (interned).
+        let services: Vec<Option<Arc<str>>> = request
+            .resources
+            .iter()
+            .map(|r| r.service_name.as_deref().map(|s| self.names.get(s)))
+            .collect();
         let inputs = request.spans.iter().map(|wire| {
             (
                 wire.range.clone(),
                 &wire.span,
                 resources.get(wire.resource),
-                request.resources[wire.resource].service_name.clone(),
+                services[wire.resource].clone(),
             )
         });
         let inputs: Vec<_> = inputs.collect();

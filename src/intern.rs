@@ -1,5 +1,5 @@
-//! Shared `Arc<str>`s for names that recur across spans and runs (tool names, agent
-//! names): every call of `read_file` points at one allocation instead of its own copy, so a
+//! Shared `Arc<str>`s for names that recur across spans and runs (tool, agent and
+//! service names): every call of `read_file` points at one allocation instead of its own copy, so a
 //! kept tool call holds a pointer, not a string (issue 8 item 4).
 //!
 //! Bounded: at most `capacity` distinct names are kept for the life of the process; past

@@ -144,7 +144,7 @@ fn run_state_memory() {
     let per_call = retained(&engine, requests, CALLS);
 
     eprintln!("run state: {per_run:.0} B per idle run, {per_call:.0} B per kept call");
-    // Measured 3082 B and 497 B (were 4202 B and 524 B); the targets are 1 KiB and
+    // Measured 2998 B and 465 B (were 4202 B and 524 B); the targets are 1 KiB and
     // 100 B. These bounds catch a regression, with room for small layout changes.
     assert!(per_run <= 3584.0, "idle run costs {per_run:.0} B");
     assert!(per_call <= 600.0, "kept call costs {per_call:.0} B");
