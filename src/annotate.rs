@@ -1,11 +1,14 @@
-//! `loop.*` attributes on the span that completes a detection (DESIGN §5).
+//! `loop.*` attributes and a `loop.detected` span event on the span that completes a
+//! detection (DESIGN §5).
 //!
-//! Only attributes are added (an existing attribute with one of loopwatch's own keys, e.g.
-//! from a second loopwatch in the path, is replaced; other `loop.*` keys are left alone);
-//! nothing else in the span changes, and no argument or result content is ever copied
-//! into attributes.
+//! Only attributes and one event are added (an existing attribute with one of loopwatch's
+//! own keys, e.g. from a second loopwatch in the path, is replaced, and so is an existing
+//! `loop.detected` event; other `loop.*` keys and other events are left alone); nothing
+//! else in the span changes, and no argument or result content is ever copied into
+//! attributes.
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::span::Event;
 
 use crate::detector::Pattern;
 use crate::fingerprint::Fingerprint;
@@ -68,7 +71,15 @@ pub fn most_severe<'a>(detections: &[&'a RunDetection]) -> Option<&'a RunDetecti
     })
 }
 
-/// Writes the `loop.*` attributes of `detections` (all completed by this span) on `span`.
+/// Name of the span event loopwatch adds beside the attributes (and of its synthetic
+/// spans, [`crate::synthetic`]): trace UIs that hide attributes show events on the
+/// timeline.
+pub const EVENT_NAME: &str = "loop.detected";
+
+/// Writes the `loop.*` attributes of `detections` (all completed by this span) on `span`,
+/// and a span event [`EVENT_NAME`] with the same attributes at the completing span's end
+/// time (`time_unix_nano` of the detection, so the prost and wire paths write identical
+/// events). An existing `loop.detected` event is replaced, never doubled.
 /// `short_fingerprint` renders a fingerprint in its external short form (16 hex chars of
 /// the keyed HMAC). Does nothing when `detections` is empty.
 pub fn annotate_span(
@@ -76,9 +87,30 @@ pub fn annotate_span(
     detections: &[&RunDetection],
     short_fingerprint: &dyn Fn(&Fingerprint) -> String,
 ) {
-    let Some(main) = most_severe(detections) else {
+    let Some((attributes, time_unix_nano)) = loop_attributes(detections, short_fingerprint) else {
         return;
     };
+    span.attributes
+        .retain(|kv| !attributes.iter().any(|new| new.key == kv.key));
+    span.events.retain(|e| e.name != EVENT_NAME);
+    span.events.push(Event {
+        time_unix_nano,
+        name: EVENT_NAME.to_string(),
+        attributes: attributes.clone(),
+        dropped_attributes_count: 0,
+    });
+    span.attributes.extend(attributes);
+}
+
+/// The `loop.*` attributes describing `detections` (all completed by one span; the most
+/// severe writes the single-valued keys, `loop.profiles` lists every profile), with the
+/// detection time (end of the completing span, ns since the Unix epoch). `None` when
+/// `detections` is empty.
+pub fn loop_attributes(
+    detections: &[&RunDetection],
+    short_fingerprint: &dyn Fn(&Fingerprint) -> String,
+) -> Option<(Vec<KeyValue>, u64)> {
+    let main = most_severe(detections)?;
     let det = &main.detection;
     let mut profiles: Vec<String> = Vec::new();
     for d in detections {
@@ -116,14 +148,15 @@ pub fn annotate_span(
         ("loop.reason", Value::StringValue(reason(main))),
         ("loop.profiles", strings(profiles.into_iter())),
     ];
-    span.attributes
-        .retain(|kv| !attributes.iter().any(|(key, _)| *key == kv.key));
-    span.attributes
-        .extend(attributes.into_iter().map(|(key, value)| KeyValue {
+    let attributes = attributes
+        .into_iter()
+        .map(|(key, value)| KeyValue {
             key: key.to_string(),
             value: Some(AnyValue { value: Some(value) }),
             ..KeyValue::default()
-        }));
+        })
+        .collect();
+    Some((attributes, main.time_unix_nano))
 }
 
 fn string(s: &str) -> Value {
@@ -167,7 +200,7 @@ mod tests {
             trace_id: vec![1; 16],
             span_id: vec![2; 8],
             span_ids: vec![vec![3; 8], vec![2; 8]],
-            time_unix_nano: 1,
+            time_unix_nano: 1_500,
             occurrence: 1,
             service_name: None,
             agent_name: None,
@@ -183,8 +216,21 @@ mod tests {
                 kv("loop.count", Value::IntValue(99)),
                 kv("gen_ai.tool.name", Value::StringValue("read_file".into())),
             ],
+            events: vec![
+                Event {
+                    name: "retry".into(),
+                    ..Default::default()
+                },
+                Event {
+                    name: EVENT_NAME.into(),
+                    time_unix_nano: 9,
+                    ..Default::default()
+                },
+            ],
             ..Default::default()
         };
+        annotate_span(&mut span, &[&detection], &|_| "0123456789abcdef".into());
+        // A replay annotates the same span again: still one event and one of each key.
         annotate_span(&mut span, &[&detection], &|_| "0123456789abcdef".into());
         let get = |key: &str| {
             let found: Vec<_> = span.attributes.iter().filter(|kv| kv.key == key).collect();
@@ -205,5 +251,15 @@ mod tests {
             Some(Value::StringValue("0303030303030303".into()))
         );
         assert_eq!(span.attributes.len(), 2 + 12);
+        let names: Vec<&str> = span.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["retry", EVENT_NAME]);
+        let event = &span.events[1];
+        assert_eq!(event.time_unix_nano, 1_500);
+        let loop_keys: Vec<&KeyValue> = span
+            .attributes
+            .iter()
+            .filter(|kv| kv.key.starts_with("loop.") && kv.key != "loop.iteration")
+            .collect();
+        assert_eq!(event.attributes.iter().collect::<Vec<_>>(), loop_keys);
     }
 }

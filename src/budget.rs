@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 
-use crate::detector::budget::{BudgetState, Budgets, SpanFigures};
+use crate::detector::budget::{BudgetState, Budgets, Exceeded, SpanFigures};
 use crate::detector::{Detection, Pattern, ProfileSettings, Severity};
 use crate::registry::RunDetection;
 
@@ -115,6 +115,15 @@ impl BudgetTracker {
             .collect();
         run.detections.extend(found.iter().cloned());
         found
+    }
+
+    /// Each set budget with the run's figure so far and its limit
+    /// ([`BudgetState::standing`]); empty for an unknown run.
+    pub fn standing(&self, run_key: &str) -> Vec<Exceeded> {
+        self.runs
+            .get(run_key)
+            .map(|r| r.state.standing(&self.budgets))
+            .unwrap_or_default()
     }
 
     /// The budget detections of a run so far.

@@ -20,6 +20,7 @@ use crate::detector::{FingerprintRules, ProfileSettings, ToolRule, ToolRules};
 use crate::fingerprint::FingerprintConfig;
 use crate::receiver::ReceiverConfig;
 use crate::registry::RegistryConfig;
+use crate::run_key::RunKeyMode;
 use crate::signals::SignalsConfig;
 
 /// Everything `loopwatch serve` reads.
@@ -59,8 +60,12 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectionConfig {
+    /// How spans form runs ([`RunKeyMode`]): `trace` (default), `attribute` (needs
+    /// `run_key_attribute`) or `trace_and_agent`. Unset with a non-empty
+    /// `run_key_attribute` means `attribute` (configurations from before this key).
+    pub run_key: Option<RunKeyMode>,
     /// Attribute whose value keys a run (span attributes, then resource attributes), e.g.
-    /// `gen_ai.conversation.id`; empty = trace_id.
+    /// `gen_ai.conversation.id`, with `run_key = "attribute"`; falls back to trace_id.
     pub run_key_attribute: String,
     /// Match calls whose arguments were not captured by tool name alone.
     pub match_tool_name_without_arguments: bool,
@@ -83,6 +88,7 @@ impl Default for DetectionConfig {
     fn default() -> Self {
         let f = FingerprintConfig::default();
         DetectionConfig {
+            run_key: None,
             run_key_attribute: String::new(),
             match_tool_name_without_arguments: false,
             fingerprint_key: None,
@@ -96,6 +102,33 @@ impl Default for DetectionConfig {
 }
 
 impl DetectionConfig {
+    /// The run-key mode in effect: `run_key`, else `attribute` when `run_key_attribute` is
+    /// set, else `trace`. Errors (naming `detection.run_key`) when `attribute` has no
+    /// `run_key_attribute`, or another mode has one it would ignore.
+    pub fn run_key_mode(&self) -> Result<RunKeyMode, ConfigError> {
+        let has_attribute = !self.run_key_attribute.is_empty();
+        let key_error = |reason: String| ConfigError::Key {
+            key: "detection.run_key".into(),
+            reason,
+        };
+        match (self.run_key, has_attribute) {
+            (None, true) => Ok(RunKeyMode::Attribute),
+            (None, false) => Ok(RunKeyMode::Trace),
+            (Some(RunKeyMode::Attribute), false) => Err(key_error(
+                "\"attribute\" needs detection.run_key_attribute (the attribute whose value keys a run)"
+                    .into(),
+            )),
+            (Some(mode @ (RunKeyMode::Trace | RunKeyMode::TraceAndAgent)), true) => {
+                Err(key_error(format!(
+                    "\"{}\" ignores detection.run_key_attribute = {:?}: set run_key = \"attribute\" or remove run_key_attribute",
+                    mode.as_str(),
+                    self.run_key_attribute
+                )))
+            }
+            (Some(mode), _) => Ok(mode),
+        }
+    }
+
     /// The fingerprinting settings of this section.
     pub fn fingerprint_config(&self) -> FingerprintConfig {
         FingerprintConfig {
@@ -272,6 +305,7 @@ impl Config {
     /// Checks everything a running server would trip over: profiles, tool rules and
     /// signal sinks.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.detection.run_key_mode()?;
         self.profiles()?;
         self.fingerprint_rules()?;
         self.conventions

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::annotate::annotate_span;
@@ -16,12 +16,18 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
+use crate::run_key::{agent_run_key, AgentIndex, RunKeyMode};
+use crate::synthetic::synthetic_spans;
 use crate::wire::annotate::SpanEdit;
 use crate::wire::{WireError, WireRequest};
 use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::Message;
 
 #[path = "engine_calls.rs"]
 mod calls;
+
+/// Calls to move out of a run keyed by a trace alone (hex): span_id → their agent's run key.
+type AgentMove = (Arc<str>, HashMap<Vec<u8>, Arc<str>>);
 
 /// How spans are grouped into runs and fingerprinted.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +35,9 @@ pub struct EngineOptions {
     /// Attribute whose value is the run key (span attributes first, then resource
     /// attributes), e.g. `gen_ai.conversation.id`; trace_id where absent or unset.
     pub run_key_attribute: Option<String>,
+    /// `detection.run_key = "trace_and_agent"`: runs keyed `<trace_id hex>/<agent>`
+    /// ([`crate::run_key`]); ignored when `run_key_attribute` is set.
+    pub run_key_by_agent: bool,
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
     pub match_tool_name_without_arguments: bool,
@@ -40,13 +49,17 @@ pub struct EngineOptions {
 #[derive(Debug, Default)]
 pub struct EngineStats {
     pub spans_seen: AtomicU64,
+    /// Tool-call spans read (every span of a call traced twice; calls without arguments
+    /// are counted by the registry, after merging: `RegistryStats`).
     pub tool_calls: AtomicU64,
-    pub tool_calls_without_arguments: AtomicU64,
     pub model_responses: AtomicU64,
     /// Spans whose trace_id is empty, all-zero or not 16 bytes and that have no run-key
     /// attribute: forwarded, never merged into a run.
     pub spans_without_run: AtomicU64,
     pub spans_annotated: AtomicU64,
+    /// Synthetic `loop.detected` spans added for detections completed by spans forwarded
+    /// earlier ([`crate::synthetic`]).
+    pub synthetic_spans: AtomicU64,
 }
 
 /// What processing one request found.
@@ -56,6 +69,9 @@ pub struct Processed {
     pub detections: Vec<RunDetection>,
     /// How many spans of the request were annotated.
     pub annotated_spans: usize,
+    /// How many synthetic `loop.detected` spans were added to the request (detections
+    /// completed by spans of earlier requests).
+    pub synthetic_spans: usize,
 }
 
 /// Extraction, fingerprinting and detection over a [`Registry`].
@@ -71,17 +87,20 @@ pub struct Engine {
     pub budgets: Option<BudgetTracker>,
     /// Tool, agent and service names shared by every event that carries them.
     pub names: crate::intern::Interner,
+    /// Span → parent → agent links, with `run_key_by_agent` ([`crate::run_key`]).
+    agents: Option<Mutex<AgentIndex>>,
 }
 
 /// What processing one request read from its bytes found.
 #[derive(Debug)]
 pub struct WireProcessed {
     /// The request to forward: the received bytes when no span was annotated, else the
-    /// same bytes with the annotated spans' `loop.*` attributes appended in place.
+    /// same bytes with the annotated spans' `loop.*` attributes and event appended in
+    /// place, and any synthetic `loop.detected` spans appended at the end.
     pub bytes: bytes::Bytes,
     /// Detections and annotation count, as [`Engine::process`] reports them.
     pub processed: Processed,
-    /// Number of spans in the request.
+    /// Number of spans in the request to forward (synthetic spans included).
     pub spans: u64,
 }
 
@@ -92,6 +111,12 @@ impl Engine {
         fingerprint_key: FingerprintKey,
         options: EngineOptions,
     ) -> Self {
+        // The index holds at most as many traces as the registry holds runs, and as many
+        // spans per trace as it keeps events per run.
+        let agents = (options.run_key_by_agent && options.run_key_attribute.is_none()).then(|| {
+            let limits = registry.config();
+            Mutex::new(AgentIndex::new(limits.max_runs, limits.max_events_per_run))
+        });
         Engine {
             registry,
             fingerprinter,
@@ -101,12 +126,14 @@ impl Engine {
             tool_fingerprints: FingerprintRules::default(),
             budgets: None,
             names: crate::intern::Interner::default(),
+            agents,
         }
     }
 
     /// Runs detection over every span of `request` and annotates, in place, the spans of
-    /// this request that complete a new detection. Spans of other requests that complete
-    /// a detection (late re-ordering) are reported in `detections` but not touched.
+    /// this request that complete a new detection. A detection completed by a span of an
+    /// earlier request (late re-ordering) gets a synthetic `loop.detected` span appended
+    /// to `request` instead ([`crate::synthetic`]).
     pub fn process(&self, request: &mut ExportTraceServiceRequest, now: Instant) -> Processed {
         let mut spans = Vec::new();
         for (r, resource_spans) in request.resource_spans.iter().enumerate() {
@@ -119,9 +146,11 @@ impl Engine {
                 }
             }
         }
-        let (events, mut located) = self.events_of(spans.iter().cloned());
-        let mut detections = self.registry.observe(events, now);
+        let (events, mut located, moves) = self.events_of(spans.iter().cloned());
+        let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.observe(events, now));
         self.add_budgets(&spans, &mut located, &mut detections, now);
+        let synthetic = self.synthetic_for(&detections, &located);
         let mut annotated_spans = 0;
         for (location, here) in completed_here(&detections, located) {
             let (r, s, i) = location;
@@ -132,10 +161,38 @@ impl Engine {
         self.stats
             .spans_annotated
             .fetch_add(annotated_spans as u64, Ordering::Relaxed);
+        let synthetic_spans = synthetic.len();
+        request.resource_spans.extend(synthetic);
         Processed {
             detections,
             annotated_spans,
+            synthetic_spans,
         }
+    }
+
+    /// Synthetic spans for the `detections` whose completing span is not in `located`
+    /// (this request's spans); counted in `synthetic_spans`.
+    fn synthetic_for<L>(
+        &self,
+        detections: &[RunDetection],
+        located: &[(L, &[u8], &[u8])],
+    ) -> Vec<opentelemetry_proto::tonic::trace::v1::ResourceSpans> {
+        if detections.is_empty() {
+            return Vec::new(); // the common case: nothing to look up
+        }
+        let elsewhere: Vec<&RunDetection> = detections
+            .iter()
+            .filter(|d| {
+                !located
+                    .iter()
+                    .any(|(_, t, s)| *t == d.trace_id.as_slice() && *s == d.span_id.as_slice())
+            })
+            .collect();
+        let synthetic = synthetic_spans(&elsewhere, &|fp| self.fingerprint_key.short(fp));
+        self.stats
+            .synthetic_spans
+            .fetch_add(synthetic.len() as u64, Ordering::Relaxed);
+        synthetic
     }
 
     /// Every span with a run key adds its figures (times, tool call, tokens) to its run's
@@ -192,8 +249,9 @@ impl Engine {
 
     /// [`Engine::process`] over a request read from its bytes: the same events and
     /// detections; the spans that complete a detection are annotated in the bytes
-    /// (same attributes as [`annotate_span`] writes), and a request with no annotated span
-    /// is returned byte for byte.
+    /// (same attributes and event as [`annotate_span`] writes), synthetic spans are
+    /// appended as encoded `resource_spans` entries, and a request with neither is
+    /// returned byte for byte.
     pub fn process_wire(
         &self,
         request: WireRequest,
@@ -225,9 +283,11 @@ impl Engine {
             )
         });
         let inputs: Vec<_> = inputs.collect();
-        let (events, mut located) = self.events_of(inputs.iter().cloned());
-        let mut detections = self.registry.observe(events, now);
+        let (events, mut located, moves) = self.events_of(inputs.iter().cloned());
+        let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.observe(events, now));
         self.add_budgets(&inputs, &mut located, &mut detections, now);
+        let synthetic = self.synthetic_for(&detections, &located);
         let edits: Vec<SpanEdit> = completed_here(&detections, located)
             .into_iter()
             .map(|(range, here)| {
@@ -237,11 +297,22 @@ impl Engine {
             })
             .collect();
         let annotated_spans = edits.len();
-        let bytes = if edits.is_empty() {
+        let mut bytes = if edits.is_empty() {
             request.bytes
         } else {
             bytes::Bytes::from(crate::wire::annotate::rewrite(&request.bytes, &edits)?)
         };
+        let synthetic_spans = synthetic.len();
+        if synthetic_spans > 0 {
+            // Appending encoded `resource_spans` entries to a request's bytes appends them
+            // to its list (protobuf concatenation): the received bytes stay untouched.
+            let mut grown = Vec::from(bytes);
+            let appended = ExportTraceServiceRequest {
+                resource_spans: synthetic,
+            };
+            grown.extend_from_slice(&appended.encode_to_vec());
+            bytes = bytes::Bytes::from(grown);
+        }
         self.stats
             .spans_annotated
             .fetch_add(annotated_spans as u64, Ordering::Relaxed);
@@ -250,8 +321,9 @@ impl Engine {
             processed: Processed {
                 detections,
                 annotated_spans,
+                synthetic_spans,
             },
-            spans,
+            spans: spans + synthetic_spans as u64,
         })
     }
 
@@ -261,11 +333,14 @@ impl Engine {
     fn events_of<'a, L>(
         &self,
         spans: impl IntoIterator<Item = (L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)>,
-    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>) {
+    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>, Vec<AgentMove>) {
+        let spans: Vec<_> = spans.into_iter().collect();
+        let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
         let mut events = Vec::new();
         let mut located = Vec::new();
-        // Spans of one trace share one run key allocation (keyed by trace_id alone only
-        // when no run-key attribute is configured).
+        // Spans of one trace share one run key allocation, when the key is the trace_id
+        // alone (no run-key attribute, no per-agent runs).
+        let by_trace = self.options.run_key_attribute.is_none() && self.agents.is_none();
         let mut last_trace: Option<(&[u8], Arc<str>)> = None;
         for (location, span, resource, service_name) in spans {
             self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
@@ -277,7 +352,7 @@ impl Engine {
                 Some((trace_id, key)) if *trace_id == span.trace_id.as_slice() => Some(key.clone()),
                 _ => {
                     let key = self.run_key(span, resource);
-                    if let (Some(key), None) = (&key, &self.options.run_key_attribute) {
+                    if let (Some(key), true) = (&key, by_trace) {
                         last_trace = Some((span.trace_id.as_slice(), key.clone()));
                     }
                     key
@@ -287,6 +362,14 @@ impl Engine {
                 self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            if let Some(agents) = &self.agents {
+                if !run_key.contains('/') {
+                    // Keyed by its trace alone (an agent key is `<trace>/<agent>`): moved
+                    // to its agent's run once a later request brings the agent.
+                    let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
+                    agents.wait_for_agent(&span.trace_id, &span.span_id);
+                }
+            }
             let observation = self.observation(&extracted.kind, span);
             let call = self.call_context(span, &extracted);
             events.push(RunEvent {
@@ -302,11 +385,52 @@ impl Engine {
             });
             located.push((location, span.trace_id.as_slice(), span.span_id.as_slice()));
         }
-        (events, located)
+        (events, located, moves)
     }
 
-    /// The run key of a span: the configured attribute's value, else the trace_id hex;
-    /// `None` when neither identifies a run (invalid trace_id and no attribute).
+    /// With `run_key_by_agent`: records every span of a request in the agent index (all
+    /// first, so a span finds ancestors sent with it in any order), then returns the calls
+    /// placed earlier under their trace alone whose agent is now known.
+    fn learn_agents<'a>(&self, spans: impl Iterator<Item = &'a otlp::Span>) -> Vec<AgentMove> {
+        let Some(agents) = &self.agents else {
+            return Vec::new();
+        };
+        let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
+        let mut traces: Vec<&[u8]> = Vec::new();
+        for span in spans {
+            agents.record(span);
+            traces.push(&span.trace_id);
+        }
+        traces.sort_unstable();
+        traces.dedup();
+        let mut moves = Vec::new();
+        for trace in traces {
+            let resolved = agents.resolve_waiting(trace);
+            if resolved.is_empty() || !otlp::is_valid_trace_id(trace) {
+                continue;
+            }
+            let from = otlp::hex_id(trace);
+            let to = resolved
+                .into_iter()
+                .map(|(span_id, agent)| (span_id, agent_run_key(&from, &agent)))
+                .collect();
+            moves.push((Arc::from(from), to));
+        }
+        moves
+    }
+
+    /// Moves the calls of `moves` to their agents' runs; the detections that finds.
+    fn rehome(&self, moves: Vec<AgentMove>, now: Instant) -> Vec<RunDetection> {
+        moves
+            .into_iter()
+            .flat_map(|(from, to)| self.registry.rehome(&from, &to, now))
+            .collect()
+    }
+
+    /// The run key of a span: the configured attribute's value, else the trace_id hex,
+    /// followed by `/<agent>` with `run_key_by_agent` when the span's agent is known
+    /// ([`AgentIndex::agent`]); `None` when nothing identifies a run (invalid trace_id and
+    /// no attribute).
     fn run_key(
         &self,
         span: &otlp::Span,
@@ -319,7 +443,18 @@ impl Engine {
                 return Some(Arc::from(v));
             }
         }
-        otlp::is_valid_trace_id(&span.trace_id).then(|| Arc::from(otlp::hex_id(&span.trace_id)))
+        if !otlp::is_valid_trace_id(&span.trace_id) {
+            return None;
+        }
+        let trace = otlp::hex_id(&span.trace_id);
+        let agent = self
+            .agents
+            .as_ref()
+            .and_then(|agents| agents.lock().unwrap_or_else(|e| e.into_inner()).agent(span));
+        Some(match agent {
+            Some(agent) => agent_run_key(&trace, &agent),
+            None => Arc::from(trace),
+        })
     }
 
     fn observation(&self, kind: &EventKind, span: &otlp::Span) -> Observation {
@@ -338,17 +473,12 @@ impl Engine {
                             .fingerprinter
                             .call_fingerprint(&call.tool_name, arguments),
                     }),
-                    None => {
-                        self.stats
-                            .tool_calls_without_arguments
-                            .fetch_add(1, Ordering::Relaxed);
-                        self.options.match_tool_name_without_arguments.then(|| {
-                            self.fingerprinter.call_fingerprint(
-                                &call.tool_name,
-                                &Payload::Json(serde_json::Value::Null),
-                            )
-                        })
-                    }
+                    None => self.options.match_tool_name_without_arguments.then(|| {
+                        self.fingerprinter.call_fingerprint(
+                            &call.tool_name,
+                            &Payload::Json(serde_json::Value::Null),
+                        )
+                    }),
                 };
                 let result_fingerprint = match (rule, &call.status) {
                     (Some(rule), CallStatus::Error { message })
@@ -472,9 +602,11 @@ impl Engine {
             Some(key) if !key.is_empty() => FingerprintKey::new(key.as_bytes()),
             _ => FingerprintKey::random(),
         };
+        let mode = config.detection.run_key_mode()?;
         let options = EngineOptions {
             run_key_attribute: Some(config.detection.run_key_attribute.clone())
-                .filter(|a| !a.is_empty()),
+                .filter(|a| !a.is_empty() && mode == RunKeyMode::Attribute),
+            run_key_by_agent: mode == RunKeyMode::TraceAndAgent,
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
             custom_conventions: config.conventions.custom.clone(),
         };

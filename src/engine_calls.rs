@@ -30,6 +30,7 @@ impl Engine {
             EventKind::ToolCall(call) => {
                 context.completeness +=
                     u8::from(call.arguments.is_some()) + u8::from(call.result.is_some());
+                context.without_arguments = call.arguments.is_none();
                 context.call_id = call.call_id.as_deref().map(Arc::from);
                 context.mcp_request = mcp_request(span);
             }

@@ -1,4 +1,4 @@
-//! `loopwatch` command line: `serve`, `scan`, `replay`, `check-config`.
+//! `loopwatch` command line: `serve`, `scan`, `explain`, `replay`, `check-config`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +24,9 @@ enum Command {
     Serve(ServeArgs),
     /// Scan recorded OTLP export requests (.pb / .json files or folders of them) and print loops.
     Scan(ScanArgs),
+    /// Explain, run by run, which rule fired on which call and why, or why not (counts
+    /// below thresholds, progress, ignored tools): for tuning rules against a recorded trace.
+    Explain(ExplainArgs),
     /// Send recorded OTLP export requests to a running loopwatch (or any OTLP/gRPC receiver).
     Replay(ReplayArgs),
     /// Validate a config file (defaults + file + LOOPWATCH_* env) and print the result.
@@ -69,16 +72,39 @@ struct ScanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: OutputFormat,
-    /// Only report this profile's detections (default: all profiles).
+    #[command(flatten)]
+    input: RecordedInput,
+}
+
+/// What `scan` and `explain` read, and with which config.
+#[derive(clap::Args, Debug)]
+struct RecordedInput {
+    /// Only this profile (default: all profiles).
     #[arg(long)]
     profile: Option<String>,
-    /// Config file for profiles and fingerprinting (default: embedded defaults).
+    /// Config file for profiles, `[[tools]]`, budgets and fingerprinting (default:
+    /// embedded defaults).
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// Request files (.pb protobuf, .json OTLP/JSON) or folders of them; all paths form
     /// one stream, files in name order within a folder.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ExplainFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+struct ExplainArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: ExplainFormat,
+    #[command(flatten)]
+    input: RecordedInput,
 }
 
 #[derive(clap::Args, Debug)]
@@ -99,6 +125,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Scan(args) => run_scan(args),
+        Command::Explain(args) => run_explain(args),
         Command::Replay(args) => replay(args),
         Command::CheckConfig { file } => check_config(file),
     };
@@ -111,9 +138,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
-    let config = Config::load(args.config.as_deref(), &[])?;
-    if let Some(profile) = &args.profile {
+/// Fails on a `--profile` that names no profile of `config`.
+fn check_profile(config: &Config, profile: Option<&String>) -> anyhow::Result<()> {
+    if let Some(profile) = profile {
         let known: Vec<String> = config.profiles()?.into_iter().map(|p| p.name).collect();
         if !known.contains(profile) {
             anyhow::bail!(
@@ -122,8 +149,32 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+fn run_explain(args: ExplainArgs) -> anyhow::Result<()> {
+    let input = args.input;
+    let mut config = Config::load(input.config.as_deref(), &[])?;
+    check_profile(&config, input.profile.as_ref())?;
+    // Every event of a recorded run is explained: nothing is forgotten or evicted.
+    config.registry.max_events_per_run = usize::MAX;
+    config.registry.max_runs = usize::MAX;
     let engine = Engine::from_config(&config)?;
-    let files = scan::request_files(&args.paths)?;
+    let files = scan::request_files(&input.paths)?;
+    let runs = loopwatch::explain::explain(&engine, &files, input.profile.as_deref())?;
+    let text = match args.format {
+        ExplainFormat::Json => serde_json::to_string_pretty(&runs)? + "\n",
+        ExplainFormat::Text => loopwatch::explain::render_text(&runs),
+    };
+    write_stdout(&text)
+}
+
+fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
+    let input = args.input;
+    let config = Config::load(input.config.as_deref(), &[])?;
+    check_profile(&config, input.profile.as_ref())?;
+    let engine = Engine::from_config(&config)?;
+    let files = scan::request_files(&input.paths)?;
     let outcome = scan::scan(&engine, &files)?;
     eprintln!(
         "scanned {} request(s), {} span(s), {} agent run(s) with tool calls or model responses",
@@ -132,7 +183,7 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
     let detections: Vec<DetectionRecord> = outcome
         .detections
         .iter()
-        .filter(|d| args.profile.as_ref().is_none_or(|p| &d.profile.name == p))
+        .filter(|d| input.profile.as_ref().is_none_or(|p| &d.profile.name == p))
         .map(DetectionRecord::from)
         .collect();
     let text = match args.format {

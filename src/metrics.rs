@@ -133,7 +133,7 @@ impl Metrics {
         self.signals_published
             .get_or_create(&SignalLabels {
                 profile: signal.profile.clone(),
-                action: signal.action.clone(),
+                action: signal.action.as_str().to_owned(),
             })
             .inc();
         self.signals_published_count
@@ -243,8 +243,8 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         ("tool_calls", "Tool-call spans seen", &es.tool_calls),
         (
             "tool_calls_without_arguments",
-            "Tool calls whose arguments were not captured (invisible to argument-based patterns)",
-            &es.tool_calls_without_arguments,
+            "Tool calls whose arguments were not captured on any of their spans, counted once per call after merging (invisible to argument-based patterns)",
+            &state.engine.registry.stats().tool_calls_without_arguments,
         ),
         (
             "model_responses",
@@ -260,6 +260,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             "spans_annotated",
             "Spans that received loop.* attributes",
             &es.spans_annotated,
+        ),
+        (
+            "synthetic_spans",
+            "Synthetic loop.detected spans forwarded for detections completed by spans forwarded earlier",
+            &es.synthetic_spans,
         ),
     ];
     for (name, help, value) in engine_counters {

@@ -18,7 +18,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::detector::Severity;
+use crate::detector::{Action, Severity};
 use crate::engine::Engine;
 use crate::forward::ForwardQueue;
 use crate::otlp::hex_id;
@@ -153,11 +153,7 @@ impl Pipeline {
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which
 /// never signals.
 pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Signal> {
-    let action = match d.detection.severity {
-        Severity::Info => return None,
-        Severity::Warn => "warn",
-        Severity::Kill => "kill",
-    };
+    let action = d.detection.severity.action()?;
     let tool = d
         .detection
         .tool_names
@@ -165,8 +161,8 @@ pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Si
         .map(|t| t.to_string())
         .unwrap_or_else(|| "the same tool".into());
     let message = match action {
-        "kill" => format!("loopwatch stopped this run: {reason}."),
-        _ => format!(
+        Action::Kill => format!("loopwatch stopped this run: {reason}."),
+        Action::Warn => format!(
             "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same arguments again; \
              try a different approach, or stop and report what is blocking you."
         ),
@@ -181,14 +177,14 @@ pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Si
             d.occurrence,
         ),
         occurrence: d.occurrence,
-        severity: d.detection.severity.as_str().into(),
+        severity: d.detection.severity,
         time_unix_nano: d.time_unix_nano,
         trace_id: hex_id(&d.trace_id),
         run_key: d.run_key.to_string(),
         service_name: d.service_name.as_deref().map(str::to_string),
         agent_name: d.agent_name.as_deref().map(str::to_string),
         profile: d.profile.name.clone(),
-        action: action.into(),
+        action,
         pattern: d.detection.pattern.as_str().into(),
         tool_names: d
             .detection

@@ -187,6 +187,11 @@ pub struct RegistryStats {
     pub runs_evicted_capacity: AtomicU64,
     pub duplicate_spans: AtomicU64,
     pub events_forgotten: AtomicU64,
+    /// Tool calls placed in their run without arguments after the one-call rule and joins
+    /// with what the run held (DESIGN §3): the inner span of a call traced twice is not
+    /// counted. Counted when placed: a call whose arguments arrive later on another span
+    /// of it (an outer span or model span in a later request) stays counted.
+    pub tool_calls_without_arguments: AtomicU64,
 }
 
 /// All runs, keyed by run key. Shared by the receivers (through the pipeline), the
@@ -212,6 +217,11 @@ impl Registry {
     /// The profiles in the order detections refer to them.
     pub fn profiles(&self) -> &[Arc<ProfileSettings>] {
         &self.profiles
+    }
+
+    /// The limits this registry was built with.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
     }
 
     pub fn stats(&self) -> &RegistryStats {
@@ -259,6 +269,44 @@ impl Registry {
         new_detections
     }
 
+    /// Moves the events of the spans in `moves` (span_id → new run key) out of run `from`
+    /// into their new runs, as if they had arrived there (a `trace_and_agent` call keyed by
+    /// its trace before its agent was known). Run `from` replays without them, and is
+    /// dropped when nothing is left of it. Events forgotten past the cap, or merged into
+    /// another call, are not moved. Returns the detections not reported before.
+    pub fn rehome(
+        &self,
+        from: &str,
+        moves: &HashMap<Vec<u8>, Arc<str>>,
+        now: Instant,
+    ) -> Vec<RunDetection> {
+        let mut out = Vec::new();
+        let mut moved = Vec::new();
+        if let Some(mut run) = self.runs.get_mut(from) {
+            let (taken, kept): (Vec<RunEvent>, Vec<RunEvent>) = std::mem::take(&mut run.events)
+                .into_iter()
+                .partition(|e| moves.contains_key(&e.span_id));
+            run.events = kept;
+            for mut event in taken {
+                run.seen.remove(&event.span_id);
+                event.run_key = moves[&event.span_id].clone();
+                moved.push(event);
+            }
+            if !moved.is_empty() {
+                self.replay(&mut run, &mut out);
+            }
+        }
+        if !moved.is_empty() {
+            // Atomic: a request that added to the run meanwhile keeps it.
+            self.runs.remove_if(from, |_, run| {
+                run.events.is_empty() && run.detections.is_empty() && run.forgotten == 0
+            });
+        }
+        // The guard on `from` is released: observing may lock any shard.
+        out.extend(self.observe(moved, now));
+        out
+    }
+
     fn new_run(&self, now: Instant) -> RunState {
         RunState {
             events: Vec::new(),
@@ -288,7 +336,7 @@ impl Registry {
     fn insert_batch(&self, run: &mut RunState, batch: &[RunEvent], out: &mut Vec<RunDetection>) {
         let mut needs_replay = false;
         for event in batch {
-            let event = match merge::place(run, event) {
+            let (event, counted_without_arguments) = match merge::place(run, event) {
                 merge::Placement::Duplicate => {
                     self.stats.duplicate_spans.fetch_add(1, Ordering::Relaxed);
                     continue;
@@ -297,9 +345,13 @@ impl Registry {
                     needs_replay |= changed;
                     continue;
                 }
-                merge::Placement::Insert { event, changed } => {
+                merge::Placement::Insert {
+                    event,
+                    changed,
+                    replaces_without_arguments,
+                } => {
                     needs_replay |= changed;
-                    *event
+                    (*event, replaces_without_arguments)
                 }
             };
             let in_order = run
@@ -317,6 +369,11 @@ impl Registry {
                 // ones is unknown, so it is left out of detection (still forwarded).
                 self.stats.events_forgotten.fetch_add(1, Ordering::Relaxed);
                 continue;
+            }
+            if event.call.without_arguments && !counted_without_arguments {
+                self.stats
+                    .tool_calls_without_arguments
+                    .fetch_add(1, Ordering::Relaxed);
             }
             run.seen.insert(event.span_id.clone());
             if run.service_name.is_none() {
@@ -484,6 +541,12 @@ impl Registry {
     /// The current (final) detections of a run, in sequence order; `None` for an unknown run.
     pub fn detections(&self, run_key: &str) -> Option<Vec<RunDetection>> {
         self.runs.get(run_key).map(|r| r.detections.clone())
+    }
+
+    /// The kept events of a run in sequence order (span start time; what its detectors
+    /// were fed), e.g. for `loopwatch explain`; `None` for an unknown run.
+    pub fn events(&self, run_key: &str) -> Option<Vec<RunEvent>> {
+        self.runs.get(run_key).map(|r| r.events.clone())
     }
 
     /// The key of the run holding a span of `trace_id` (lowercase hex): the trace_id itself

@@ -49,6 +49,9 @@ pub struct CallContext {
     pub mcp_request: Option<Arc<str>>,
     /// Tool-call parts of an inference span's messages, fingerprinted.
     pub parts: Vec<ToolCallPart>,
+    /// A tool call none of whose spans (nor a joined `tool_call` part) captured
+    /// arguments so far: set from the span, cleared when a merge or join brings them.
+    pub without_arguments: bool,
 }
 
 /// A `tool_call` (arguments) or `tool_call_response` (result) message part.
@@ -107,8 +110,14 @@ pub(super) enum Placement {
     /// Merged into a call already in the run; `changed` when that call gained content.
     Absorbed { changed: bool },
     /// Insert this event; `changed` when events already in the run were replaced,
-    /// removed or filled (the run must replay).
-    Insert { event: Box<RunEvent>, changed: bool },
+    /// removed or filled (the run must replay); `replaces_without_arguments` when one of
+    /// the events it replaces (an earlier copy, inner spans of the call) was a tool call
+    /// placed without arguments, i.e. counted already.
+    Insert {
+        event: Box<RunEvent>,
+        changed: bool,
+        replaces_without_arguments: bool,
+    },
 }
 
 /// Decides where `event` goes, applying replacements, merges and joins to `run`.
@@ -118,6 +127,7 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
     }
     let mut event = event.clone();
     let mut changed = false;
+    let mut replaces_without_arguments = false;
     let position = run
         .events
         .partition_point(|e| e.order_key() < event.order_key());
@@ -129,14 +139,14 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
                 .as_ref()
                 .and_then(|id| run.calls.pending.get(id))
             {
-                fill_from_part(&mut event.observation, part);
+                fill_from_part(&mut event, part);
             }
             let lo = position.saturating_sub(NEAR);
             if let Some(outer) = (lo..position)
                 .rev()
                 .find(|&j| same_call(&run.events[j], &event))
             {
-                let filled = fill(&mut run.events[outer].observation, &event.observation);
+                let filled = fill(&mut run.events[outer], &event);
                 return Placement::Absorbed { changed: filled };
             }
             let hi = (position + NEAR).min(run.events.len());
@@ -146,7 +156,8 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
             for j in inners.into_iter().rev() {
                 let inner = run.events.remove(j);
                 run.seen.remove(&inner.span_id);
-                fill(&mut event.observation, &inner.observation);
+                replaces_without_arguments |= inner.call.without_arguments;
+                fill(&mut event, &inner);
                 changed = true;
             }
         }
@@ -159,7 +170,7 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
                         && run.events[j].call.call_id.as_ref() == Some(&part.call_id)
                 });
                 match target {
-                    Some(j) => changed |= fill_from_part(&mut run.events[j].observation, &part),
+                    Some(j) => changed |= fill_from_part(&mut run.events[j], &part),
                     None => run.calls.keep(&part),
                 }
             }
@@ -168,6 +179,7 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
     Placement::Insert {
         event: Box::new(event),
         changed,
+        replaces_without_arguments,
     }
 }
 
@@ -181,10 +193,11 @@ fn re_export(run: &mut RunState, event: &RunEvent) -> Placement {
     let old = run.events.remove(i);
     run.seen.remove(&old.span_id);
     let mut new = event.clone();
-    fill(&mut new.observation, &old.observation);
+    fill(&mut new, &old);
     Placement::Insert {
         event: Box::new(new),
         changed: true,
+        replaces_without_arguments: old.call.without_arguments,
     }
 }
 
@@ -207,7 +220,9 @@ fn same_call(outer: &RunEvent, inner: &RunEvent) -> bool {
 }
 
 /// Fills the call and result fingerprints `target` lacks from `source`; true if any was.
-fn fill(target: &mut Observation, source: &Observation) -> bool {
+/// `target` has arguments once either had them.
+fn fill(target: &mut RunEvent, source: &RunEvent) -> bool {
+    target.call.without_arguments &= source.call.without_arguments;
     let (
         Observation::ToolCall {
             call_fingerprint,
@@ -219,7 +234,7 @@ fn fill(target: &mut Observation, source: &Observation) -> bool {
             result_fingerprint: source_result,
             ..
         },
-    ) = (target, source)
+    ) = (&mut target.observation, &source.observation)
     else {
         return false;
     };
@@ -235,17 +250,22 @@ fn fill(target: &mut Observation, source: &Observation) -> bool {
     changed
 }
 
-fn fill_from_part(target: &mut Observation, part: &ToolCallPart) -> bool {
+/// Fills what `target` lacks from a message part with its call id; a `tool_call` part of
+/// the same tool name brings the arguments.
+fn fill_from_part(target: &mut RunEvent, part: &ToolCallPart) -> bool {
     let Observation::ToolCall {
         tool_name,
         call_fingerprint,
         result_fingerprint,
-    } = target
+    } = &mut target.observation
     else {
         return false;
     };
     let mut changed = false;
     let name_matches = part.tool_name.as_ref().is_none_or(|n| n == tool_name);
+    if part.call_fingerprint.is_some() && name_matches {
+        target.call.without_arguments = false;
+    }
     if call_fingerprint.is_none() && part.call_fingerprint.is_some() && name_matches {
         *call_fingerprint = part.call_fingerprint;
         changed = true;
@@ -291,6 +311,7 @@ mod tests {
                     vec![parent; 8]
                 },
                 completeness: 4,
+                without_arguments: call.is_none(),
                 ..CallContext::default()
             },
         }
@@ -298,6 +319,58 @@ mod tests {
 
     fn calls(r: &Registry) -> usize {
         r.run("r").map_or(0, |s| s.tool_calls)
+    }
+
+    fn without_arguments(r: &Registry) -> u64 {
+        r.stats()
+            .tool_calls_without_arguments
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_call_traced_twice_counts_without_arguments_only_if_no_span_had_them() {
+        let now = Instant::now();
+        // Outer span with arguments, inner span (child, same tool) without, in one request
+        // (either order in it): one call, with arguments.
+        for batch in [
+            vec![
+                tool(1, 0, 100, Some(7), Some(9)),
+                tool(2, 1, 101, None, None),
+            ],
+            vec![
+                tool(2, 1, 101, None, None),
+                tool(1, 0, 100, Some(7), Some(9)),
+            ],
+        ] {
+            let r = registry();
+            r.observe(batch, now);
+            assert_eq!((calls(&r), without_arguments(&r)), (1, 0));
+        }
+        // The outer span first, the inner one in a later request: absorbed, not counted.
+        let r = registry();
+        r.observe(vec![tool(1, 0, 100, Some(7), None)], now);
+        r.observe(vec![tool(2, 1, 101, None, Some(9))], now);
+        assert_eq!((calls(&r), without_arguments(&r)), (1, 0));
+        // Neither span captured arguments (content capture off): one call, counted once.
+        let r = registry();
+        r.observe(vec![tool(1, 0, 100, None, None)], now);
+        r.observe(vec![tool(2, 1, 101, None, None)], now);
+        r.observe(vec![tool(2, 1, 101, None, None)], now); // an identical re-export
+        assert_eq!((calls(&r), without_arguments(&r)), (1, 1));
+        // Two separate calls without arguments count twice.
+        r.observe(vec![tool(3, 0, 200, None, None)], now);
+        assert_eq!((calls(&r), without_arguments(&r)), (2, 2));
+        // Documented limit: the inner span alone in an earlier request is placed (and
+        // counted) before its outer span brings the arguments.
+        let r = registry();
+        r.observe(vec![tool(2, 1, 101, None, None)], now);
+        r.observe(vec![tool(1, 0, 100, Some(7), None)], now);
+        assert_eq!((calls(&r), without_arguments(&r)), (1, 1));
+        // The outer copy replacing it is not counted again, with or without arguments.
+        let r = registry();
+        r.observe(vec![tool(2, 1, 101, None, None)], now);
+        r.observe(vec![tool(1, 0, 100, None, None)], now);
+        assert_eq!((calls(&r), without_arguments(&r)), (1, 1));
     }
 
     #[test]

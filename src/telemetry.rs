@@ -182,7 +182,14 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
         "loopwatch.tool_calls.without_arguments",
         "{call}",
         "Tool calls whose arguments were not captured",
-        |s| one(s.engine.stats.tool_calls_without_arguments.load(Relaxed)),
+        |s| {
+            one(s
+                .engine
+                .registry
+                .stats()
+                .tool_calls_without_arguments
+                .load(Relaxed))
+        },
     );
     counter(
         meter,
@@ -199,6 +206,14 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
         "{span}",
         "Spans that received loop.* attributes",
         |s| one(s.engine.stats.spans_annotated.load(Relaxed)),
+    );
+    counter(
+        meter,
+        s,
+        "loopwatch.spans.synthetic",
+        "{span}",
+        "Synthetic loop.detected spans forwarded for detections completed by spans forwarded earlier",
+        |s| one(s.engine.stats.synthetic_spans.load(Relaxed)),
     );
     counter(
         meter,

@@ -7,17 +7,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn loopwatch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
-    c.env_remove("RUST_LOG");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("LOOPWATCH_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
 /// Runs `command`, asserts it exits 0 (showing its stderr otherwise), returns its output.
 fn succeeds(command: &mut Command) -> std::process::Output {
     let out = command.output().unwrap();

@@ -9,8 +9,8 @@ mod server_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::loopwatch;
 use loopwatch::config::Config;
 
 /// (call, pattern, count, severity) of one detection.
@@ -40,36 +40,10 @@ fn answers(entries: &[(&str, &str, Vec<Answer>)]) -> Answers {
         .collect()
 }
 
-fn loopwatch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
-    c.env_remove("RUST_LOG");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("LOOPWATCH_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
 /// `loopwatch scan --config F --format json CASE/`.
 fn by_scan(config: &str, case: &str) -> Answers {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("loopwatch.toml");
-    std::fs::write(&file, config).unwrap();
-    let out = loopwatch()
-        .args(["scan", "--format", "json", "--config"])
-        .arg(&file)
-        .arg(case_dir(case))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scan: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let detections: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let mut got = Answers::new();
-    for d in detections {
+    for d in common::scan_json(config, &case_dir(case)) {
         got.entry((
             d["trace_id"].as_str().unwrap().to_string(),
             d["profile"].as_str().unwrap().to_string(),
@@ -90,12 +64,7 @@ fn by_scan(config: &str, case: &str) -> Answers {
 fn by_server(config: &str, case: &str) -> Answers {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut cfg = Config::from_toml(config).expect("valid config");
-        let listeners = server_support::test_config(None);
-        cfg.receiver = listeners.receiver;
-        cfg.admin = listeners.admin;
-        cfg.shutdown = listeners.shutdown;
-        let server = loopwatch::server::start(cfg).await.expect("server starts");
+        let server = server_support::start_with_toml(config).await;
         let mut files: Vec<PathBuf> = std::fs::read_dir(case_dir(case))
             .unwrap()
             .map(|e| e.unwrap().path())

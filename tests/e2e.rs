@@ -42,12 +42,14 @@ async fn start_with_downstream() -> (
     (downstream, server, client)
 }
 
+/// The request as sent: `loop.*` attributes and the `loop.detected` event removed.
 fn strip_loop_attributes(request: &ExportTraceServiceRequest) -> ExportTraceServiceRequest {
     let mut r = request.clone();
     for rs in &mut r.resource_spans {
         for ss in &mut rs.scope_spans {
             for span in &mut ss.spans {
                 span.attributes.retain(|kv| !kv.key.starts_with("loop."));
+                span.events.retain(|e| e.name != "loop.detected");
             }
         }
     }
@@ -201,6 +203,19 @@ async fn corpus_end_to_end(transport: Transport) {
                 Some(Value::BoolValue(true)),
                 "{run}: completing span annotated"
             );
+            let events: Vec<_> = span
+                .events
+                .iter()
+                .filter(|e| e.name == "loop.detected")
+                .collect();
+            assert_eq!(events.len(), 1, "{run}: one loop.detected event");
+            assert_eq!(events[0].time_unix_nano, span.end_time_unix_nano);
+            let written: Vec<_> = span
+                .attributes
+                .iter()
+                .filter(|kv| kv.key.starts_with("loop."))
+                .collect();
+            assert_eq!(events[0].attributes.iter().collect::<Vec<_>>(), written);
             annotated_expected.insert(d.span_id.clone());
             let profiles = match attr(span, "loop.profiles") {
                 Some(Value::ArrayValue(a)) => a

@@ -209,17 +209,17 @@ fn recorded_runs_count_each_scripted_call_once() {
             .iter()
             .map(|r| r.tool_calls as u64)
             .sum();
-        // Extracted tool-call events: a call traced twice (AutoGen + OpenInference) gives
-        // two, the inner one without content.
-        let events = engine.stats.tool_calls.load(Ordering::Relaxed);
+        // Calls without arguments, counted after merging: a call traced twice (AutoGen +
+        // OpenInference: the inner span has no content) is not, as its outer span has them.
         let without = engine
-            .stats
+            .registry
+            .stats()
             .tool_calls_without_arguments
             .load(Ordering::Relaxed);
         let want_without = if run["args_present"].as_bool().unwrap() {
-            events - calls
+            0
         } else {
-            events
+            calls
         };
         let right = (seen, without) == (calls, want_without);
         if right == known_misread(name).is_some() {
@@ -250,7 +250,8 @@ fn content_capture_off_gives_no_argument_based_detection() {
         );
         assert!(
             engine
-                .stats
+                .registry
+                .stats()
                 .tool_calls_without_arguments
                 .load(Ordering::Relaxed)
                 > 0,

@@ -780,7 +780,7 @@ async fn tls_proxy(pki: &Pki, upstream: &'static str) -> SocketAddr {
 #[tokio::test]
 async fn rediss_through_a_tls_terminating_proxy() {
     use futures::StreamExt;
-    use signals_support::{fast_retry, service_up, signal, unique, REDIS_ADDR, REDIS_URL};
+    use signals_support::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
     if !service_up(REDIS_ADDR).await {
         return;
     }
@@ -799,7 +799,7 @@ async fn rediss_through_a_tls_terminating_proxy() {
     config.redis.tls.ca_file = Some(pki.ca.clone());
     config.retry = fast_retry();
     let hub = loopwatch::signals::SignalHub::start(config);
-    let kill = signal(&unique("run"), 1, "kill", Some("checkout"));
+    let kill = signal(&unique("run"), 1, Action::Kill, Some("checkout"));
     hub.publish(kill.clone());
     let mut messages = pubsub.on_message();
     let msg = tokio::time::timeout(Duration::from_secs(10), messages.next())
@@ -828,7 +828,7 @@ async fn rediss_through_a_tls_terminating_proxy() {
     config.redis.key_prefix = key_prefix;
     config.retry = fast_retry();
     let untrusting = loopwatch::signals::SignalHub::start(config);
-    untrusting.publish(signal(&unique("run"), 2, "kill", Some("checkout")));
+    untrusting.publish(signal(&unique("run"), 2, Action::Kill, Some("checkout")));
     assert!(
         tokio::time::timeout(Duration::from_secs(2), messages.next())
             .await
@@ -841,7 +841,7 @@ async fn rediss_through_a_tls_terminating_proxy() {
 #[tokio::test]
 async fn nats_over_tls_through_a_tls_terminating_proxy() {
     use futures::StreamExt;
-    use signals_support::{fast_retry, service_up, signal, unique, NATS_ADDR, NATS_URL};
+    use signals_support::{fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL};
     if !service_up(NATS_ADDR).await {
         return;
     }
@@ -863,7 +863,7 @@ async fn nats_over_tls_through_a_tls_terminating_proxy() {
     config.nats.tls_first = true;
     config.retry = fast_retry();
     let hub = loopwatch::signals::SignalHub::start(config);
-    let kill = signal(&unique("run"), 1, "kill", Some("checkout"));
+    let kill = signal(&unique("run"), 1, Action::Kill, Some("checkout"));
     hub.publish(kill.clone());
     let msg = tokio::time::timeout(Duration::from_secs(10), sub.next())
         .await
@@ -881,7 +881,7 @@ async fn nats_over_tls_through_a_tls_terminating_proxy() {
     config.nats.tls_first = true;
     config.retry = fast_retry();
     let untrusting = loopwatch::signals::SignalHub::start(config);
-    untrusting.publish(signal(&unique("run"), 2, "kill", Some("checkout")));
+    untrusting.publish(signal(&unique("run"), 2, Action::Kill, Some("checkout")));
     assert!(
         tokio::time::timeout(Duration::from_secs(2), sub.next())
             .await

@@ -14,7 +14,9 @@ use axum::routing::post;
 use axum::Router;
 use futures::StreamExt;
 use loopwatch::signals::{Signal, SignalHub, SignalsConfig, SinkStats};
-use signals_support::{eventually, fast_retry, service_up, signal, unique, REDIS_ADDR, REDIS_URL};
+use signals_support::{
+    eventually, fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL,
+};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -125,7 +127,11 @@ async fn down_sink_delivers_everything_in_order_when_back_and_never_blocks_other
             signal(
                 &run,
                 n,
-                if n % 2 == 0 { "kill" } else { "warn" },
+                if n % 2 == 0 {
+                    Action::Kill
+                } else {
+                    Action::Warn
+                },
                 Some("svc"),
             )
         })
@@ -167,7 +173,7 @@ async fn down_sink_delivers_everything_in_order_when_back_and_never_blocks_other
         .get_multiplexed_async_connection()
         .await
         .expect("connection");
-    for s in signals.iter().filter(|s| s.action == "kill") {
+    for s in signals.iter().filter(|s| s.action == Action::Kill) {
         let _: i64 = redis::cmd("DEL")
             .arg(format!("{channel}:kill:{}", s.trace_id))
             .query_async(&mut conn)
@@ -189,7 +195,9 @@ async fn overflow_drops_the_oldest_queued_signals_and_counts_them() {
     let port = closed_port().await;
     let hub = SignalHub::start(redis_config(port, &channel, 4));
     let run = unique("run");
-    let signals: Vec<Signal> = (1..=10).map(|n| signal(&run, n, "warn", None)).collect();
+    let signals: Vec<Signal> = (1..=10)
+        .map(|n| signal(&run, n, Action::Warn, None))
+        .collect();
 
     // The first signal is being retried (in flight, never dropped) ...
     hub.publish(signals[0].clone());
@@ -220,7 +228,7 @@ async fn shutdown_gives_up_on_a_down_sink_at_the_deadline() {
     let port = closed_port().await;
     let hub = SignalHub::start(redis_config(port, &unique("loopwatch:test:deadline"), 16));
     for n in 1..=3 {
-        hub.publish(signal("run", n, "warn", None));
+        hub.publish(signal("run", n, Action::Warn, None));
     }
     let started = Instant::now();
     hub.shutdown(Duration::from_millis(300)).await;
@@ -233,5 +241,5 @@ async fn shutdown_gives_up_on_a_down_sink_at_the_deadline() {
     assert_eq!(stats.delivered, 0);
     assert!(stats.failed_attempts >= 1);
     // Publishing after shutdown still never blocks or panics.
-    hub.publish(signal("run", 4, "warn", None));
+    hub.publish(signal("run", 4, Action::Warn, None));
 }

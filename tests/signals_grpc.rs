@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use loopwatch::signals::grpc::proto::WatchRequest;
 use loopwatch::signals::grpc::SignalsClient;
 use loopwatch::signals::{signals_service, Signal, SignalHub};
-use signals_support::{signal, unique};
+use signals_support::{signal, unique, Action};
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::Streaming;
@@ -47,7 +47,11 @@ async fn expect_exactly(
             .unwrap_or_else(|_| panic!("signal {i} within 5s"))
             .expect("stream ok")
             .expect("stream open");
-        assert_eq!(&Signal::from(got), *want, "signal {i}");
+        assert_eq!(
+            &Signal::try_from(got).expect("known severity and action"),
+            *want,
+            "signal {i}"
+        );
     }
     let extra = tokio::time::timeout(Duration::from_millis(300), stream.message()).await;
     assert!(extra.is_err(), "unexpected extra signal: {extra:?}");
@@ -58,10 +62,10 @@ async fn watch_streams_only_signals_matching_the_filters() {
     let hub = SignalHub::without_sinks(64);
     let mut client = serve(hub.clone()).await;
     let run = unique("run");
-    let checkout_kill = signal(&run, 1, "kill", Some("checkout"));
-    let checkout_warn = signal(&run, 2, "warn", Some("checkout"));
-    let billing_kill = signal(&run, 3, "kill", Some("billing"));
-    let anonymous_kill = signal(&run, 4, "kill", None);
+    let checkout_kill = signal(&run, 1, Action::Kill, Some("checkout"));
+    let checkout_warn = signal(&run, 2, Action::Warn, Some("checkout"));
+    let billing_kill = signal(&run, 3, Action::Kill, Some("billing"));
+    let anonymous_kill = signal(&run, 4, Action::Kill, None);
 
     let mut by_service_and_action = watch(
         &mut client,
@@ -106,6 +110,28 @@ async fn watch_streams_only_signals_matching_the_filters() {
 }
 
 #[tokio::test]
+async fn an_unknown_action_filter_is_invalid_argument() {
+    let hub = SignalHub::without_sinks(8);
+    let mut client = serve(hub.clone()).await;
+    for action in ["stop", "KILL", "info"] {
+        let status = client
+            .watch(WatchRequest {
+                action: action.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .expect_err("an unknown action is refused");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{action}");
+        assert!(
+            status.message().contains(&format!("{action:?}"))
+                && status.message().contains("\"warn\" or \"kill\""),
+            "{action}: {}",
+            status.message()
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_lagging_watcher_skips_signals_and_never_blocks_the_hub() {
     let hub = SignalHub::without_sinks(16);
     let mut client = serve(hub.clone()).await;
@@ -116,7 +142,7 @@ async fn a_lagging_watcher_skips_signals_and_never_blocks_the_hub() {
     let started = Instant::now();
     // Current-thread runtime: the server cannot drain while this loop runs.
     for n in 1..=N {
-        hub.publish(signal(&run, n, "warn", Some("svc")));
+        hub.publish(signal(&run, n, Action::Warn, Some("svc")));
     }
     let elapsed = started.elapsed();
     assert!(

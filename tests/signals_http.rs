@@ -1,14 +1,13 @@
-//! HTTP `GET /v1/signals?trace_id=…&since=…` served by axum on port 0.
+//! HTTP `GET /v1/signals?trace_id=…&since=…&action=…` served by axum on port 0.
 
 mod signals_support;
 
 use loopwatch::signals::http::{router, SignalsResponse};
 use loopwatch::signals::SignalHub;
-use signals_support::{signal, unique};
+use signals_support::{signal, unique, Action};
 
-#[tokio::test]
-async fn get_signals_filters_by_trace_and_since() {
-    let hub = SignalHub::without_sinks(8);
+/// Serves `GET /v1/signals` from `hub` on a free loopback port.
+async fn serve(hub: &SignalHub) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -17,10 +16,17 @@ async fn get_signals_filters_by_trace_and_since() {
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
+    addr
+}
+
+#[tokio::test]
+async fn get_signals_filters_by_trace_and_since() {
+    let hub = SignalHub::without_sinks(8);
+    let addr = serve(&hub).await;
 
     let run = unique("run");
     let signals: Vec<_> = (1..=3)
-        .map(|n| signal(&run, n, "kill", Some("svc")))
+        .map(|n| signal(&run, n, Action::Kill, Some("svc")))
         .collect();
     for s in &signals {
         hub.publish(s.clone());
@@ -52,4 +58,48 @@ async fn get_signals_filters_by_trace_and_since() {
     assert_eq!(status, 400, "a non-integer since is a client error");
     let (status, _) = get("?trace=abc".to_owned()).await;
     assert_eq!(status, 400, "an unknown parameter is a client error");
+}
+
+#[tokio::test]
+async fn get_signals_filters_by_action_and_rejects_unknown_actions() {
+    let hub = SignalHub::without_sinks(8);
+    let addr = serve(&hub).await;
+    let run = unique("run");
+    let kill = signal(&run, 1, Action::Kill, Some("svc"));
+    let warn = signal(&run, 2, Action::Warn, Some("svc"));
+    hub.publish(kill.clone());
+    hub.publish(warn.clone());
+    let get = |query: &'static str| async move {
+        let response = reqwest::get(format!("http://{addr}/v1/signals{query}"))
+            .await
+            .expect("GET");
+        (
+            response.status().as_u16(),
+            response.text().await.expect("body"),
+        )
+    };
+    for (query, want) in [("?action=kill", &kill), ("?action=warn", &warn)] {
+        let (status, body) = get(query).await;
+        assert_eq!(status, 200, "{query}");
+        let got: SignalsResponse = serde_json::from_str(&body).expect("json");
+        assert_eq!(got.data, vec![want.clone()], "{query}");
+        // The wire spelling of the enums is the lowercase name.
+        let raw: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(
+            raw["data"][0]["action"],
+            query.trim_start_matches("?action=")
+        );
+        assert_eq!(
+            raw["data"][0]["severity"],
+            query.trim_start_matches("?action=")
+        );
+    }
+    for bad in ["?action=stop", "?action=KILL", "?action=info"] {
+        let (status, body) = get(bad).await;
+        assert_eq!(status, 400, "{bad}: an unknown action is a client error");
+        assert!(
+            body.contains("action"),
+            "{bad}: the message names the parameter: {body}"
+        );
+    }
 }

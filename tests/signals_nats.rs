@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull};
 use futures::StreamExt;
 use loopwatch::signals::{Signal, SignalHub, SignalsConfig};
-use signals_support::{eventually, fast_retry, service_up, signal, unique, NATS_ADDR, NATS_URL};
+use signals_support::{
+    eventually, fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL,
+};
 
 fn config(prefix: &str, jetstream: bool, stream: &str) -> SignalsConfig {
     let mut config = SignalsConfig::default();
@@ -34,8 +36,8 @@ async fn core_subscriber_gets_action_and_sanitized_service_subjects() {
 
     let hub = SignalHub::start(config(&prefix, false, "UNUSED"));
     let run = unique("run");
-    let kill = signal(&run, 1, "kill", Some("billing.agent v2"));
-    let warn = signal(&run, 2, "warn", None);
+    let kill = signal(&run, 1, Action::Kill, Some("billing.agent v2"));
+    let warn = signal(&run, 2, Action::Warn, None);
     hub.publish(kill.clone());
     hub.publish(warn.clone());
 
@@ -75,7 +77,7 @@ async fn jetstream_keeps_signals_for_a_consumer_that_comes_later() {
             signal(
                 &run,
                 n,
-                if n == 2 { "kill" } else { "warn" },
+                if n == 2 { Action::Kill } else { Action::Warn },
                 Some("checkout"),
             )
         })

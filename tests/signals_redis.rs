@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use loopwatch::signals::{SignalHub, SignalsConfig};
-use signals_support::{fast_retry, service_up, signal, unique, REDIS_ADDR, REDIS_URL};
+use signals_support::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
 
 fn config(channel: &str, key_prefix: &str) -> SignalsConfig {
     let mut config = SignalsConfig::default();
@@ -32,9 +32,9 @@ async fn publishes_in_order_with_exact_json_and_sets_kill_flag_only_for_kill() {
     let hub = SignalHub::start(config(&channel, &key_prefix));
     let run = unique("run");
     let signals = vec![
-        signal(&run, 1, "warn", Some("checkout")),
-        signal(&run, 2, "kill", Some("checkout")),
-        signal(&run, 3, "warn", None),
+        signal(&run, 1, Action::Warn, Some("checkout")),
+        signal(&run, 2, Action::Kill, Some("checkout")),
+        signal(&run, 3, Action::Warn, None),
     ];
     for s in &signals {
         hub.publish(s.clone());
@@ -109,7 +109,7 @@ async fn kill_ttl_is_configurable() {
     let mut config = config(&unique("loopwatch:test:ttl"), &key_prefix);
     config.redis.kill_ttl = Duration::from_secs(30);
     let hub = SignalHub::start(config);
-    let kill = signal(&unique("run"), 7, "kill", Some("svc"));
+    let kill = signal(&unique("run"), 7, Action::Kill, Some("svc"));
     hub.publish(kill.clone());
     hub.shutdown(Duration::from_secs(5)).await;
     assert_eq!(hub.stats()[0].delivered, 1, "shutdown flushes the queue");

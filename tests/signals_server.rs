@@ -22,7 +22,9 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::Trac
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use server_support::*;
-use signals_support::{fast_retry, service_up, unique, NATS_ADDR, NATS_URL, REDIS_ADDR, REDIS_URL};
+use signals_support::{
+    fast_retry, service_up, unique, Action, NATS_ADDR, NATS_URL, REDIS_ADDR, REDIS_URL,
+};
 
 const STUCK: &str = "pydantic-ai/v5-default/s1_stuck_repeat";
 const SERVICE: &str = "corpus-pydantic-ai";
@@ -303,9 +305,15 @@ async fn stuck_run_signals_reach_redis_nats_grpc_and_http() {
             .expect("Watch message within 10 s")
             .expect("stream ok")
             .expect("stream open");
-        from_grpc.push(Signal::from(s));
+        from_grpc.push(Signal::try_from(s).expect("known severity and action"));
     }
-    assert_eq!(from_grpc.iter().filter(|s| s.action == "kill").count(), 1);
+    assert_eq!(
+        from_grpc
+            .iter()
+            .filter(|s| s.action == Action::Kill)
+            .count(),
+        1
+    );
     assert_eq!(by_key(from_grpc), signals);
     let nothing = tokio::time::timeout(Duration::from_millis(300), other.message()).await;
     assert!(
@@ -663,7 +671,7 @@ async fn signal_latency_median_of_100() {
             if let Ok(s) =
                 serde_json::from_slice::<Signal>(&m.get_payload::<Vec<u8>>().unwrap_or_default())
             {
-                if s.action == "kill" {
+                if s.action == Action::Kill {
                     let _ = tx_redis.send((s.trace_id, at));
                 }
             }

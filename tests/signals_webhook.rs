@@ -15,7 +15,7 @@ use axum::Router;
 use hmac::{Hmac, Mac};
 use loopwatch::signals::{SignalHub, SignalsConfig, SinkStats};
 use sha2::Sha256;
-use signals_support::{eventually, fast_retry, signal, unique};
+use signals_support::{eventually, fast_retry, signal, unique, Action};
 
 /// One request as the server saw it.
 #[derive(Clone, Debug)]
@@ -100,7 +100,7 @@ async fn signs_the_exact_body_with_hmac_sha256() {
     let (endpoint, url) = serve(vec![]).await;
     let secret = "s3cr3t-key";
     let hub = hub(&url, Some(secret), Duration::from_secs(5));
-    let s = signal(&unique("run"), 1, "kill", Some("checkout"));
+    let s = signal(&unique("run"), 1, Action::Kill, Some("checkout"));
     hub.publish(s.clone());
     let stats = wait_for(&hub, |s| s.delivered == 1).await;
     assert_eq!(stats.failed_attempts, 0);
@@ -130,7 +130,7 @@ async fn signs_the_exact_body_with_hmac_sha256() {
 async fn no_signature_header_without_secret() {
     let (endpoint, url) = serve(vec![]).await;
     let hub = hub(&url, None, Duration::from_secs(5));
-    hub.publish(signal(&unique("run"), 1, "warn", None));
+    hub.publish(signal(&unique("run"), 1, Action::Warn, None));
     wait_for(&hub, |s| s.delivered == 1).await;
     let seen = endpoint.seen();
     assert_eq!(seen.len(), 1);
@@ -143,7 +143,7 @@ async fn retries_5xx_until_delivered_once() {
     let error = (Duration::ZERO, StatusCode::INTERNAL_SERVER_ERROR);
     let (endpoint, url) = serve(vec![error, error]).await;
     let hub = hub(&url, Some("k"), Duration::from_secs(5));
-    let s = signal(&unique("run"), 1, "kill", Some("checkout"));
+    let s = signal(&unique("run"), 1, Action::Kill, Some("checkout"));
     hub.publish(s.clone());
     let stats = wait_for(&hub, |s| s.delivered == 1).await;
     assert_eq!(stats.failed_attempts, 2);
@@ -162,7 +162,7 @@ async fn retries_5xx_until_delivered_once() {
 async fn retries_a_timed_out_request() {
     let (endpoint, url) = serve(vec![(Duration::from_secs(2), StatusCode::OK)]).await;
     let hub = hub(&url, None, Duration::from_millis(200));
-    hub.publish(signal(&unique("run"), 1, "kill", None));
+    hub.publish(signal(&unique("run"), 1, Action::Kill, None));
     let stats = wait_for(&hub, |s| s.delivered == 1).await;
     assert_eq!(
         stats.failed_attempts, 1,
@@ -177,8 +177,8 @@ async fn does_not_retry_4xx_and_moves_on() {
     let (endpoint, url) = serve(vec![(Duration::ZERO, StatusCode::BAD_REQUEST)]).await;
     let hub = hub(&url, Some("k"), Duration::from_secs(5));
     let run = unique("run");
-    let refused = signal(&run, 1, "kill", None);
-    let next = signal(&run, 2, "kill", None);
+    let refused = signal(&run, 1, Action::Kill, None);
+    let next = signal(&run, 2, Action::Kill, None);
     hub.publish(refused.clone());
     let stats = wait_for(&hub, |s| s.rejected == 1).await;
     assert_eq!((stats.failed_attempts, stats.delivered), (1, 0));

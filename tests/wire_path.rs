@@ -148,3 +148,97 @@ fn an_unannotated_request_is_forwarded_as_the_same_bytes() {
     assert_eq!(done.bytes.as_ptr(), bytes.as_ptr());
     assert_eq!(done.bytes, bytes);
 }
+
+/// `looping_request` without the bad byte (so prost decodes it too).
+fn valid_looping_request() -> ExportTraceServiceRequest {
+    let mut bytes = looping_request();
+    let at = bytes
+        .windows(3)
+        .position(|w| w == b"ARK")
+        .unwrap_or_else(|| panic!("marker"));
+    bytes[at - 1] = b'M';
+    ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn wire_forward(engine: &Engine, request: &ExportTraceServiceRequest) -> ExportTraceServiceRequest {
+    let read =
+        WireRequest::read(Bytes::from(request.encode_to_vec())).unwrap_or_else(|e| panic!("{e}"));
+    let done = engine
+        .process_wire(read, Instant::now())
+        .unwrap_or_else(|e| panic!("{e}"));
+    ExportTraceServiceRequest::decode(done.bytes).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_loop_event_is_written_identically_on_both_paths_and_replaced_on_reannotation() {
+    let request = valid_looping_request();
+    let by_wire = wire_forward(&engine(), &request);
+    let mut by_prost = request.clone();
+    engine().process(&mut by_prost, Instant::now());
+    assert_eq!(by_wire, by_prost);
+    let span = &by_wire.resource_spans[0].scope_spans[0].spans[2];
+    assert_eq!(span.events.len(), 1);
+    let event = &span.events[0];
+    assert_eq!(event.name, "loop.detected");
+    assert_eq!(event.time_unix_nano, span.end_time_unix_nano);
+    let loop_attributes: Vec<&KeyValue> = span
+        .attributes
+        .iter()
+        .filter(|kv| kv.key.starts_with("loop."))
+        .collect();
+    assert_eq!(event.attributes.iter().collect::<Vec<_>>(), loop_attributes);
+    assert_eq!(loop_attributes.len(), 12);
+
+    // A second loopwatch (or a replay of the annotated request into a fresh one) replaces
+    // the event and the attributes instead of adding more.
+    let again = wire_forward(&engine(), &by_wire);
+    let mut again_prost = by_wire.clone();
+    engine().process(&mut again_prost, Instant::now());
+    assert_eq!(again, again_prost);
+    assert_eq!(again, by_wire);
+}
+
+#[test]
+fn a_loop_completed_on_an_earlier_request_gets_the_same_synthetic_span_on_both_paths() {
+    let request = valid_looping_request();
+    // Spans 1 and 4 first, span 2 late: nudge's repeated_result (3 identical calls and
+    // results) completes on span 4, which went out with the first request.
+    let split = |keep: &[usize]| {
+        let mut part = request.clone();
+        let spans = &mut part.resource_spans[0].scope_spans[0].spans;
+        *spans = keep.iter().map(|i| spans[*i].clone()).collect();
+        part
+    };
+    let (first, late) = (split(&[0, 3]), split(&[1]));
+    let (wire_engine, prost_engine) = (engine(), engine());
+    let mut by_prost = first.clone();
+    assert_eq!(wire_forward(&wire_engine, &first), first);
+    assert_eq!(
+        prost_engine
+            .process(&mut by_prost, Instant::now())
+            .annotated_spans,
+        0
+    );
+    let by_wire = wire_forward(&wire_engine, &late);
+    let mut by_prost = late.clone();
+    let processed = prost_engine.process(&mut by_prost, Instant::now());
+    assert_eq!(processed.synthetic_spans, 1);
+    assert_eq!(by_wire, by_prost);
+    assert_eq!(by_wire.resource_spans.len(), 2);
+    assert_eq!(by_wire.resource_spans[0], late.resource_spans[0]);
+    let synthetic = &by_wire.resource_spans[1].scope_spans[0].spans[0];
+    assert_eq!(synthetic.name, "loop.detected");
+    assert_eq!(synthetic.parent_span_id, vec![4; 8]);
+    assert_eq!(synthetic.trace_id, vec![7; 16]);
+    assert_eq!(
+        attribute(synthetic, "loop.pattern"),
+        Some(&Value::StringValue("repeated_result".into()))
+    );
+    assert_eq!(
+        wire_engine
+            .stats
+            .synthetic_spans
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}

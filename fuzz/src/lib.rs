@@ -157,20 +157,89 @@ pub fn wire_input(data: &[u8]) -> bool {
             .expect("a read request annotates");
         assert_eq!(by_wire.processed.detections, by_prost.detections);
         assert_eq!(by_wire.processed.annotated_spans, by_prost.annotated_spans);
+        assert_eq!(by_wire.processed.synthetic_spans, by_prost.synthetic_spans);
         let forwarded = ExportTraceServiceRequest::decode(by_wire.bytes.clone())
             .expect("forwarded bytes decode");
         assert_eq!(
             forwarded, annotated,
             "forwarded request differs from prost's"
         );
-        if by_prost.annotated_spans == 0 {
+        if by_prost.annotated_spans == 0 && by_prost.synthetic_spans == 0 {
             assert_eq!(
                 by_wire.bytes, bytes,
                 "an unannotated request is forwarded as received"
             );
         }
+        check_loop_events(&annotated);
     }
+    late_spans_both_ways(&request);
     true
+}
+
+/// Every span with `loop.*` attributes carries exactly one `loop.detected` event, at its
+/// end time, with the same `loop.*` attributes loopwatch wrote.
+pub fn check_loop_events(request: &ExportTraceServiceRequest) {
+    for span in request
+        .resource_spans
+        .iter()
+        .flat_map(|rs| &rs.scope_spans)
+        .flat_map(|ss| &ss.spans)
+    {
+        if span.name == "loop.detected"
+            || loopwatch::otlp::attr(&span.attributes, "loop.reason").is_none()
+        {
+            continue;
+        }
+        let events: Vec<_> = span
+            .events
+            .iter()
+            .filter(|e| e.name == "loop.detected")
+            .collect();
+        assert_eq!(
+            events.len(),
+            1,
+            "one loop.detected event per annotated span"
+        );
+        let written: Vec<_> = events[0]
+            .attributes
+            .iter()
+            .map(|kv| loopwatch::otlp::attr(&span.attributes, &kv.key))
+            .collect();
+        assert!(
+            written
+                .iter()
+                .zip(&events[0].attributes)
+                .all(|(a, kv)| a == &kv.value.as_ref()),
+            "the event repeats the span's loop.* attributes"
+        );
+        assert_eq!(events[0].time_unix_nano, span.end_time_unix_nano);
+    }
+}
+
+/// One span per request, last first (late spans, replays, synthetic spans), through the
+/// prost and the wire paths of two engines: the same detections and the same forwarded
+/// requests, synthetic `loop.detected` spans included.
+fn late_spans_both_ways(request: &ExportTraceServiceRequest) {
+    let now = Instant::now();
+    let (prost_engine, wire_engine) = (engine(None), engine(None));
+    for single in one_span_per_request(request).into_iter().rev() {
+        let mut annotated = single.clone();
+        let by_prost = prost_engine.process(&mut annotated, now);
+        let wire = WireRequest::read(bytes::Bytes::from(single.encode_to_vec()))
+            .expect("a prost-encoded request reads");
+        let by_wire = wire_engine
+            .process_wire(wire, now)
+            .expect("a read request annotates");
+        assert_eq!(by_wire.processed.detections, by_prost.detections);
+        assert_eq!(by_wire.processed.synthetic_spans, by_prost.synthetic_spans);
+        let forwarded = ExportTraceServiceRequest::decode(by_wire.bytes.clone())
+            .expect("forwarded bytes decode");
+        assert_eq!(
+            forwarded, annotated,
+            "late-span request differs from prost's"
+        );
+        check_loop_events(&annotated);
+    }
 }
 
 /// Target (b): OTLP/JSON bytes → decode → [`process_request`]. Errors name a field.

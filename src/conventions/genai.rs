@@ -1,4 +1,5 @@
-//! GenAI semantic conventions: `execute_tool` spans.
+//! GenAI semantic conventions: `execute_tool` spans, and the GenAI output sources of
+//! inference spans ([`RESPONSE_READER`]; google-adk 1.x's [`ADK_RESPONSE_READER`]).
 //!
 //! A tool span is one with `gen_ai.operation.name` = `execute_tool`, or (attribute absent)
 //! a span named `execute_tool` / `execute_tool {gen_ai.tool.name}`. Spans named
@@ -27,6 +28,7 @@
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use serde_json::Value as Json;
 
+use super::model_response::{summarize, Found, ResponseReader};
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
 use crate::otlp::{attr, attr_str, Span};
@@ -193,6 +195,61 @@ fn find_part(messages: &Json, part_type: &str, field: &str, id: Option<&str>) ->
             Json::String(s) => Payload::Text(s.clone()),
             other => Payload::Json(other.clone()),
         })
+}
+
+/// The GenAI response sources of an inference span ([`super::model_response`]).
+pub const RESPONSE_READER: ResponseReader = ResponseReader {
+    convention: CONVENTION,
+    read: read_response,
+};
+
+/// google-adk 1.x's response source, `gcp.vertex.agent.llm_response` (`content.parts`
+/// with `text` / `function_call`), tried after OpenLLMetry's.
+pub const ADK_RESPONSE_READER: ResponseReader = ResponseReader {
+    convention: CONVENTION,
+    read: read_adk_response,
+};
+
+/// First source found: attribute `gen_ai.output.messages` (JSON string or structured:
+/// messages with `parts`); the same inside a `gen_ai.client.inference.operation.details`
+/// span event (strands with `gen_ai_latest_experimental`); `gen_ai.choice` span events,
+/// attribute `message` (strands default: a JSON list of content blocks; older shapes: an
+/// object with `content` / `tool_calls`) and `tool_calls`.
+fn read_response(span: &Span) -> Found {
+    let attrs = &span.attributes;
+    if let Some(messages) = attr(attrs, "gen_ai.output.messages").and_then(json_from_any_value) {
+        return Some(summarize(&messages));
+    }
+    let details = events_named(span, OPERATION_DETAILS_EVENT)
+        .find_map(|attrs| attr(attrs, "gen_ai.output.messages").and_then(json_from_any_value));
+    if let Some(messages) = details {
+        return Some(summarize(&messages));
+    }
+    let choices: Vec<Json> = events_named(span, "gen_ai.choice")
+        .map(choice_event_json)
+        .collect();
+    (!choices.is_empty()).then(|| summarize(&Json::Array(choices)))
+}
+
+fn read_adk_response(span: &Span) -> Found {
+    let response =
+        attr(&span.attributes, "gcp.vertex.agent.llm_response").and_then(json_from_any_value)?;
+    Some(summarize(&response))
+}
+
+/// A `gen_ai.choice` span event as a JSON object: string attributes that hold JSON are
+/// parsed (strands writes `message` as JSON text), other strings stay strings.
+fn choice_event_json(attributes: &[KeyValue]) -> Json {
+    let mut object = serde_json::Map::new();
+    for key in ["message", "tool_calls"] {
+        let Some(value) = attr(attributes, key) else {
+            continue;
+        };
+        let json =
+            json_from_any_value(value).unwrap_or_else(|| crate::otlp::any_value_to_json(value));
+        object.insert(key.to_owned(), json);
+    }
+    Json::Object(object)
 }
 
 #[cfg(test)]

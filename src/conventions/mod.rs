@@ -5,7 +5,9 @@
 //! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
 //! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
-//! [`vercel_ai`], then inference spans ([`model_response`]). Before any of them, Logfire pending spans
+//! [`vercel_ai`], [`langfuse`], then inference spans: each convention's response reader
+//! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
+//! [`pydantic_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
@@ -61,7 +63,16 @@ const READERS: &[fn(&Span) -> Option<ExtractedEvent>] = &[
     pydantic_legacy::extract,
     vercel_ai::extract,
     langfuse::extract,
-    model_response::extract,
+];
+
+/// The readers of an inference span's output ([`model_response`]), tried after every tool
+/// reader, in order; the first whose source is on the span decides. A convention that
+/// records responses adds its reader here, from its own file.
+const RESPONSE_READERS: &[model_response::ResponseReader] = &[
+    genai::RESPONSE_READER,
+    openllmetry::RESPONSE_READER,
+    genai::ADK_RESPONSE_READER,
+    pydantic_legacy::RESPONSE_READER,
 ];
 
 fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
@@ -80,7 +91,10 @@ fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
         return genai::extract_tool(span);
     }
-    READERS.iter().find_map(|read| read(span))
+    READERS
+        .iter()
+        .find_map(|read| read(span))
+        .or_else(|| model_response::extract(span, RESPONSE_READERS))
 }
 
 /// True for a Logfire pending span (`logfire.span_type` = `pending_span`): a placeholder

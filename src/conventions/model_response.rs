@@ -1,43 +1,46 @@
-//! Model responses from inference spans (GenAI semantic conventions and older shapes).
+//! Model responses from inference spans: what every convention's response reader shares.
 //!
 //! An inference span has `gen_ai.operation.name` ∈ {`chat`, `text_completion`,
 //! `generate_content`}; when that attribute is absent, the span name `chat`, or a name
 //! starting `chat ` / `generate_content ` / `text_completion `, or Traceloop's
 //! `llm.request.type` ∈ {`chat`, `completion`}, or google-adk 1.x's `call_llm` span.
 //!
-//! Output, first source found wins:
-//! 1. attribute `gen_ai.output.messages` (JSON string or structured): messages with `parts`
-//!    of `type` `text` (`content`) / `tool_call`;
-//! 2. the same inside a `gen_ai.client.inference.operation.details` span event (strands
-//!    with `gen_ai_latest_experimental`);
-//! 3. `gen_ai.choice` span events, attribute `message` (strands default: a JSON list of
-//!    content blocks `[{"text": …}]` / `[{"toolUse": …}]`; older shapes: an object with
-//!    `content` / `tool_calls`) and `tool_calls`;
-//! 4. `gen_ai.completion.N.content` / `gen_ai.completion.N.tool_calls.M.*` (OpenLLMetry);
-//! 5. `gcp.vertex.agent.llm_response` (google-adk 1.x: `content.parts` with `text` /
-//!    `function_call`);
-//! 6. attribute `events` (pydantic-ai v1: a JSON list of events; those with
-//!    `event.name` = `gen_ai.choice`).
+//! Each convention reads its own output source in its own file, as a [`ResponseReader`];
+//! `RESPONSE_READERS` in [`super`] lists them in order and the first whose source is on the
+//! span decides (DESIGN §2):
+//! 1. [`super::genai`]: attribute `gen_ai.output.messages`, else the same inside a
+//!    `gen_ai.client.inference.operation.details` span event, else `gen_ai.choice` span
+//!    events;
+//! 2. [`super::openllmetry`]: `gen_ai.completion.N.content` / `gen_ai.completion.N.tool_calls.M.*`;
+//! 3. [`super::genai`] (google-adk 1.x): `gcp.vertex.agent.llm_response`;
+//! 4. [`super::pydantic_legacy`] (pydantic-ai v1): attribute `events`, the `gen_ai.choice` ones.
 //!
 //! Any tool call in the output → [`ModelResponse::ToolCalls`]; otherwise the text parts
-//! joined with `\n`. Output not captured (no source, or text parts without content as with
-//! pydantic-ai `include_content=False`) → `None`: not an event.
+//! joined with `\n` ([`summarize`]). Output not captured (no source, or text parts without
+//! content as with pydantic-ai `include_content=False`) → `None`: not an event.
 
 use serde_json::{Map, Value as Json};
 
-use super::{agent_name, json_from_any_value};
+use super::agent_name;
 use crate::event::{EventKind, ExtractedEvent, ModelResponse};
-use crate::otlp::{attr, attr_str, Span};
-
-/// Convention label for responses read from `gen_ai.*` sources.
-pub const CONVENTION: &str = "genai";
-/// Convention label for responses read from OpenLLMetry `gen_ai.completion.N.*`.
-pub const CONVENTION_OPENLLMETRY: &str = "openllmetry";
+use crate::otlp::{attr_str, Span};
 
 /// `gen_ai.operation.name` values of an inference span.
 pub const INFERENCE_OPERATIONS: &[&str] = &["chat", "text_completion", "generate_content"];
 
-const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
+/// What a reader found on an inference span: `None` = its source is not on the span (the
+/// next reader is tried); `Some(None)` = the source is there but holds no captured output
+/// (no event, and no later reader is tried); `Some(Some(response))` = the response.
+pub type Found = Option<Option<ModelResponse>>;
+
+/// One convention's reader of inference-span output, with the convention label its
+/// events carry.
+pub struct ResponseReader {
+    /// [`ExtractedEvent::convention`] of the responses it reads.
+    pub convention: &'static str,
+    /// Reads the span's output from this convention's source.
+    pub read: fn(&Span) -> Found,
+}
 
 /// True when the span is an inference span (see module docs).
 pub fn is_inference_span(span: &Span) -> bool {
@@ -59,111 +62,20 @@ pub fn is_inference_span(span: &Span) -> bool {
             .any(|p| name.starts_with(p))
 }
 
-/// The model response of an inference span with captured output; `None` otherwise.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+/// The model response of an inference span, read by the first of `readers` whose source is
+/// on it; `None` for other spans and when the output was not captured.
+pub fn extract(span: &Span, readers: &[ResponseReader]) -> Option<ExtractedEvent> {
     if !is_inference_span(span) {
         return None;
     }
-    let (response, convention) = read_output(span)?;
+    let (response, convention) = readers
+        .iter()
+        .find_map(|reader| (reader.read)(span).map(|found| (found, reader.convention)))?;
     Some(ExtractedEvent {
-        kind: EventKind::ModelResponse(response),
+        kind: EventKind::ModelResponse(response?),
         agent_name: agent_name(span),
         convention,
     })
-}
-
-fn read_output(span: &Span) -> Option<(ModelResponse, &'static str)> {
-    let attrs = &span.attributes;
-    if let Some(messages) = attr(attrs, "gen_ai.output.messages").and_then(json_from_any_value) {
-        return summarize(&messages).map(|r| (r, CONVENTION));
-    }
-    let details = span
-        .events
-        .iter()
-        .filter(|e| e.name == OPERATION_DETAILS_EVENT)
-        .find_map(|e| attr(&e.attributes, "gen_ai.output.messages").and_then(json_from_any_value));
-    if let Some(messages) = details {
-        return summarize(&messages).map(|r| (r, CONVENTION));
-    }
-    let choices: Vec<Json> = span
-        .events
-        .iter()
-        .filter(|e| e.name == "gen_ai.choice")
-        .map(|e| choice_event_json(&e.attributes))
-        .collect();
-    if !choices.is_empty() {
-        return summarize(&Json::Array(choices)).map(|r| (r, CONVENTION));
-    }
-    if let Some(r) = openllmetry_completion(span) {
-        return Some((r, CONVENTION_OPENLLMETRY));
-    }
-    if let Some(response) =
-        attr(attrs, "gcp.vertex.agent.llm_response").and_then(json_from_any_value)
-    {
-        return summarize(&response).map(|r| (r, CONVENTION));
-    }
-    let events = attr(attrs, "events").and_then(json_from_any_value)?;
-    let choices: Vec<Json> = events
-        .as_array()?
-        .iter()
-        .filter(|e| e.get("event.name").and_then(Json::as_str) == Some("gen_ai.choice"))
-        .cloned()
-        .collect();
-    summarize(&Json::Array(choices)).map(|r| (r, CONVENTION))
-}
-
-/// A `gen_ai.choice` span event as a JSON object: string attributes that hold JSON are
-/// parsed (strands writes `message` as JSON text), other strings stay strings.
-fn choice_event_json(attributes: &[opentelemetry_proto::tonic::common::v1::KeyValue]) -> Json {
-    let mut object = Map::new();
-    for key in ["message", "tool_calls"] {
-        let Some(value) = attr(attributes, key) else {
-            continue;
-        };
-        let json =
-            json_from_any_value(value).unwrap_or_else(|| crate::otlp::any_value_to_json(value));
-        object.insert(key.to_owned(), json);
-    }
-    Json::Object(object)
-}
-
-/// OpenLLMetry's flattened completions: `gen_ai.completion.N.content`,
-/// `gen_ai.completion.N.tool_calls.M.*`, `gen_ai.completion.N.function_call.*`.
-fn openllmetry_completion(span: &Span) -> Option<ModelResponse> {
-    let mut texts: Vec<(u64, &str)> = Vec::new();
-    let mut tool_calls = false;
-    for kv in &span.attributes {
-        let Some(rest) = kv.key.strip_prefix("gen_ai.completion.") else {
-            continue;
-        };
-        let Some((index, field)) = rest.split_once('.') else {
-            continue;
-        };
-        let Ok(index) = index.parse::<u64>() else {
-            continue;
-        };
-        if field.starts_with("tool_calls.") || field.starts_with("function_call.") {
-            tool_calls = true;
-        } else if field == "content" {
-            if let Some(text) = attr_str(std::slice::from_ref(kv), &kv.key) {
-                texts.push((index, text));
-            }
-        }
-    }
-    if tool_calls {
-        return Some(ModelResponse::ToolCalls);
-    }
-    if texts.is_empty() {
-        return None;
-    }
-    texts.sort_by_key(|(i, _)| *i);
-    Some(ModelResponse::Text(
-        texts
-            .into_iter()
-            .map(|(_, t)| t)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    ))
 }
 
 /// What an output holds: tool calls, and the texts in order.
@@ -175,7 +87,10 @@ struct Summary {
 
 /// Reads one output (a message list, a message, a choice, a content-block list) into a
 /// response: any tool call → `ToolCalls`; else the texts joined with `\n`; nothing → `None`.
-fn summarize(output: &Json) -> Option<ModelResponse> {
+/// Message shapes: GenAI `parts` of `type` `text` (`content`) / `tool_call`; OpenAI-style
+/// `content` / `tool_calls`; strands content blocks `[{"text": …}]` / `[{"toolUse": …}]`;
+/// google-adk `content.parts` with `text` / `function_call`.
+pub fn summarize(output: &Json) -> Option<ModelResponse> {
     let mut summary = Summary::default();
     scan(output, &mut summary, 0);
     if summary.tool_calls {
@@ -365,7 +280,7 @@ mod tests {
     fn operation_details_event() {
         let mut sp = span("chat", vec![kvs("gen_ai.operation.name", "chat")]);
         sp.events = vec![event(
-            OPERATION_DETAILS_EVENT,
+            "gen_ai.client.inference.operation.details",
             vec![kvs(
                 "gen_ai.output.messages",
                 r#"[{"role": "assistant", "parts": [{"type": "text", "content": "done"}], "finish_reason": "end_turn"}]"#,

@@ -6,7 +6,7 @@
 //! `gen_ai.tool.call.id` where written. OpenLLMetry 0.6x writes both spellings on LangChain
 //! tool spans (the `gen_ai.*` ones holding the same callback context) and only the
 //! `gen_ai.*` ones on OpenAI Agents SDK tool spans (`<tool>.tool`).
-//! Traceloop LLM spans are read by [`super::model_response`] (`gen_ai.completion.N.*`).
+//! Traceloop LLM spans' responses are `gen_ai.completion.N.*` ([`RESPONSE_READER`]).
 //!
 //! The `@tool` decorator records `{"args": [...], "kwargs": {...}}`, stable per call, kept
 //! as found. The LangChain callback handler records the callback's whole context:
@@ -15,8 +15,9 @@
 //! for that shape the arguments are `inputs` (else `input_str`) and the result is `output`.
 //! Otherwise two identical calls would never fingerprint alike.
 
+use super::model_response::{Found, ResponseReader};
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, ToolCall};
 use crate::otlp::{attr_str, Span};
 
 /// Convention label on events from this module.
@@ -76,6 +77,47 @@ fn unwrap_callback(payload: Payload, fields: &[&str], marker: &str) -> Payload {
         .filter_map(|f| map.get(*f))
         .find(|v| !v.is_null())
         .map_or(payload, |v| Payload::Json(v.clone()))
+}
+
+/// OpenLLMetry's response source of an inference span ([`super::model_response`]).
+pub const RESPONSE_READER: ResponseReader = ResponseReader {
+    convention: CONVENTION,
+    read: read_response,
+};
+
+/// OpenLLMetry's flattened completions: `gen_ai.completion.N.content`,
+/// `gen_ai.completion.N.tool_calls.M.*`, `gen_ai.completion.N.function_call.*`. Absent
+/// (no tool call, no content) when none is there: the next reader is tried.
+fn read_response(span: &Span) -> Found {
+    let mut texts: Vec<(u64, &str)> = Vec::new();
+    let mut tool_calls = false;
+    for kv in &span.attributes {
+        let Some(rest) = kv.key.strip_prefix("gen_ai.completion.") else {
+            continue;
+        };
+        let Some((index, field)) = rest.split_once('.') else {
+            continue;
+        };
+        let Ok(index) = index.parse::<u64>() else {
+            continue;
+        };
+        if field.starts_with("tool_calls.") || field.starts_with("function_call.") {
+            tool_calls = true;
+        } else if field == "content" {
+            if let Some(text) = attr_str(std::slice::from_ref(kv), &kv.key) {
+                texts.push((index, text));
+            }
+        }
+    }
+    if tool_calls {
+        return Some(Some(ModelResponse::ToolCalls));
+    }
+    if texts.is_empty() {
+        return None;
+    }
+    texts.sort_by_key(|(i, _)| *i);
+    let texts: Vec<&str> = texts.into_iter().map(|(_, t)| t).collect();
+    Some(Some(ModelResponse::Text(texts.join("\n"))))
 }
 
 #[cfg(test)]

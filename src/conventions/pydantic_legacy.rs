@@ -5,11 +5,18 @@
 //! pydantic-ai v2 also sets `gen_ai.operation.name=execute_tool` on these spans; the GenAI
 //! convention leaves `running tool` spans to this module so each yields one event, and
 //! the newer names are read first when a span carries both.
+//!
+//! pydantic-ai v1 model responses: the inference span's attribute `events`, a JSON list of
+//! events, of which those with `event.name` = `gen_ai.choice` ([`RESPONSE_READER`], tried
+//! last). Their label is `genai`: the events are GenAI's `gen_ai.choice` events.
 
-use super::agent_name;
+use serde_json::Value as Json;
+
 use super::genai::read_tool_call;
+use super::model_response::{summarize, Found, ResponseReader};
+use super::{agent_name, json_from_any_value};
 use crate::event::{EventKind, ExtractedEvent};
-use crate::otlp::{attr_str, Span};
+use crate::otlp::{attr, attr_str, Span};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "pydantic-legacy";
@@ -37,6 +44,23 @@ pub fn extract(span: &Span) -> Option<ExtractedEvent> {
         agent_name: agent_name(span),
         convention: CONVENTION,
     })
+}
+
+/// pydantic-ai v1's response source of an inference span ([`super::model_response`]).
+pub const RESPONSE_READER: ResponseReader = ResponseReader {
+    convention: super::genai::CONVENTION,
+    read: read_response,
+};
+
+fn read_response(span: &Span) -> Found {
+    let events = attr(&span.attributes, "events").and_then(json_from_any_value)?;
+    let choices: Vec<Json> = events
+        .as_array()?
+        .iter()
+        .filter(|e| e.get("event.name").and_then(Json::as_str) == Some("gen_ai.choice"))
+        .cloned()
+        .collect();
+    Some(summarize(&Json::Array(choices)))
 }
 
 #[cfg(test)]

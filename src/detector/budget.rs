@@ -140,6 +140,47 @@ impl BudgetState {
         self.tool_calls
     }
 
+    /// Each set budget of `budgets` with the run's figure so far and its limit, in
+    /// [`Budget`] declaration order: tool calls, the busiest tool's calls (that tool
+    /// named; ties: the first name in order), duration in ms, tokens. For `loopwatch
+    /// explain` ("why not": how far a run is from each budget).
+    pub fn standing(&self, budgets: &Budgets) -> Vec<Exceeded> {
+        let mut out = Vec::new();
+        let mut add = |budget, value, limit: u64, tool| {
+            if limit > 0 {
+                out.push(Exceeded {
+                    budget,
+                    limit,
+                    value,
+                    tool,
+                });
+            }
+        };
+        add(
+            Budget::MaxToolCalls,
+            self.tool_calls,
+            budgets.max_tool_calls,
+            None,
+        );
+        let busiest = self
+            .per_tool
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)));
+        add(
+            Budget::MaxCallsPerTool,
+            busiest.map_or(0, |(_, n)| *n),
+            budgets.max_calls_per_tool,
+            busiest.map(|(tool, _)| tool.clone()),
+        );
+        let ms = self
+            .first_start
+            .map_or(0, |first| self.last_end.saturating_sub(first) / 1_000_000);
+        let limit_ms = budgets.max_duration.map_or(0, |d| d.as_millis() as u64);
+        add(Budget::MaxDuration, ms, limit_ms, None);
+        add(Budget::MaxTokens, self.tokens, budgets.max_tokens, None);
+        out
+    }
+
     /// Adds a span; returns the budgets it pushed over (each at most once per run).
     pub fn observe(&mut self, budgets: &Budgets, span: SpanFigures<'_>) -> Vec<Exceeded> {
         let mut out = Vec::new();
@@ -222,6 +263,36 @@ mod tests {
             tool_name: Some(tool),
             tokens: 0,
         }
+    }
+
+    #[test]
+    fn standing_lists_the_set_budgets_with_the_figures_so_far() {
+        let budgets = Budgets {
+            max_tool_calls: 10,
+            max_calls_per_tool: 5,
+            max_duration: Some(Duration::from_secs(60)),
+            ..Budgets::default()
+        };
+        let mut run = BudgetState::default();
+        for (tool, start) in [("b", 1_000_000), ("a", 2_000_000), ("a", 3_000_000)] {
+            run.observe(&budgets, call(tool, start));
+        }
+        let figures: Vec<_> = run
+            .standing(&budgets)
+            .into_iter()
+            .map(|e| (e.budget, e.value, e.limit, e.tool.map(|t| t.to_string())))
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                (Budget::MaxToolCalls, 3, 10, None),
+                (Budget::MaxCallsPerTool, 2, 5, Some("a".to_string())),
+                (Budget::MaxDuration, 2, 60_000, None),
+            ]
+        );
+        assert!(BudgetState::default()
+            .standing(&Budgets::default())
+            .is_empty());
     }
 
     #[test]

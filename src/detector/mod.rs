@@ -26,6 +26,7 @@ mod alternating;
 pub mod budget;
 mod cycle;
 mod escalation;
+pub mod explain;
 pub mod profile;
 mod repeated_call;
 mod repeated_result;
@@ -98,8 +99,12 @@ impl Pattern {
     }
 }
 
-/// How serious a detection is. `Info` = progress was seen (never a kill).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// How serious a detection is. `Info` = progress was seen (never a kill). Serialized
+/// lowercase (`"info"`, `"warn"`, `"kill"`), as in `loop.severity` and signals.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
     Warn,
@@ -115,6 +120,53 @@ impl Severity {
             Severity::Kill => "kill",
         }
     }
+
+    /// The action a detection of this severity asks of the agent runtime: `None` for
+    /// `Info` (progress never signals).
+    pub fn action(self) -> Option<Action> {
+        match self {
+            Severity::Info => None,
+            Severity::Warn => Some(Action::Warn),
+            Severity::Kill => Some(Action::Kill),
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    /// The wire name, as [`Severity::as_str`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Severity {
+    type Err = UnknownName;
+
+    /// `"info"`, `"warn"` or `"kill"` (exact, lowercase); anything else is [`UnknownName`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "info" => Ok(Severity::Info),
+            "warn" => Ok(Severity::Warn),
+            "kill" => Ok(Severity::Kill),
+            _ => Err(UnknownName {
+                what: "severity",
+                got: s.to_owned(),
+                expected: "\"info\", \"warn\" or \"kill\"",
+            }),
+        }
+    }
+}
+
+/// A severity or action name that is not one of the known lowercase names.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {got:?}: expected {expected}")]
+pub struct UnknownName {
+    /// `"severity"` or `"action"`.
+    pub what: &'static str,
+    /// The name given.
+    pub got: String,
+    /// The accepted names, for the message.
+    pub expected: &'static str,
 }
 
 /// A detected loop.

@@ -26,6 +26,31 @@ impl Action {
     }
 }
 
+impl std::fmt::Display for Action {
+    /// The wire name, as [`Action::as_str`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Action {
+    type Err = super::UnknownName;
+
+    /// `"warn"` or `"kill"` (exact, lowercase): how users name an action in filters (gRPC
+    /// `Watch`, HTTP `GET /v1/signals?action=`); anything else is an error.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "warn" => Ok(Action::Warn),
+            "kill" => Ok(Action::Kill),
+            _ => Err(super::UnknownName {
+                what: "action",
+                got: s.to_owned(),
+                expected: "\"warn\" or \"kill\"",
+            }),
+        }
+    }
+}
+
 /// Where `repeated_result` counts identical (call, result) pairs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -79,6 +79,15 @@ impl RunStreaks {
         })
     }
 
+    /// Latest occurrences of `fingerprint` in a row with the same captured result (at most
+    /// the threshold; 0 when unknown or after a missing result).
+    pub(crate) fn len_of(&self, fingerprint: &Fingerprint) -> usize {
+        match self.streaks.get(fingerprint) {
+            Some((Some(_), members)) => members.len(),
+            _ => 0,
+        }
+    }
+
     /// After a detection: counting starts over.
     pub(crate) fn clear(&mut self) {
         self.streaks.clear();

@@ -13,6 +13,11 @@ pub(crate) struct TextStreak {
 }
 
 impl TextStreak {
+    /// Identical responses in the current streak.
+    pub(crate) fn len(&self) -> usize {
+        self.members.len()
+    }
+
     /// A tool call or a tool-call response: the streak starts over.
     pub(crate) fn reset(&mut self) {
         self.previous = None;

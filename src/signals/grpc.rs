@@ -9,7 +9,7 @@ use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
 
 use super::hub::SignalHub;
-use super::Signal;
+use super::{Action, Signal};
 
 /// Types generated from `proto/loopwatch/v1/signals.proto` (package `loopwatch.v1`).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -26,14 +26,14 @@ impl From<Signal> for proto::Signal {
             schema: s.schema,
             id: s.id,
             occurrence: s.occurrence,
-            severity: s.severity,
+            severity: s.severity.as_str().to_owned(),
             time_unix_nano: s.time_unix_nano,
             trace_id: s.trace_id,
             run_key: s.run_key,
             service_name: s.service_name,
             agent_name: s.agent_name,
             profile: s.profile,
-            action: s.action,
+            action: s.action.as_str().to_owned(),
             pattern: s.pattern,
             tool_names: s.tool_names,
             count: s.count,
@@ -46,20 +46,26 @@ impl From<Signal> for proto::Signal {
     }
 }
 
-impl From<proto::Signal> for Signal {
-    fn from(s: proto::Signal) -> Self {
-        Signal {
+/// A received `proto::Signal` whose `severity` or `action` is not a known name.
+pub type UnknownName = crate::detector::UnknownName;
+
+impl TryFrom<proto::Signal> for Signal {
+    type Error = UnknownName;
+
+    /// The signal a stream item carries; an unknown `severity` or `action` is an error.
+    fn try_from(s: proto::Signal) -> Result<Self, Self::Error> {
+        Ok(Signal {
             schema: s.schema,
             id: s.id,
             occurrence: s.occurrence,
-            severity: s.severity,
+            severity: s.severity.parse()?,
             time_unix_nano: s.time_unix_nano,
             trace_id: s.trace_id,
             run_key: s.run_key,
             service_name: s.service_name,
             agent_name: s.agent_name,
             profile: s.profile,
-            action: s.action,
+            action: s.action.parse()?,
             pattern: s.pattern,
             tool_names: s.tool_names,
             count: s.count,
@@ -68,17 +74,51 @@ impl From<proto::Signal> for Signal {
             span_ids: s.span_ids,
             first_span_id: s.first_span_id,
             message: s.message,
-        }
+        })
     }
 }
 
-/// Whether `signal` passes the filters of `request` (each empty field matches any value;
-/// otherwise exact match; `service_name` never matches a signal without one).
-pub fn matches(request: &proto::WatchRequest, signal: &Signal) -> bool {
-    (request.service_name.is_empty()
-        || signal.service_name.as_deref() == Some(request.service_name.as_str()))
-        && (request.trace_id.is_empty() || signal.trace_id == request.trace_id)
-        && (request.action.is_empty() || signal.action == request.action)
+/// The filters of a `Watch` request, checked: each `None` matches any value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WatchFilter {
+    /// Exact `service_name`; never matches a signal without one.
+    pub service_name: Option<String>,
+    /// Exact lowercase-hex `trace_id`.
+    pub trace_id: Option<String>,
+    /// The signal's action.
+    pub action: Option<Action>,
+}
+
+impl TryFrom<&proto::WatchRequest> for WatchFilter {
+    type Error = UnknownName;
+
+    /// An empty field is no filter; `action` must be `"warn"` or `"kill"` (else the error,
+    /// which `Watch` returns as `INVALID_ARGUMENT`).
+    fn try_from(request: &proto::WatchRequest) -> Result<Self, Self::Error> {
+        let set = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
+        Ok(WatchFilter {
+            service_name: set(&request.service_name),
+            trace_id: set(&request.trace_id),
+            action: match request.action.as_str() {
+                "" => None,
+                action => Some(action.parse()?),
+            },
+        })
+    }
+}
+
+impl WatchFilter {
+    /// Whether `signal` passes every filter set.
+    pub fn matches(&self, signal: &Signal) -> bool {
+        self.service_name
+            .as_deref()
+            .is_none_or(|name| signal.service_name.as_deref() == Some(name))
+            && self
+                .trace_id
+                .as_deref()
+                .is_none_or(|trace_id| signal.trace_id == trace_id)
+            && self.action.is_none_or(|action| signal.action == action)
+    }
 }
 
 /// The `Signals` service: each `Watch` call subscribes to the hub and streams matching
@@ -122,10 +162,11 @@ impl proto::signals_server::Signals for SignalsService {
         &self,
         request: Request<proto::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let filter = request.into_inner();
+        let filter = WatchFilter::try_from(request.get_ref())
+            .map_err(|e| Status::invalid_argument(format!("Watch filter: {e}")))?;
         let stream = BroadcastStream::new(self.hub.subscribe()).filter_map(move |item| {
             let out = match item {
-                Ok(signal) if matches(&filter, &signal) => Some(Ok(proto::Signal::from(signal))),
+                Ok(signal) if filter.matches(&signal) => Some(Ok(proto::Signal::from(signal))),
                 Ok(_) => None,
                 Err(BroadcastStreamRecvError::Lagged(skipped)) => {
                     tracing::warn!(skipped, "gRPC signal watcher lagging, skipped signals");

@@ -1,16 +1,18 @@
-//! HTTP `GET /v1/signals?trace_id=<hex>&since=<ns>` (DESIGN §6): recent signals from the
-//! hub's in-memory ring, oldest first, as `{"data":[<loopwatch.signal.v1>…]}`.
+//! HTTP `GET /v1/signals?trace_id=<hex>&since=<ns>&action=<warn|kill>` (DESIGN §6): recent
+//! signals from the hub's in-memory ring, oldest first, as `{"data":[<loopwatch.signal.v1>…]}`.
 
 use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::hub::SignalHub;
-use super::Signal;
+use super::{Action, Signal};
 
-/// Query parameters of `GET /v1/signals`; both optional. Unknown parameters are
-/// rejected (400) so a typo does not silently return everything.
+/// Query parameters of `GET /v1/signals`; all optional. Unknown parameters, and an
+/// `action` other than `warn` / `kill`, are rejected (400) so a typo does not silently
+/// return everything (or nothing).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignalsQuery {
@@ -18,6 +20,9 @@ pub struct SignalsQuery {
     pub trace_id: Option<String>,
     /// Only signals with `time_unix_nano >= since` (ns since the Unix epoch).
     pub since: Option<u64>,
+    /// Only signals with this action: `warn` or `kill` (parsed by [`get_signals`], so the
+    /// error names the parameter).
+    pub action: Option<String>,
 }
 
 /// Body of `GET /v1/signals`.
@@ -28,14 +33,26 @@ pub struct SignalsResponse {
 }
 
 /// Axum handler of `GET /v1/signals`.
+/// An unknown `action` is `400 Bad Request` with a message naming the parameter.
 pub async fn get_signals(
     State(hub): State<SignalHub>,
     Query(query): Query<SignalsQuery>,
-) -> Json<SignalsResponse> {
+) -> Result<Json<SignalsResponse>, (StatusCode, String)> {
+    let action: Option<Action> = match query.action.as_deref() {
+        None | Some("") => None,
+        Some(action) => Some(action.parse().map_err(|e| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("query parameter action: {e}"),
+            )
+        })?),
+    };
     let trace_id = query.trace_id.as_deref().filter(|t| !t.is_empty());
-    Json(SignalsResponse {
-        data: hub.recent(trace_id, query.since),
-    })
+    let mut data = hub.recent(trace_id, query.since);
+    if let Some(action) = action {
+        data.retain(|s| s.action == action);
+    }
+    Ok(Json(SignalsResponse { data }))
 }
 
 /// A router serving `GET /v1/signals` from `hub`, ready to `merge` into the admin API.

@@ -23,6 +23,8 @@ pub use hub::{SignalHub, SinkStats};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::detector::{Action, Severity};
+
 /// Value of [`Signal::schema`]: the schema name and version of the record.
 pub const SIGNAL_SCHEMA: &str = "loopwatch.signal.v1";
 
@@ -36,8 +38,9 @@ pub struct Signal {
     pub id: String,
     /// 1-based count of detections of this loop (same profile, pattern, fingerprints) in the run.
     pub occurrence: u32,
-    /// `"info"`, `"warn"` or `"kill"`.
-    pub severity: String,
+    /// The detection's severity; on the wire `"info"`, `"warn"` or `"kill"` (a published
+    /// signal is never `info`: progress does not signal).
+    pub severity: Severity,
     /// End time (ns since the Unix epoch) of the span that completed the detection.
     pub time_unix_nano: u64,
     /// Lowercase hex trace_id of the completing span.
@@ -47,8 +50,8 @@ pub struct Signal {
     pub service_name: Option<String>,
     pub agent_name: Option<String>,
     pub profile: String,
-    /// `"warn"` or `"kill"`.
-    pub action: String,
+    /// What the agent runtime is asked to do; on the wire `"warn"` or `"kill"`.
+    pub action: Action,
     pub pattern: String,
     pub tool_names: Vec<String>,
     pub count: u32,
@@ -138,14 +141,14 @@ mod tests {
             schema: SIGNAL_SCHEMA.to_owned(),
             id: signal_id("r", "stop", "cycle", &[], 1),
             occurrence: 1,
-            severity: "kill".to_owned(),
+            severity: Severity::Kill,
             time_unix_nano: 1,
             trace_id: "0".repeat(32),
             run_key: "r".to_owned(),
             service_name: None,
             agent_name: None,
             profile: "stop".to_owned(),
-            action: "kill".to_owned(),
+            action: Action::Kill,
             pattern: "cycle".to_owned(),
             tool_names: vec![],
             count: 6,
@@ -183,6 +186,47 @@ mod tests {
             let doc = property["description"].as_str().unwrap_or_default();
             assert!(!doc.is_empty(), "{name} has no description");
         }
+    }
+
+    #[test]
+    fn severity_and_action_keep_their_lowercase_wire_names() {
+        for (severity, name) in [
+            (Severity::Info, "info"),
+            (Severity::Warn, "warn"),
+            (Severity::Kill, "kill"),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&severity).unwrap(),
+                format!("\"{name}\"")
+            );
+            assert_eq!(name.parse::<Severity>(), Ok(severity));
+        }
+        for (action, name) in [(Action::Warn, "warn"), (Action::Kill, "kill")] {
+            assert_eq!(
+                serde_json::to_string(&action).unwrap(),
+                format!("\"{name}\"")
+            );
+            assert_eq!(name.parse::<Action>(), Ok(action));
+        }
+        // A record as loopwatch.signal.v1 consumers have always received it reads back
+        // and serializes byte for byte the same.
+        let wire = r#"{"schema":"loopwatch.signal.v1","id":"14c3f61e28209b1c3c4b286ba254f5b8","occurrence":2,"severity":"warn","time_unix_nano":7,"trace_id":"00000000000000000000000000000001","run_key":"r","service_name":"svc","agent_name":null,"profile":"nudge","action":"warn","pattern":"cycle","tool_names":["a","b"],"count":3,"window":10,"fingerprints":["0123456789abcdef"],"span_ids":["0000000000000001"],"first_span_id":"0000000000000001","message":"m"}"#;
+        let signal: Signal = serde_json::from_str(wire).expect("reads");
+        assert_eq!(
+            (signal.severity, signal.action),
+            (Severity::Warn, Action::Warn)
+        );
+        assert_eq!(serde_json::to_string(&signal).unwrap(), wire);
+        for bad in [
+            wire.replace(r#""action":"warn""#, r#""action":"stop""#),
+            wire.replace(r#""severity":"warn""#, r#""severity":"Warn""#),
+        ] {
+            assert!(serde_json::from_str::<Signal>(&bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            "stop".parse::<Action>().unwrap_err().to_string(),
+            r#"unknown action "stop": expected "warn" or "kill""#
+        );
     }
 
     #[test]

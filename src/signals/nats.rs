@@ -44,12 +44,12 @@ pub fn service_token(service_name: Option<&str>) -> String {
     }
 }
 
-/// The subject of `signal`: `<prefix>.<action>.<service token>` (the action is sanitized
-/// like the service so a bad value cannot turn into a wildcard).
+/// The subject of `signal`: `<prefix>.<action>.<service token>` (`action` is `warn` or
+/// `kill`, an enum, so it can never turn into a wildcard; the service is sanitized).
 pub fn subject(prefix: &str, signal: &Signal) -> String {
     format!(
         "{prefix}.{}.{}",
-        service_token(Some(&signal.action)),
+        signal.action.as_str(),
         service_token(signal.service_name.as_deref())
     )
 }

@@ -69,7 +69,7 @@ impl Sink for RedisSink {
             .map_err(|e| DeliveryError::Rejected(format!("signal to JSON: {e}")))?;
         let mut pipe = redis::pipe();
         pipe.atomic();
-        if signal.action == "kill" {
+        if signal.action == super::Action::Kill {
             let key = format!("{}{}", self.config.key_prefix, signal.trace_id);
             let ttl = self.config.kill_ttl.as_secs().max(1);
             pipe.set_ex(key, &json, ttl).ignore();

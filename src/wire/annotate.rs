@@ -1,14 +1,15 @@
 //! In-place annotation of a request's bytes: the spans that complete a detection get their
-//! `loop.*` attributes (and events) appended, an existing attribute with one of the written
-//! keys is dropped (as [`crate::annotate::annotate_span`] replaces it), and only the length
-//! prefixes of the enclosing `scope_spans` and `resource_spans` are rewritten. Every other
-//! byte is copied as received; nothing is re-encoded.
+//! `loop.*` attributes and `loop.detected` event appended, an existing attribute with one
+//! of the written keys and an existing event with the written event's name are dropped (as
+//! [`crate::annotate::annotate_span`] replaces them), and only the length prefixes of the
+//! enclosing `scope_spans` and `resource_spans` are rewritten. Every other byte is copied
+//! as received; nothing is re-encoded.
 
 use std::ops::Range;
 
 use opentelemetry_proto::tonic::trace::v1::Span;
 
-use super::decode::key_of;
+use super::decode::bytes_field;
 use super::reader::{put_len_key, put_varint, Fields, WireError};
 
 /// Field numbers from the request down to a span: `ExportTraceServiceRequest.resource_spans`,
@@ -18,6 +19,8 @@ const PATH: [u32; 3] = [1, 2, 2];
 const SPAN_ATTRIBUTES: u32 = 9;
 /// `Span.events`
 const SPAN_EVENTS: u32 = 11;
+/// `Span.Event.name`
+const EVENT_NAME: u32 = 2;
 
 /// What to change in one span.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +29,8 @@ pub struct SpanEdit {
     pub range: Range<usize>,
     /// Attribute keys to drop from the span (the keys being written).
     pub remove_keys: Vec<String>,
+    /// Names of events to drop from the span (the events being written).
+    pub remove_events: Vec<String>,
     /// Encoded `Span` fields to append (attributes, events).
     pub append: Vec<u8>,
 }
@@ -33,7 +38,7 @@ pub struct SpanEdit {
 impl SpanEdit {
     /// The edit that adds `added`'s attributes and events to the span at `range` (e.g.
     /// what [`crate::annotate::annotate_span`] wrote on an empty span), replacing attributes
-    /// with the same keys.
+    /// with the same keys and events with the same names.
     pub fn adding(range: Range<usize>, added: &Span) -> SpanEdit {
         let mut append = Vec::new();
         for kv in &added.attributes {
@@ -45,6 +50,7 @@ impl SpanEdit {
         SpanEdit {
             range,
             remove_keys: added.attributes.iter().map(|kv| kv.key.clone()).collect(),
+            remove_events: added.events.iter().map(|e| e.name.clone()).collect(),
             append,
         }
     }
@@ -117,14 +123,16 @@ fn write_span(
     let mut copied_to = range.start;
     for field in Fields::new(buf, range.clone(), u32::MAX) {
         let field = field?;
-        if field.number != SPAN_ATTRIBUTES {
-            continue;
-        }
+        let (names, number) = match field.number {
+            SPAN_ATTRIBUTES => (&edit.remove_keys, 1),
+            SPAN_EVENTS => (&edit.remove_events, EVENT_NAME),
+            _ => continue,
+        };
         let Some(value) = field.len_range() else {
             continue;
         };
-        let key = key_of(buf, value)?;
-        if edit.remove_keys.iter().any(|k| k.as_bytes() == key) {
+        let name = bytes_field(buf, value, number)?;
+        if names.iter().any(|k| k.as_bytes() == name) {
             out.extend_from_slice(&buf[copied_to..field.range.start]);
             copied_to = field.range.end;
         }
@@ -161,10 +169,16 @@ mod tests {
                 kv("loop.count", Value::IntValue(99)),
                 kv("gen_ai.tool.name", Value::StringValue("search".into())),
             ],
-            events: vec![Event {
-                name: "e".into(),
-                ..Default::default()
-            }],
+            // Span 2 went through a loopwatch before: its event is replaced, not doubled.
+            events: [("e", 1), ("loop.detected", 2), ("f", 3)]
+                .iter()
+                .filter(|(name, _)| id == 2 || !name.starts_with("loop."))
+                .map(|(name, time)| Event {
+                    name: (*name).into(),
+                    time_unix_nano: *time,
+                    ..Default::default()
+                })
+                .collect(),
             end_time_unix_nano: 7,
             ..Default::default()
         };
@@ -214,6 +228,7 @@ mod tests {
         let bytes = Bytes::from(original.encode_to_vec());
         let read = WireRequest::read(bytes.clone()).unwrap();
         // Annotate spans 2 and 4 (two scope_spans, two resource_spans).
+        assert_eq!(read.spans[1].span.events.len(), 3);
         let targets = [1usize, 3];
         let edits: Vec<SpanEdit> = targets
             .iter()
@@ -226,6 +241,7 @@ mod tests {
             let span = &mut expected.resource_spans[r].scope_spans[s].spans[i];
             span.attributes.retain(|kv| kv.key != "loop.count");
             span.attributes.extend(added().attributes);
+            span.events.retain(|e| e.name != "loop.detected");
             span.events.extend(added().events);
         }
         let got = ExportTraceServiceRequest::decode(out.as_slice()).unwrap();

@@ -49,14 +49,21 @@ fn fixed64(field: &Field) -> u64 {
 /// The key of the `KeyValue` in `buf[range]` as raw bytes (the last `key` field wins, as
 /// in prost), without decoding its value.
 pub fn key_of(buf: &[u8], range: Range<usize>) -> Result<&[u8], WireError> {
-    let mut key: &[u8] = &[];
+    bytes_field(buf, range, 1)
+}
+
+/// The raw bytes of field `number` (a string or bytes field) of the message in
+/// `buf[range]`, the last occurrence winning as in prost; empty when absent. Nothing else
+/// is decoded (e.g. a span event's `name`, field 2).
+pub fn bytes_field(buf: &[u8], range: Range<usize>, number: u32) -> Result<&[u8], WireError> {
+    let mut found: &[u8] = &[];
     for field in Fields::new(buf, range, u32::MAX) {
         let field = field?;
-        if field.number == 1 {
-            key = bytes_of(buf, &field);
+        if field.number == number {
+            found = bytes_of(buf, &field);
         }
     }
-    Ok(key)
+    Ok(found)
 }
 
 /// Decodes a `KeyValue`, validating it as [`super::schema::check`] would; `budget` is

@@ -17,6 +17,39 @@ use opentelemetry_proto::tonic::trace::v1::{
 use prost::Message;
 use serde_json::Value as Json;
 
+/// The built `loopwatch` binary, without the test environment's `RUST_LOG` and
+/// `LOOPWATCH_*` variables (which would change its configuration).
+pub fn loopwatch() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_loopwatch"));
+    c.env_remove("RUST_LOG");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("LOOPWATCH_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// `loopwatch scan --format json --config F INPUT` with `config` written to F; asserts it
+/// succeeds and returns the detections it printed.
+pub fn scan_json(config: &str, input: &Path) -> Vec<Json> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("loopwatch.toml");
+    std::fs::write(&file, config).unwrap();
+    let out = loopwatch()
+        .args(["scan", "--format", "json", "--config"])
+        .arg(&file)
+        .arg(input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scan: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }

@@ -22,6 +22,17 @@ pub fn test_config(downstream: Option<SocketAddr>) -> Config {
     config
 }
 
+/// A server configured by the TOML `config`, with every listener of [`test_config`]
+/// (port 0, detect-only).
+pub async fn start_with_toml(config: &str) -> loopwatch::server::RunningServer {
+    let mut cfg = Config::from_toml(config).expect("valid config");
+    let listeners = test_config(None);
+    cfg.receiver = listeners.receiver;
+    cfg.admin = listeners.admin;
+    cfg.shutdown = listeners.shutdown;
+    loopwatch::server::start(cfg).await.expect("server starts")
+}
+
 /// The requests of one corpus run, in arrival order.
 pub fn run_requests(run: &str) -> Vec<ExportTraceServiceRequest> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

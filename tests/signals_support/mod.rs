@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use loopwatch::signals::Action;
 use loopwatch::signals::{signal_id, RetryConfig, Signal, SIGNAL_SCHEMA};
 
 pub const REDIS_ADDR: &str = "127.0.0.1:6379";
@@ -47,24 +48,30 @@ pub fn fast_retry() -> RetryConfig {
 }
 
 /// A complete signal; `n` makes its id, time and span ids distinct.
-pub fn signal(run_key: &str, n: u32, action: &str, service_name: Option<&str>) -> Signal {
+pub fn signal(run_key: &str, n: u32, action: Action, service_name: Option<&str>) -> Signal {
     let trace_id = format!(
         "{:032x}",
         u128::from(n) + 0xabc0_0000_0000_0000_0000_0000_0000_0000
     );
-    let profile = if action == "kill" { "stop" } else { "nudge" };
+    let profile = match action {
+        Action::Kill => "stop",
+        Action::Warn => "nudge",
+    };
     Signal {
         schema: SIGNAL_SCHEMA.to_owned(),
         id: signal_id(run_key, profile, "repeated_call", &[], n),
         occurrence: n,
-        severity: action.to_owned(),
+        severity: match action {
+            Action::Kill => loopwatch::signals::Severity::Kill,
+            Action::Warn => loopwatch::signals::Severity::Warn,
+        },
         time_unix_nano: 1_700_000_000_000_000_000 + u64::from(n),
         trace_id,
         run_key: run_key.to_owned(),
         service_name: service_name.map(str::to_owned),
         agent_name: Some("researcher".to_owned()),
         profile: profile.to_owned(),
-        action: action.to_owned(),
+        action,
         pattern: "repeated_call".to_owned(),
         tool_names: vec!["read_file".to_owned()],
         count: 5,
