@@ -18,11 +18,9 @@
 //! count printed at start to get ns/span. Run with `cargo bench --bench pipeline`.
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use loopwatch::config::Config;
 use loopwatch::engine::Engine;
 use loopwatch::event::{CallStatus, Payload};
 use loopwatch::fingerprint::Fingerprinter;
@@ -30,26 +28,7 @@ use loopwatch::otlp::ExportTraceServiceRequest;
 use loopwatch::wire::WireRequest;
 use prost::Message;
 
-/// The encoded corpus requests (`tests/fixtures/corpus/**/req-*.pb`), runs in name order,
-/// requests of a run in arrival order.
-fn corpus_bytes() -> Vec<Vec<u8>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
-    let files: Vec<PathBuf> = loopwatch::scan::request_files(&[root])
-        .expect("corpus folder")
-        .into_iter()
-        .filter(|p| {
-            p.extension().is_some_and(|e| e == "pb")
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("req-"))
-        })
-        .collect();
-    assert!(!files.is_empty(), "no corpus requests found");
-    files
-        .iter()
-        .map(|f| std::fs::read(f).expect("read corpus request"))
-        .collect()
-}
+mod support;
 
 fn decode(bytes: &[Vec<u8>]) -> Vec<ExportTraceServiceRequest> {
     bytes
@@ -65,14 +44,8 @@ fn span_count(requests: &[ExportTraceServiceRequest]) -> u64 {
         .sum()
 }
 
-fn config() -> Config {
-    let mut config = Config::default();
-    config.detection.fingerprint_key = Some("bench".into());
-    config
-}
-
 fn benches(c: &mut Criterion) {
-    let bytes = corpus_bytes();
+    let bytes = support::corpus_bytes();
     let requests = decode(&bytes);
     let spans = span_count(&requests);
     let total_bytes: usize = bytes.iter().map(Vec::len).sum();
@@ -102,10 +75,10 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
 
-    let fingerprinter = Fingerprinter::new(&config().detection.fingerprint_config());
+    let fingerprinter = Fingerprinter::new(&support::config().detection.fingerprint_config());
     let small = Payload::Text(r#"{"url":"https://example.com/a","limit":1}"#.into());
     let reordered = Payload::Text(r#"{"limit":1,"url":"https://example.com/a"}"#.into());
-    let large = Payload::Text(large_json(5 * 1024));
+    let large = Payload::Text(support::large_json(5 * 1024));
     let mut group = c.benchmark_group("fingerprint");
     group.throughput(Throughput::Elements(1));
     group.bench_function("call_small_object", |b| {
@@ -127,7 +100,7 @@ fn benches(c: &mut Criterion) {
         "key order must not change the fingerprint"
     );
 
-    let config = config();
+    let config = support::config();
     let mut group = c.benchmark_group("engine");
     group.throughput(Throughput::Elements(spans));
     group.bench_function("corpus", |b| {
@@ -223,22 +196,6 @@ fn benches(c: &mut Criterion) {
         )
     });
     group.finish();
-}
-
-/// A JSON object of about `size` bytes: a list of search hits, as a tool result.
-fn large_json(size: usize) -> String {
-    let mut hits = Vec::new();
-    let mut i = 0;
-    while serde_json::to_string(&hits).map_or(0, |s| s.len()) < size {
-        hits.push(serde_json::json!({
-            "rank": i,
-            "title": format!("Result number {i} about loop detection in agent traces"),
-            "url": format!("https://example.com/docs/page-{i}"),
-            "score": 1.0 / f64::from(i + 1),
-        }));
-        i += 1;
-    }
-    serde_json::json!({"query": "loop detection", "hits": hits}).to_string()
 }
 
 criterion_group! {

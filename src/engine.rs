@@ -85,6 +85,8 @@ pub struct Engine {
     pub tool_fingerprints: FingerprintRules,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
+    /// Tool, agent and service names shared by every event that carries them.
+    pub names: crate::intern::Interner,
     /// Span → parent → agent links, with `run_key_by_agent` ([`crate::run_key`]).
     agents: Option<Mutex<AgentIndex>>,
 }
@@ -123,6 +125,7 @@ impl Engine {
             stats: EngineStats::default(),
             tool_fingerprints: FingerprintRules::default(),
             budgets: None,
+            names: crate::intern::Interner::default(),
             agents,
         }
     }
@@ -135,7 +138,8 @@ impl Engine {
         let mut spans = Vec::new();
         for (r, resource_spans) in request.resource_spans.iter().enumerate() {
             let resource = resource_spans.resource.as_ref();
-            let service_name: Option<Arc<str>> = otlp::service_name(resource).map(Arc::from);
+            let service_name: Option<Arc<str>> =
+                otlp::service_name(resource).map(|s| self.names.get(s));
             for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
                 for (i, span) in scope_spans.spans.iter().enumerate() {
                     spans.push(((r, s, i), span, resource, service_name.clone()));
@@ -264,12 +268,18 @@ impl Engine {
         let resources = (0..request.resources.len())
             .map(|r| request.resource(r, &keys))
             .collect::<Result<Vec<_>, _>>()?;
+        // Shared with every other request of the same service (interned).
+        let services: Vec<Option<Arc<str>>> = request
+            .resources
+            .iter()
+            .map(|r| r.service_name.as_deref().map(|s| self.names.get(s)))
+            .collect();
         let inputs = request.spans.iter().map(|wire| {
             (
                 wire.range.clone(),
                 &wire.span,
                 resources.get(wire.resource),
-                request.resources[wire.resource].service_name.clone(),
+                services[wire.resource].clone(),
             )
         });
         let inputs: Vec<_> = inputs.collect();
@@ -328,13 +338,27 @@ impl Engine {
         let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
         let mut events = Vec::new();
         let mut located = Vec::new();
+        // Spans of one trace share one run key allocation, when the key is the trace_id
+        // alone (no run-key attribute, no per-agent runs).
+        let by_trace = self.options.run_key_attribute.is_none() && self.agents.is_none();
+        let mut last_trace: Option<(&[u8], Arc<str>)> = None;
         for (location, span, resource, service_name) in spans {
             self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
             let Some(extracted) = conventions::extract_with(&self.options.custom_conventions, span)
             else {
                 continue;
             };
-            let Some(run_key) = self.run_key(span, resource) else {
+            let run_key = match &last_trace {
+                Some((trace_id, key)) if *trace_id == span.trace_id.as_slice() => Some(key.clone()),
+                _ => {
+                    let key = self.run_key(span, resource);
+                    if let (Some(key), true) = (&key, by_trace) {
+                        last_trace = Some((span.trace_id.as_slice(), key.clone()));
+                    }
+                    key
+                }
+            };
+            let Some(run_key) = run_key else {
                 self.stats.spans_without_run.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
@@ -355,7 +379,7 @@ impl Engine {
                 start_time_unix_nano: span.start_time_unix_nano,
                 end_time_unix_nano: span.end_time_unix_nano,
                 service_name,
-                agent_name: extracted.agent_name.as_deref().map(Arc::from),
+                agent_name: extracted.agent_name.as_deref().map(|a| self.names.get(a)),
                 observation,
                 call,
             });
@@ -477,7 +501,7 @@ impl Engine {
                         .result_fingerprint(&call.status, call.result.as_ref()),
                 };
                 Observation::ToolCall {
-                    tool_name: Arc::from(call.tool_name.as_str()),
+                    tool_name: self.names.get(&call.tool_name),
                     call_fingerprint,
                     result_fingerprint,
                 }

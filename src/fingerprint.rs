@@ -8,9 +8,11 @@
 //!   [`Payload::Bytes`] holding UTF-8 JSON is read the same way. [`Payload::Json`] is taken
 //!   as-is.
 //! - Keys named in the volatile set are removed from objects at any depth.
-//! - The value is written in RFC 8785 (JCS) form with `serde_json_canonicalizer`, so key
-//!   order and number spelling (`1`, `1.0`, `1e0`) never matter, while array order, types
-//!   and code points do.
+//! - The value is written in RFC 8785 (JCS) form, so key order and number spelling (`1`,
+//!   `1.0`, `1e0`) never matter, while array order, types and code points do. It is
+//!   streamed into the hasher from a borrowed tree of the input (`canonical.rs`,
+//!   `tree.rs`), with no intermediate strings; the bytes are those `serde_json_canonicalizer`
+//!   writes for the parsed, stripped `Value` (`reference.rs`, checked by property tests).
 //!
 //! Deviations from plain JCS, each documented where it is implemented:
 //! - **Big integers**: JCS writes every number as an IEEE-754 double, so 9007199254740993
@@ -38,15 +40,21 @@ use sha2::{Digest, Sha256};
 
 use crate::event::{CallStatus, Payload};
 
+mod canonical;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod streaming_tests;
+mod tree;
+
+use canonical::{write_canonical, Limits};
+use tree::Tree;
+
 /// A SHA-256 digest.
 pub type Fingerprint = [u8; 32];
 
 /// Prefix of a payload hashed as raw bytes (unparsable, oversized or too deep).
 const RAW_TAG: &[u8] = b"\0raw\0";
-/// Prefix of a value holding integers with |n| ≥ 2^53 (tagged JCS, see module docs).
-const BIG_INT_TAG: &[u8] = b"\0jcs-bigint\0";
-/// 2^53: integers at or beyond this magnitude are not exact as doubles.
-const EXACT_DOUBLE_LIMIT: u64 = 1 << 53;
 
 /// Fingerprinting settings (DESIGN §3 defaults).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,69 +204,41 @@ impl Fingerprinter {
     }
 
     fn feed_canonical(&self, payload: &Payload, drop: &HashSet<String>, sink: &mut impl Sink) {
+        let limits = Limits {
+            max_depth: self.max_depth,
+            max_bytes: self.max_bytes,
+        };
         let bytes = match payload {
             Payload::Json(value) => {
-                match self.canonical_value(value, drop) {
-                    Some(canonical) => sink.put(&canonical),
-                    None => {
-                        sink.put(RAW_TAG);
-                        write_raw_json(value, sink);
-                    }
+                // Checked before the tree is built: building it recurses.
+                let done = within_limits(value, self.max_depth, self.max_bytes)
+                    && write_canonical(&mut Tree::from_value(value), drop, limits, sink);
+                if !done {
+                    sink.put(RAW_TAG);
+                    write_raw_json(value, sink);
                 }
                 return;
             }
             Payload::Text(text) => text.as_bytes(),
             Payload::Bytes(bytes) => bytes.as_slice(),
         };
-        let value = match self.decode(bytes) {
-            Some(value) => Some(value),
-            // Reference `_decode`: text that is not JSON is the string it spells, so `abc`
-            // and `"abc"` are one value.
-            None if bytes.len() <= self.max_bytes => std::str::from_utf8(bytes)
-                .ok()
-                .map(|t| Value::String(t.to_owned())),
-            None => None,
-        };
-        match value.and_then(|v| self.canonical_value(&v, drop)) {
-            Some(canonical) => sink.put(&canonical),
-            None => {
-                sink.put(RAW_TAG);
-                sink.put(bytes);
-            }
-        }
-    }
-
-    /// Text or bytes → the JSON value they encode (reference `_decode`); `None` when they do
-    /// not parse (serde_json also refuses nesting beyond 128 levels) or exceed `max_bytes`.
-    fn decode(&self, bytes: &[u8]) -> Option<Value> {
-        if bytes.len() > self.max_bytes {
-            return None;
-        }
-        match serde_json::from_slice::<Value>(bytes).ok()? {
-            Value::String(inner) => match serde_json::from_str::<Value>(&inner) {
-                Ok(value) => Some(value),
-                Err(_) => Some(Value::String(inner)),
-            },
-            value => Some(value),
-        }
-    }
-
-    /// Canonical bytes of a value with `drop` keys removed; `None` when it is too deep or
-    /// too large (then the caller hashes it raw).
-    fn canonical_value(&self, value: &Value, drop: &HashSet<String>) -> Option<Vec<u8>> {
-        if !within_limits(value, self.max_depth, self.max_bytes) {
-            return None;
-        }
-        // Recursion below is bounded by `max_depth` (checked above, without recursion).
-        let mut big_ints = false;
-        let stripped = strip(value, drop, &mut big_ints);
-        if big_ints {
-            let tagged = tag_big_ints(&stripped);
-            let mut out = BIG_INT_TAG.to_vec();
-            out.extend(serde_json_canonicalizer::to_vec(&tagged).ok()?);
-            Some(out)
-        } else {
-            serde_json_canonicalizer::to_vec(&stripped).ok()
+        let done = bytes.len() <= self.max_bytes
+            && match Tree::parse(bytes) {
+                // One further level of string-wrapped JSON is unwrapped (reference
+                // `_decode`); a string that does not parse again is itself.
+                Some(tree) if tree.is_string() => match Tree::parse(tree.str_at(0).as_bytes()) {
+                    Some(mut inner) => write_canonical(&mut inner, drop, limits, sink),
+                    None => write_canonical(&mut { tree }, drop, limits, sink),
+                },
+                Some(mut tree) => write_canonical(&mut tree, drop, limits, sink),
+                // Reference `_decode`: text that is not JSON is the string it spells, so
+                // `abc` and `"abc"` are one value.
+                None => std::str::from_utf8(bytes)
+                    .is_ok_and(|text| write_canonical(&mut Tree::string(text), drop, limits, sink)),
+            };
+        if !done {
+            sink.put(RAW_TAG);
+            sink.put(bytes);
         }
     }
 }
@@ -377,54 +357,6 @@ fn within_limits(value: &Value, max_depth: usize, max_bytes: usize) -> bool {
         }
     }
     true
-}
-
-fn is_big_int(n: &serde_json::Number) -> bool {
-    match (n.as_u64(), n.as_i64()) {
-        (Some(u), _) => u >= EXACT_DOUBLE_LIMIT,
-        (None, Some(i)) => i.unsigned_abs() >= EXACT_DOUBLE_LIMIT,
-        (None, None) => false,
-    }
-}
-
-/// Copy of `value` without the `drop` keys (reference `_strip`); sets `big_ints` when an
-/// integer with |n| ≥ 2^53 is kept. Recursive: callers bound the depth first.
-fn strip(value: &Value, drop: &HashSet<String>, big_ints: &mut bool) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(key, _)| !drop.contains(key.as_str()))
-                .map(|(key, item)| (key.clone(), strip(item, drop, big_ints)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|item| strip(item, drop, big_ints))
-                .collect(),
-        ),
-        Value::Number(n) => {
-            *big_ints |= is_big_int(n);
-            value.clone()
-        }
-        _ => value.clone(),
-    }
-}
-
-/// The big-integer encoding (module docs): strings `s` → `"s" + s`, integers with
-/// |n| ≥ 2^53 → `"n" + digits`; injective, so distinct values stay distinct.
-fn tag_big_ints(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, item)| (key.clone(), tag_big_ints(item)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(tag_big_ints).collect()),
-        Value::String(s) => Value::String(format!("s{s}")),
-        Value::Number(n) if is_big_int(n) => Value::String(format!("n{n}")),
-        _ => value.clone(),
-    }
 }
 
 /// Compact JSON of `value` in its own key order, written with an explicit stack (no

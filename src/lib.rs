@@ -21,6 +21,7 @@ pub mod fingerprint;
 pub mod fleet;
 pub mod forward;
 pub mod ingest;
+pub mod intern;
 pub mod lifecycle;
 pub mod limits;
 pub mod listen;

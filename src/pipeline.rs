@@ -1,6 +1,12 @@
 //! The span path behind the receivers: extract → registry/detect → annotate → forward.
 //!
 //! Receivers talk to it only through the contract in [`crate::ingest`] (re-exported here).
+//!
+//! New detections are counted on the span path (so `/metrics` and `/v1/summary` agree with
+//! an acknowledged request), then handed to a bounded [`reporter::ReportQueue`]; the task
+//! of [`Pipeline::spawn_reporter`] logs them and publishes their signals off the span path.
+
+pub mod reporter;
 
 pub use crate::ingest::{AcceptError, Admission, IncomingRequest, SpanSink};
 
@@ -19,8 +25,8 @@ use crate::otlp::hex_id;
 use crate::registry::RunDetection;
 use crate::signals::{signal_id, Signal, SignalHub};
 
-/// The sidecar's span path: reserve a forward slot, detect, annotate, forward; then log,
-/// count and signal the new detections.
+/// The sidecar's span path: reserve a forward slot, detect, annotate, forward; then count
+/// the new detections and queue them for the reporter, which logs and signals them.
 pub struct Pipeline {
     pub engine: Arc<Engine>,
     /// `None` = detect-only (no downstream configured).
@@ -31,6 +37,8 @@ pub struct Pipeline {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Memory limiter, decoded-bytes budget and span cap (`[limits]`).
     pub limits: Arc<crate::limits::Limits>,
+    /// Detections waiting for [`Pipeline::spawn_reporter`]'s task.
+    pub reports: Arc<reporter::ReportQueue>,
 }
 
 impl SpanSink for Pipeline {
@@ -94,14 +102,27 @@ impl SpanSink for Pipeline {
         };
         // Reported even when the forwarder closed in between: the run state already holds
         // these spans, so the client's retry is a duplicate and would not detect again.
-        for detection in &processed.detections {
-            self.report(detection);
+        for detection in processed.detections {
+            self.metrics.record_detection(&detection);
+            self.reports.push(detection);
         }
         queued
     }
 }
 
 impl Pipeline {
+    /// Starts the task that logs and signals queued detections; it ends once
+    /// [`Pipeline::reports`] is closed and drained.
+    pub fn spawn_reporter(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let pipeline = self.clone();
+        tokio::spawn(async move {
+            while let Some(detection) = pipeline.reports.next().await {
+                pipeline.report(&detection);
+            }
+        })
+    }
+
+    /// Logs one detection (one line, structured fields) and publishes its signal.
     fn report(&self, d: &RunDetection) {
         let reason = crate::annotate::reason(d);
         let trace_id = hex_id(&d.trace_id);
@@ -133,7 +154,6 @@ impl Pipeline {
             Severity::Info => log_detection!(info),
             Severity::Warn | Severity::Kill => log_detection!(warn),
         }
-        self.metrics.record_detection(d);
         let wants_signal = self
             .signal_profiles
             .get(d.profile_index)

@@ -192,7 +192,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         signal_profiles,
         metrics: metrics.clone(),
         limits: resource_limits.clone(),
+        reports: Arc::new(crate::pipeline::reporter::ReportQueue::new(
+            crate::pipeline::reporter::REPORT_QUEUE_CAPACITY,
+        )),
     });
+    let reporter = pipeline.spawn_reporter();
     let sink: Arc<dyn SpanSink> = pipeline.clone();
     let receiver_stats = Arc::new(ReceiverStats::default());
     let options = config.receiver.options();
@@ -336,6 +340,18 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         // Stop stage 1: receivers stop accepting and finish in-flight requests within their
         // deadline (a client stalled mid-request must not keep the process from draining).
         let receivers_drained = receivers.drain(drain_timeout).await;
+        // Then the detections they queued are logged and signalled, within the deadline.
+        pipeline.reports.close();
+        if tokio::time::timeout(drain_timeout, reporter).await.is_err() {
+            tracing::warn!(
+                unreported = pipeline.reports.len(),
+                "detection reports not all logged and signalled before the drain deadline"
+            );
+        }
+        let (info, warn, kill) = pipeline.reports.dropped();
+        if info + warn + kill > 0 {
+            tracing::warn!(info, warn, kill, "detection reports dropped (queue full)");
+        }
         // Stop stage 2: the forwarder wakes its retries and drains within its deadline.
         let lost = match forwarder {
             Some(forwarder) => forwarder.shutdown(drain_timeout).await.undelivered_spans,

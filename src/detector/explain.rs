@@ -82,7 +82,10 @@ impl Detector {
                 let same = occurrences(window, &current.fingerprint);
                 let same_results = match (result_fingerprint, self.settings.repeated_result_scope) {
                     (None, _) => 0,
-                    (Some(_), ResultScope::Run) => self.streaks.len_of(&current.fingerprint),
+                    (Some(_), ResultScope::Run) => self
+                        .streaks
+                        .as_ref()
+                        .map_or(0, |s| s.len_of(&current.fingerprint)),
                     (Some(result), ResultScope::Window) => same
                         .iter()
                         .rev()

@@ -204,10 +204,12 @@ pub struct Detector {
     /// Live (unconsumed) tool calls with captured arguments, the last
     /// `settings.history()` of them; the window is the last `window` of these.
     history: VecDeque<CallRecord>,
-    /// Detections per loop (for `escalate_after`).
-    escalation: Escalation,
-    /// Same-result streaks per call since the last detection (`repeated_result_scope = "run"`).
-    streaks: RunStreaks,
+    /// Detections per loop (for `escalate_after`); boxed on first use, so a run of a
+    /// profile without `escalate_after` pays 8 bytes for it.
+    escalation: Option<Box<Escalation>>,
+    /// Same-result streaks per call since the last detection (`repeated_result_scope =
+    /// "run"`); boxed on first use, as `escalation`.
+    streaks: Option<Box<RunStreaks>>,
     /// Observations seen so far (the next observation's 0-based index).
     observations: usize,
     /// Tool calls seen so far, with or without arguments (the last call's 1-based ordinal).
@@ -222,8 +224,8 @@ impl Detector {
         Detector {
             settings,
             history: VecDeque::new(),
-            escalation: Escalation::default(),
-            streaks: RunStreaks::default(),
+            escalation: None,
+            streaks: None,
             observations: 0,
             calls: 0,
             responses: 0,
@@ -267,7 +269,11 @@ impl Detector {
                     limits,
                 };
                 if self.settings.repeated_result_scope == ResultScope::Run {
-                    self.streaks.observe(&record);
+                    self.streaks.get_or_insert_default().observe(&record);
+                }
+                if self.history.capacity() == 0 {
+                    // Most runs make few calls: start at one slot, not the default four.
+                    self.history.reserve_exact(1);
                 }
                 self.history.push_back(record);
                 while self.history.len() > self.settings.history() {
@@ -275,7 +281,9 @@ impl Detector {
                 }
                 let found = self.check_calls()?;
                 self.history.clear();
-                self.streaks.clear();
+                if let Some(streaks) = &mut self.streaks {
+                    streaks.clear();
+                }
                 let severity = self.severity(found.progress, found.pattern, &found.fingerprints);
                 Some(Detection {
                     pattern: found.pattern,
@@ -329,7 +337,7 @@ impl Detector {
         let current = window.last()?;
         let result = match s.repeated_result_scope {
             ResultScope::Window => repeated_result::check(window, current.limits.repeated_result),
-            ResultScope::Run => self.streaks.check(current),
+            ResultScope::Run => self.streaks.as_ref().and_then(|s| s.check(current)),
         };
         result
             .or_else(|| {
@@ -354,7 +362,13 @@ impl Detector {
             return Severity::Info;
         }
         let escalate_after = self.settings.escalate_after;
-        if escalate_after > 0 && self.escalation.count(pattern, fingerprints) >= escalate_after {
+        if escalate_after > 0
+            && self
+                .escalation
+                .get_or_insert_default()
+                .count(pattern, fingerprints)
+                >= escalate_after
+        {
             return Severity::Kill;
         }
         match self.settings.action {

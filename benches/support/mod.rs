@@ -1,0 +1,49 @@
+//! Inputs shared by the benchmarks: the encoded corpus requests and a bench config.
+
+use std::path::{Path, PathBuf};
+
+use loopwatch::config::Config;
+
+/// The encoded corpus requests (`tests/fixtures/corpus/**/req-*.pb`), runs in name order,
+/// requests of a run in arrival order.
+pub fn corpus_bytes() -> Vec<Vec<u8>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
+    let files: Vec<PathBuf> = loopwatch::scan::request_files(&[root])
+        .expect("corpus folder")
+        .into_iter()
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "pb")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("req-"))
+        })
+        .collect();
+    assert!(!files.is_empty(), "no corpus requests found");
+    files
+        .iter()
+        .map(|f| std::fs::read(f).expect("read corpus request"))
+        .collect()
+}
+
+/// The default config with a fixed fingerprint key.
+pub fn config() -> Config {
+    let mut config = Config::default();
+    config.detection.fingerprint_key = Some("bench".into());
+    config
+}
+
+/// A JSON object of about `size` bytes: a list of search hits, as a tool result.
+pub fn large_json(size: usize) -> String {
+    let mut hits = Vec::new();
+    let mut i = 0;
+    while serde_json::to_string(&hits).map_or(0, |s| s.len()) < size {
+        hits.push(serde_json::json!({
+            "rank": i,
+            "title": format!("Result number {i} about loop detection in agent traces"),
+            "url": format!("https://example.com/docs/page-{i}"),
+            "score": 1.0 / f64::from(i + 1),
+        }));
+        i += 1;
+    }
+    serde_json::json!({"query": "loop detection", "hits": hits}).to_string()
+}

@@ -1,0 +1,79 @@
+//! Shared `Arc<str>`s for names that recur across spans and runs (tool, agent and
+//! service names): every call of `read_file` points at one allocation instead of its own copy, so a
+//! kept tool call holds a pointer, not a string (issue 8 item 4).
+//!
+//! Bounded: at most `capacity` distinct names are kept for the life of the process; past
+//! it, a new name gets its own allocation (correct, just not shared), so a client sending
+//! random names cannot grow it without bound.
+
+use std::sync::Arc;
+
+use dashmap::DashSet;
+
+/// Names kept by default: far more distinct tool and agent names than a fleet has.
+pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// A bounded set of shared names.
+#[derive(Debug)]
+pub struct Interner {
+    names: DashSet<Arc<str>>,
+    capacity: usize,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Interner::new(DEFAULT_CAPACITY)
+    }
+}
+
+impl Interner {
+    /// An empty interner keeping at most `capacity` names.
+    pub fn new(capacity: usize) -> Self {
+        Interner {
+            names: DashSet::new(),
+            capacity,
+        }
+    }
+
+    /// The shared `Arc<str>` equal to `name` (a new one, kept if there is room).
+    pub fn get(&self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.names.get(name) {
+            return shared.key().clone();
+        }
+        let fresh: Arc<str> = Arc::from(name);
+        if self.names.len() < self.capacity {
+            self.names.insert(fresh.clone());
+        }
+        fresh
+    }
+
+    /// Names kept.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when no name is kept.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_names_share_one_allocation_up_to_the_capacity() {
+        let interner = Interner::new(2);
+        let a = interner.get("read_file");
+        let b = interner.get("read_file");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(&*a, "read_file");
+        interner.get("grep");
+        let c = interner.get("edit_file");
+        let d = interner.get("edit_file");
+        assert_eq!(c, d);
+        assert!(!Arc::ptr_eq(&c, &d), "past the capacity names are not kept");
+        assert_eq!(interner.len(), 2);
+    }
+}

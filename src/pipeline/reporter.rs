@@ -1,0 +1,274 @@
+//! The bounded queue between the span path and the detection reporter: the span path
+//! hands each new detection over and returns; a task logs it and publishes its signal, so
+//! a loop storm does not slow ingestion (issue 8 item 4).
+//!
+//! Full queue policy: the oldest queued detection of the lowest severity goes first (info,
+//! then warn, then kill), and only if it is not more severe than the one arriving; else the
+//! arriving one is dropped. So a kill is never dropped while a warn or an info is queued.
+//! Drops are counted per severity and warned about once.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::detector::Severity;
+use crate::registry::RunDetection;
+
+/// Detections the queue holds by default: a loop storm of this many detections between
+/// two turns of the reporter task is absorbed without loss.
+pub const REPORT_QUEUE_CAPACITY: usize = 4096;
+
+/// Bounded multi-producer queue of detections waiting to be logged and signalled.
+#[derive(Debug)]
+pub struct ReportQueue {
+    capacity: usize,
+    state: Mutex<State>,
+    notify: Notify,
+    /// Dropped detections by severity (info, warn, kill).
+    dropped: [AtomicU64; 3],
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// One FIFO per severity (info, warn, kill), entries tagged with their arrival number
+    /// so [`ReportQueue::pop`] restores arrival order across them.
+    queues: [VecDeque<(u64, RunDetection)>; 3],
+    next: u64,
+    closed: bool,
+}
+
+fn class(severity: Severity) -> usize {
+    match severity {
+        Severity::Info => 0,
+        Severity::Warn => 1,
+        Severity::Kill => 2,
+    }
+}
+
+impl ReportQueue {
+    /// An empty queue holding at most `capacity` detections (at least 1).
+    pub fn new(capacity: usize) -> Self {
+        ReportQueue {
+            capacity: capacity.max(1),
+            state: Mutex::new(State::default()),
+            notify: Notify::new(),
+            dropped: Default::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // No code path panics while holding the lock with the queues half-updated.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues `detection`; never blocks. When full, drops one detection by the policy in
+    /// the module docs and counts it. Returns `false` when the arriving one was dropped.
+    pub fn push(&self, detection: RunDetection) -> bool {
+        let arriving = class(detection.detection.severity);
+        let evicted = {
+            let mut state = self.state();
+            let queued: usize = state.queues.iter().map(VecDeque::len).sum();
+            let evicted = if queued >= self.capacity {
+                match (0..=arriving).find(|&c| !state.queues[c].is_empty()) {
+                    Some(c) => {
+                        state.queues[c].pop_front();
+                        Some(c)
+                    }
+                    None => {
+                        drop(state);
+                        self.count_drop(arriving);
+                        return false;
+                    }
+                }
+            } else {
+                None
+            };
+            let next = state.next;
+            state.next += 1;
+            state.queues[arriving].push_back((next, detection));
+            evicted
+        };
+        if let Some(c) = evicted {
+            self.count_drop(c);
+        }
+        self.notify.notify_one();
+        true
+    }
+
+    fn count_drop(&self, class: usize) {
+        let total: u64 = self.dropped.iter().map(|d| d.load(Ordering::Relaxed)).sum();
+        self.dropped[class].fetch_add(1, Ordering::Relaxed);
+        if total == 0 {
+            tracing::warn!(
+                capacity = self.capacity,
+                "detection report queue full: dropping the least severe detection reports (warned once); detection and annotation are unaffected"
+            );
+        }
+    }
+
+    /// The oldest queued detection, if any.
+    pub fn pop(&self) -> Option<RunDetection> {
+        let mut state = self.state();
+        let oldest = (0..3)
+            .filter_map(|c| state.queues[c].front().map(|(n, _)| (*n, c)))
+            .min()?;
+        state.queues[oldest.1].pop_front().map(|(_, d)| d)
+    }
+
+    /// The next detection, waiting for one; `None` once closed and drained.
+    pub async fn next(&self) -> Option<RunDetection> {
+        loop {
+            if let Some(detection) = self.pop() {
+                return Some(detection);
+            }
+            if self.state().closed {
+                return None;
+            }
+            self.notify.notified().await;
+        }
+    }
+
+    /// Lets [`ReportQueue::next`] end once the queue is empty.
+    pub fn close(&self) {
+        self.state().closed = true;
+        self.notify.notify_one();
+    }
+
+    /// Detections waiting.
+    pub fn len(&self) -> usize {
+        self.state().queues.iter().map(VecDeque::len).sum()
+    }
+
+    /// True when no detection is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Dropped detection reports so far, by severity: (info, warn, kill).
+    pub fn dropped(&self) -> (u64, u64, u64) {
+        let d = |c: usize| self.dropped[c].load(Ordering::Relaxed);
+        (d(0), d(1), d(2))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::detector::{Detection, Pattern, ProfileSettings};
+
+    fn detection(severity: Severity, occurrence: u32) -> RunDetection {
+        RunDetection {
+            profile_index: 0,
+            profile: Arc::new(ProfileSettings::nudge()),
+            detection: Detection {
+                pattern: Pattern::RepeatedCall,
+                tool_names: vec![Arc::from("t")],
+                count: 5,
+                window: 10,
+                severity,
+                fingerprints: vec![[0; 32]],
+                members: vec![0],
+                call: Some(1),
+                response: None,
+                budget: None,
+            },
+            run_key: Arc::from("run"),
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            span_ids: vec![],
+            time_unix_nano: 0,
+            occurrence,
+            service_name: None,
+            agent_name: None,
+        }
+    }
+
+    fn drain(queue: &ReportQueue) -> Vec<(Severity, u32)> {
+        std::iter::from_fn(|| queue.pop())
+            .map(|d| (d.detection.severity, d.occurrence))
+            .collect()
+    }
+
+    #[test]
+    fn keeps_arrival_order_across_severities() {
+        let queue = ReportQueue::new(8);
+        for (i, s) in [
+            Severity::Warn,
+            Severity::Kill,
+            Severity::Info,
+            Severity::Warn,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert!(queue.push(detection(s, i as u32)));
+        }
+        assert_eq!(
+            drain(&queue),
+            vec![
+                (Severity::Warn, 0),
+                (Severity::Kill, 1),
+                (Severity::Info, 2),
+                (Severity::Warn, 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn full_queue_drops_the_least_severe_and_never_a_kill_before_a_warn() {
+        let queue = ReportQueue::new(3);
+        queue.push(detection(Severity::Warn, 0));
+        queue.push(detection(Severity::Info, 1));
+        queue.push(detection(Severity::Warn, 2));
+        // full: a kill evicts the info, then the oldest warn
+        assert!(queue.push(detection(Severity::Kill, 3)));
+        assert!(queue.push(detection(Severity::Kill, 4)));
+        // an info cannot evict anything more severe: it is dropped itself
+        assert!(!queue.push(detection(Severity::Info, 5)));
+        // a warn evicts the remaining warn, not a kill
+        assert!(queue.push(detection(Severity::Warn, 6)));
+        assert_eq!(queue.dropped(), (2, 2, 0));
+        assert_eq!(
+            drain(&queue),
+            vec![
+                (Severity::Kill, 3),
+                (Severity::Kill, 4),
+                (Severity::Warn, 6)
+            ]
+        );
+        // only kills queued: a kill evicts the oldest kill
+        let queue = ReportQueue::new(1);
+        queue.push(detection(Severity::Kill, 0));
+        assert!(queue.push(detection(Severity::Kill, 1)));
+        assert!(!queue.push(detection(Severity::Warn, 2)));
+        assert_eq!(queue.dropped(), (0, 1, 1));
+        assert_eq!(drain(&queue), vec![(Severity::Kill, 1)]);
+    }
+
+    #[tokio::test]
+    async fn next_waits_then_ends_when_closed_and_drained() {
+        let queue = Arc::new(ReportQueue::new(4));
+        let reader = {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while let Some(d) = queue.next().await {
+                    seen.push(d.occurrence);
+                }
+                seen
+            })
+        };
+        tokio::task::yield_now().await;
+        queue.push(detection(Severity::Warn, 1));
+        queue.push(detection(Severity::Kill, 2));
+        queue.close();
+        assert_eq!(reader.await.unwrap(), vec![1, 2]);
+        assert!(queue.is_empty());
+    }
+}

@@ -1,0 +1,151 @@
+//! What run state costs in memory (issue 8 item 4), measured with a counting allocator:
+//! live heap bytes per idle run (a run that saw one tool call) and per kept tool call of a
+//! long run, through the engine as the receivers drive it. Prints the figures and guards
+//! them with upper bounds; not a timed test.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use loopwatch::config::Config;
+use loopwatch::engine::Engine;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+
+mod common;
+use common::{kv, s};
+
+/// Live heap bytes of the whole process (requested sizes).
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+struct Counting;
+
+// SAFETY: forwards to the system allocator unchanged; only counts sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// An `execute_tool` span of `tool` with distinct arguments and result (no loop).
+fn tool_span(trace: u64, n: u64, tool: &str) -> Span {
+    let start = 1_700_000_000_000_000_000 + n * 1_000_000;
+    let mut trace_id = [0u8; 16];
+    trace_id[..8].copy_from_slice(&trace.to_be_bytes());
+    trace_id[8] = 1;
+    Span {
+        trace_id: trace_id.to_vec(),
+        span_id: (n + 1).to_be_bytes().to_vec(),
+        parent_span_id: vec![9; 8],
+        name: format!("execute_tool {tool}"),
+        kind: 1,
+        start_time_unix_nano: start,
+        end_time_unix_nano: start + 500_000,
+        attributes: vec![
+            kv("gen_ai.operation.name", s("execute_tool")),
+            kv("gen_ai.tool.name", s(tool)),
+            kv("gen_ai.tool.call.id", s(&format!("call_{n}"))),
+            kv(
+                "gen_ai.tool.call.arguments",
+                s(&format!(r#"{{"path": "src/file_{n}.rs", "limit": 100}}"#)),
+            ),
+            kv(
+                "gen_ai.tool.call.result",
+                s(&format!(r#"{{"lines": {n}}}"#)),
+            ),
+        ],
+        ..Default::default()
+    }
+}
+
+fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", s("memory-agent"))],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Retained bytes per unit after feeding the requests `make` builds (counted from before
+/// they are built: they are freed as they are processed).
+fn retained(
+    engine: &Engine,
+    make: impl FnOnce() -> Vec<ExportTraceServiceRequest>,
+    units: usize,
+) -> f64 {
+    let now = Instant::now();
+    let before = live();
+    for mut request in make() {
+        engine.process(&mut request, now);
+    }
+    (live() - before) as f64 / units as f64
+}
+
+#[test]
+fn run_state_memory() {
+    let config = Config::default();
+    const RUNS: usize = 2000;
+    const CALLS: usize = 2000;
+
+    // Idle runs: many runs, each one tool call.
+    let engine = Engine::from_config(&config).expect("default config");
+    let requests = || {
+        (0..RUNS as u64)
+            .map(|run| request(vec![tool_span(run, 0, "read_file")]))
+            .collect()
+    };
+    let per_run = retained(&engine, requests, RUNS);
+
+    // Kept calls: one long run (started first, so run creation is not counted).
+    let engine = Engine::from_config(&config).expect("default config");
+    let tools = ["read_file", "grep", "list_dir", "edit_file"];
+    retained(
+        &engine,
+        || vec![request(vec![tool_span(7, 0, "read_file")])],
+        1,
+    );
+    let requests = || {
+        (1..=CALLS as u64)
+            .map(|n| request(vec![tool_span(7, n, tools[n as usize % tools.len()])]))
+            .collect()
+    };
+    let per_call = retained(&engine, requests, CALLS);
+
+    eprintln!("run state: {per_run:.0} B per idle run, {per_call:.0} B per kept call");
+    // Measured 2998 B and 465 B (were 4202 B and 524 B); the issue's targets are 1 KiB and
+    // 100 B. These bounds catch a regression, with room for small layout changes.
+    assert!(per_run <= 3584.0, "idle run costs {per_run:.0} B");
+    assert!(per_call <= 600.0, "kept call costs {per_call:.0} B");
+}
