@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,18 +44,7 @@ impl Drop for Serve {
 }
 
 fn serve(env: &[(&str, &str)]) -> Serve {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_loopwatch"));
-    command.args([
-        "serve",
-        "--grpc-listen",
-        "127.0.0.1:0",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
-    ]);
+    let mut command = common::serve_process::serve_command(None);
     for (k, v) in env {
         command.env(k, v);
     }
