@@ -233,6 +233,7 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
         "LoopwatchDownstreamDown",
         "LoopwatchSignalSinkFailing",
         "LoopwatchKillStorm",
+        "LoopwatchRunsEvictedEarly",
     ] {
         assert!(alerts.contains(wanted), "no alert {wanted}");
     }
