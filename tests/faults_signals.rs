@@ -1,7 +1,8 @@
-//! Fault suite, NATS outages (issue 9 item 8): the NATS sink reaches the real server at
-//! 127.0.0.1:4222 through a TCP proxy that is cut (port closed, connections dropped) and
-//! restored; the subscriber / consumer talks to the server directly, so it sees exactly
-//! what the sink got through. Counted by signal id.
+//! Fault suite, signal sink outages (issue 9 item 8): the NATS sink reaches the real
+//! server at 127.0.0.1:4222 (the Redis sink 127.0.0.1:6379) through a TCP proxy that is
+//! cut (port closed, connections dropped) and restored; the subscriber / consumer talks to
+//! the server directly, so it sees exactly what the sink got through. Counted by signal id.
+//! (Redis down from the start: tests/signals_down.rs.)
 //!
 //! - core NATS, down from the start: nothing can be sent, every attempt fails at connect;
 //!   once back, every signal is delivered once, in order.
@@ -10,6 +11,9 @@
 //!   twice; none is lost (asserted), duplicates counted.
 //! - JetStream, cut after the connection was made: the same, and the stream's duplicate
 //!   window (`Nats-Msg-Id` = signal id) keeps exactly one copy of each.
+//! - Redis, cut after the connection was made: the connection manager reconnects and the
+//!   retried `MULTI`/`EXEC` delivers every signal; a copy may arrive twice (at most one
+//!   extra per signal), none is lost.
 
 mod common;
 mod signals_support;
@@ -23,7 +27,8 @@ use common::cut_proxy::CutProxy;
 use futures::StreamExt;
 use loopwatch::signals::{Signal, SignalHub, SignalsConfig, SinkStats};
 use signals_support::{
-    eventually, fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL,
+    eventually, fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL, REDIS_ADDR,
+    REDIS_URL,
 };
 
 /// Signals published during an outage.
@@ -43,20 +48,20 @@ fn config(proxy: SocketAddr, prefix: &str, stream: Option<&str>) -> SignalsConfi
     config
 }
 
-fn nats_stats(hub: &SignalHub) -> SinkStats {
-    hub.stats()
-        .into_iter()
-        .find(|s| s.sink == "nats")
-        .expect("nats sink configured")
+/// The stats of the hub's one sink.
+fn sink_stats(hub: &SignalHub) -> SinkStats {
+    let mut stats = hub.stats();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    stats.remove(0)
 }
 
 async fn wait_stats(hub: &SignalHub, done: impl Fn(&SinkStats) -> bool) -> SinkStats {
     let ok = eventually(Duration::from_secs(30), || {
-        let result = done(&nats_stats(hub));
+        let result = done(&sink_stats(hub));
         async move { result }
     })
     .await;
-    let stats = nats_stats(hub);
+    let stats = sink_stats(hub);
     assert!(ok, "condition not reached, stats: {stats:?}");
     stats
 }
@@ -182,7 +187,7 @@ async fn core_nats_cut_after_connecting_loses_no_signal() {
         hub.publish(s.clone());
     }
     tokio::time::sleep(OUTAGE).await;
-    let down = nats_stats(&hub);
+    let down = sink_stats(&hub);
     assert_eq!(down.delivered, 1, "nothing gets through the cut: {down:?}");
     println!("FAULT nats-core-cut-after-connect during_outage={down:?}");
 
@@ -221,7 +226,7 @@ async fn jetstream_cut_after_connecting_keeps_each_signal_exactly_once() {
         hub.publish(s.clone());
     }
     tokio::time::sleep(OUTAGE).await;
-    let down = nats_stats(&hub);
+    let down = sink_stats(&hub);
     assert_eq!(down.delivered, 1, "nothing gets through the cut: {down:?}");
     println!("FAULT nats-jetstream-cut-after-connect during_outage={down:?}");
     proxy.restore().await;
@@ -260,4 +265,64 @@ async fn jetstream_cut_after_connecting_keeps_each_signal_exactly_once() {
         .delete_stream(&stream_name)
         .await
         .expect("delete test stream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cut_after_connecting_loses_no_signal() {
+    if !service_up(REDIS_ADDR).await {
+        return;
+    }
+    let target: SocketAddr = REDIS_ADDR.parse().unwrap();
+    let mut proxy = CutProxy::start(target).await;
+    let channel = unique("loopwatch:test:cut");
+    let client = redis::Client::open(REDIS_URL).expect("url");
+    let mut pubsub = client.get_async_pubsub().await.expect("pubsub");
+    pubsub.subscribe(&channel).await.expect("subscribe");
+    let mut messages = Box::pin(pubsub.into_on_message().map(|m| {
+        let payload: String = m.get_payload().expect("payload");
+        serde_json::from_str::<Signal>(&payload).expect("signal JSON")
+    }));
+    let mut config = SignalsConfig::default();
+    config.redis.url = Some(format!("redis://{}", proxy.addr));
+    config.redis.channel = channel.clone();
+    config.redis.key_prefix = format!("{channel}:kill:");
+    config.retry = fast_retry();
+    let hub = SignalHub::start(config);
+    let run = unique("run");
+    let first = signals(&run, 1, 1);
+    hub.publish(first[0].clone());
+    wait_stats(&hub, |s| s.delivered == 1).await;
+
+    proxy.cut().await;
+    let during = signals(&run, 2, N);
+    for s in &during {
+        hub.publish(s.clone());
+    }
+    tokio::time::sleep(OUTAGE).await;
+    let down = sink_stats(&hub);
+    assert_eq!(down.delivered, 1, "nothing gets through the cut: {down:?}");
+    println!("FAULT redis-cut-after-connect during_outage={down:?}");
+    proxy.restore().await;
+    let up = wait_stats(&hub, |s| s.delivered == u64::from(N) + 1).await;
+    assert_eq!((up.dropped, up.rejected, up.queue_depth), (0, 0, 0));
+    let (_, seen) = collect(&mut messages, N as usize + 1).await;
+    let published: Vec<Signal> = first.into_iter().chain(during).collect();
+    print_figures("redis-cut-after-connect", &published, &seen);
+    for s in &published {
+        assert!(seen.contains_key(&s.id), "lost {}", s.id);
+    }
+    assert!(seen.values().all(|&n| n <= 2), "{seen:?}");
+    hub.shutdown(Duration::from_secs(2)).await;
+
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connection");
+    for s in published.iter().filter(|s| s.action == Action::Kill) {
+        let _: i64 = redis::cmd("DEL")
+            .arg(format!("{channel}:kill:{}", s.trace_id))
+            .query_async(&mut conn)
+            .await
+            .expect("DEL");
+    }
 }
