@@ -6,6 +6,8 @@
 //! invalid trace ids over gRPC; tests/receiver_*.rs the receivers alone.)
 
 mod common;
+#[path = "receiver_support/mod.rs"]
+mod receiver_support;
 
 use std::time::Duration;
 
@@ -295,5 +297,138 @@ async fn trace_ids_in_otlp_json() {
         .detections(id)
         .unwrap_or_default()
         .is_empty());
+    server.shutdown().await.unwrap();
+}
+
+/// A downstream that keeps the raw protobuf of each Export (loopwatch's own gRPC receiver
+/// with a recording sink): the prost-based [`Downstream`] would refuse a request carrying
+/// a string that is not valid UTF-8.
+async fn raw_downstream() -> (
+    std::sync::Arc<receiver_support::RecordingSink>,
+    std::net::SocketAddr,
+) {
+    use loopwatch::receiver::grpc::GrpcReceiver;
+    use loopwatch::receiver::{ReceiverOptions, ReceiverStats};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sink = receiver_support::RecordingSink::new();
+    let receiver = GrpcReceiver::new(
+        sink.clone(),
+        ReceiverOptions::default(),
+        std::sync::Arc::new(ReceiverStats::default()),
+    );
+    tokio::spawn(receiver.serve(listener, std::future::pending()));
+    (sink, addr)
+}
+
+/// Five identical `read_file` calls (a loop) and, in the same request, a `search` span whose
+/// arguments are patched to invalid UTF-8 after encoding.
+fn looping_request_with_a_bad_string() -> Vec<u8> {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    let kv = |key: &str, value: &str| KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(value.into())),
+        }),
+        ..Default::default()
+    };
+    let span = |i: u8, tool: &str, arguments: &str| Span {
+        trace_id: vec![0x41; 16],
+        span_id: vec![i + 1; 8],
+        name: format!("execute_tool {tool}"),
+        start_time_unix_nano: 1_000 * u64::from(i + 1),
+        end_time_unix_nano: 1_000 * u64::from(i + 1) + 500,
+        attributes: vec![
+            kv("gen_ai.operation.name", "execute_tool"),
+            kv("gen_ai.tool.name", tool),
+            kv("gen_ai.tool.call.arguments", arguments),
+            kv("gen_ai.tool.call.result", "same"),
+        ],
+        ..Default::default()
+    };
+    let mut spans: Vec<Span> = (0..5)
+        .map(|i| span(i, "read_file", "{\"path\":\"a.txt\"}"))
+        .collect();
+    spans.insert(2, span(9, "search", "{\"q\":\"BAD\"}"));
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let mut bytes = request.encode_to_vec();
+    let at = bytes.windows(3).position(|w| w == b"BAD").unwrap();
+    bytes[at] = 0xff;
+    assert!(ExportTraceServiceRequest::decode(bytes.as_slice()).is_err());
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_in_one_span_costs_no_span_and_the_loop_is_still_found() {
+    use loopwatch::wire::WireRequest;
+    let (sink, addr) = raw_downstream().await;
+    let server = loopwatch::server::start(config(addr)).await.unwrap();
+    let bytes = looping_request_with_a_bad_string();
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    grpc.unary(
+        tonic::Request::new(bytes::Bytes::from(bytes.clone())),
+        http::uri::PathAndQuery::from_static(loopwatch::receiver::grpc::EXPORT_PATH),
+        loopwatch::forward::RawBytesCodec,
+    )
+    .await
+    .unwrap_or_else(|s| panic!("a request with a bad string was refused: {s}"));
+
+    let deadline = std::time::Instant::now() + WAIT;
+    let forwarded = loop {
+        if let Some(request) = sink.take().pop() {
+            break request.raw_protobuf().unwrap().clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing forwarded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let sent = WireRequest::read(bytes::Bytes::from(bytes.clone())).unwrap();
+    let out = WireRequest::read(forwarded.clone()).unwrap();
+    assert_eq!(out.span_count(), 6, "every span forwarded");
+    let mut annotated = Vec::new();
+    for (i, (before, after)) in sent.spans.iter().zip(&out.spans).enumerate() {
+        let (original, now) = (
+            &bytes[before.range.clone()],
+            &forwarded[after.range.clone()],
+        );
+        if loopwatch::otlp::attr(&after.span.attributes, "loop.detected").is_some() {
+            // the loop.* attributes appended after the span's own bytes
+            assert!(now.starts_with(original), "span {i} changed");
+            annotated.push(after.span.span_id[0]);
+        } else {
+            assert_eq!(now, original, "span {i} not byte-identical");
+        }
+    }
+    // the bad span (id 10) is forwarded untouched; the loop among the valid ones is found
+    assert!(
+        !annotated.is_empty() && !annotated.contains(&10),
+        "{annotated:?}"
+    );
+    let detections = server
+        .engine
+        .registry
+        .detections(&hex::encode([0x41u8; 16]))
+        .unwrap();
+    assert!(
+        detections
+            .iter()
+            .all(|d| d.detection.tool_names.iter().all(|t| &**t == "read_file")),
+        "{detections:?}"
+    );
+    assert!(!detections.is_empty());
     server.shutdown().await.unwrap();
 }

@@ -14,30 +14,23 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::downstream::Downstream;
+use common::fault_load::{
+    delivered, figures, metric, request, sigterm_and_wait, spawn, Figures, Load, Serve,
+    SPANS_PER_REQUEST,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 
 /// Byte bound of the forward queue in these runs (`exporter.queue.max_bytes`).
 const MAX_BYTES: u64 = 256 * 1024;
-const SPANS_PER_REQUEST: u64 = 20;
-const SENDERS: usize = 4;
-
-struct Serve {
-    child: Child,
-    grpc: String,
-    admin: String,
-}
 
 /// `loopwatch serve` forwarding to `downstream`, with a short backoff and the queue bounded
 /// by [`MAX_BYTES`] (the request bound is far above); persistent in `directory` if given.
@@ -57,12 +50,7 @@ fn serve(downstream: SocketAddr, directory: Option<&Path>) -> Serve {
             .env("LOOPWATCH_EXPORTER__QUEUE__PERSISTENT", "true")
             .env("LOOPWATCH_EXPORTER__QUEUE__DIRECTORY", directory);
     }
-    let (child, listening, _lines) = common::serve_process::spawn_until_listening(command);
-    Serve {
-        child,
-        grpc: listening["grpc"].as_str().unwrap().to_string(),
-        admin: listening["admin"].as_str().unwrap().to_string(),
-    }
+    spawn(command)
 }
 
 fn closed_port() -> SocketAddr {
@@ -82,131 +70,6 @@ async fn downstream_on(addr: SocketAddr) -> Downstream {
             .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
     );
     downstream
-}
-
-fn request(first_id: u64) -> ExportTraceServiceRequest {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans: (first_id..first_id + SPANS_PER_REQUEST)
-                    .map(|id| Span {
-                        trace_id: [&[7u8; 8][..], &(first_id / SPANS_PER_REQUEST).to_be_bytes()]
-                            .concat(),
-                        span_id: id.to_be_bytes().to_vec(),
-                        name: "chat".into(),
-                        ..Span::default()
-                    })
-                    .collect(),
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    }
-}
-
-/// Clients exporting requests of fresh span ids until stopped; records the ids of every
-/// acknowledged (OK) request and counts refusals.
-struct Load {
-    stop: Arc<AtomicBool>,
-    acknowledged: Arc<Mutex<HashSet<u64>>>,
-    refused: Arc<AtomicU64>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Load {
-    async fn start(grpc: &str) -> Load {
-        let next = Arc::new(AtomicU64::new(1));
-        let stop = Arc::new(AtomicBool::new(false));
-        let acknowledged = Arc::new(Mutex::new(HashSet::new()));
-        let refused = Arc::new(AtomicU64::new(0));
-        let mut tasks = Vec::new();
-        for _ in 0..SENDERS {
-            let mut client = TraceServiceClient::connect(format!("http://{grpc}"))
-                .await
-                .unwrap();
-            let (next, stop, acknowledged, refused) = (
-                next.clone(),
-                stop.clone(),
-                acknowledged.clone(),
-                refused.clone(),
-            );
-            tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let first = next.fetch_add(SPANS_PER_REQUEST, Ordering::Relaxed);
-                    match client.export(request(first)).await {
-                        Ok(_) => acknowledged
-                            .lock()
-                            .unwrap()
-                            .extend(first..first + SPANS_PER_REQUEST),
-                        Err(_) => {
-                            refused.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
-            }));
-        }
-        Load {
-            stop,
-            acknowledged,
-            refused,
-            tasks,
-        }
-    }
-
-    async fn stop(self) -> HashSet<u64> {
-        self.stop.store(true, Ordering::Relaxed);
-        for task in self.tasks {
-            let _ = task.await;
-        }
-        let acknowledged = self.acknowledged.lock().unwrap().clone();
-        acknowledged
-    }
-}
-
-/// One value of `/metrics` (an unlabelled gauge or counter).
-async fn metric(admin: &str, name: &str) -> f64 {
-    let body = common::serve_process::scrape(admin).await;
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
-}
-
-/// Span id → times delivered.
-fn delivered(downstream: &Downstream) -> HashMap<u64, u64> {
-    let mut seen = HashMap::new();
-    for span in downstream.spans() {
-        let id = u64::from_be_bytes(span.span_id.as_slice().try_into().unwrap());
-        *seen.entry(id).or_insert(0) += 1;
-    }
-    seen
-}
-
-#[derive(Debug)]
-#[allow(dead_code)] // read through Debug in the printed figures
-struct Figures {
-    acknowledged: usize,
-    delivered: usize,
-    lost: usize,
-    duplicated: u64,
-    /// Delivered although the client got no OK (in flight at the kill).
-    unacknowledged_delivered: usize,
-}
-
-fn figures(acknowledged: &HashSet<u64>, seen: &HashMap<u64, u64>) -> Figures {
-    Figures {
-        acknowledged: acknowledged.len(),
-        delivered: acknowledged
-            .iter()
-            .filter(|id| seen.contains_key(id))
-            .count(),
-        lost: acknowledged
-            .iter()
-            .filter(|id| !seen.contains_key(id))
-            .count(),
-        duplicated: seen.values().map(|n| n - 1).sum(),
-        unacknowledged_delivered: seen.keys().filter(|id| !acknowledged.contains(id)).count(),
-    }
 }
 
 /// Loads until the queue is full (refusals, pending bytes near the bound), then kills -9
@@ -230,25 +93,6 @@ async fn load_until_full_then_kill(serve: &mut Serve) -> HashSet<u64> {
     serve.child.kill().unwrap();
     serve.child.wait().unwrap();
     load.stop().await
-}
-
-fn sigterm_and_wait(serve: &mut Serve) -> std::process::ExitStatus {
-    let status = Command::new("kill")
-        .args(["-TERM", &serve.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = serve.child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = serve.child.kill();
-            panic!("loopwatch did not exit within 20 s of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

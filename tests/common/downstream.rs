@@ -19,6 +19,8 @@ pub struct Downstream {
     pub received: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
     /// While false, Export waits (a stalled downstream).
     open: Arc<Option<watch::Sender<bool>>>,
+    /// Each Export is answered this long after it arrived (a slow downstream).
+    delay: Duration,
 }
 
 #[tonic::async_trait]
@@ -30,6 +32,9 @@ impl TraceService for Downstream {
         if let Some(open) = self.open.as_ref() {
             let mut rx = open.subscribe();
             let _ = rx.wait_for(|o| *o).await;
+        }
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
         }
         self.received.lock().unwrap().push(request.into_inner());
         Ok(tonic::Response::new(ExportTraceServiceResponse {
@@ -45,11 +50,26 @@ impl Downstream {
         let downstream = Downstream {
             received: Arc::default(),
             open: Arc::new(gate),
+            delay: Duration::ZERO,
         };
+        let addr = downstream.clone().serve_on_new_port().await;
+        (downstream, addr)
+    }
+
+    /// Starts on 127.0.0.1:0, answering each Export `delay` after it arrived.
+    pub async fn start_slow(delay: Duration) -> (Downstream, SocketAddr) {
+        let downstream = Downstream {
+            delay,
+            ..Downstream::default()
+        };
+        let addr = downstream.clone().serve_on_new_port().await;
+        (downstream, addr)
+    }
+
+    async fn serve_on_new_port(self) -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let service =
-            TraceServiceServer::new(downstream.clone()).max_decoding_message_size(64 << 20);
+        let service = TraceServiceServer::new(self).max_decoding_message_size(64 << 20);
         tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(service)
@@ -57,7 +77,7 @@ impl Downstream {
                 .await
                 .unwrap();
         });
-        (downstream, addr)
+        addr
     }
 
     pub fn open(&self) {

@@ -1,7 +1,9 @@
 //! Shared test helpers: the corpus and the oracle scenarios as OTLP requests.
 #![allow(dead_code)]
 
+pub mod cut_proxy;
 pub mod downstream;
+pub mod fault_load;
 pub mod serve_process;
 
 use std::path::{Path, PathBuf};
