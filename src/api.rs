@@ -43,6 +43,8 @@ pub struct AdminState {
     pub ready: Arc<AtomicBool>,
     /// `[limits]` state, for its gauges.
     pub limits: Option<Arc<crate::limits::Limits>>,
+    /// Detections waiting for the reporter task (its drops are a counter).
+    pub reports: Option<Arc<crate::pipeline::reporter::ReportQueue>>,
 }
 
 impl AdminState {
@@ -56,6 +58,7 @@ impl AdminState {
             forwarder: self.forwarder.as_deref(),
             exporter_health: self.exporter_health.as_deref(),
             limits: self.limits.as_deref(),
+            reports: self.reports.as_deref(),
         }
     }
 }

@@ -188,6 +188,8 @@ pub struct MetricSources<'a> {
     pub exporter_health: Option<&'a crate::forward::DownstreamHealth>,
     /// Memory limiter and decoded-bytes budget (`None`: not rendered).
     pub limits: Option<&'a crate::limits::Limits>,
+    /// The detection report queue (`None`: not rendered).
+    pub reports: Option<&'a crate::pipeline::reporter::ReportQueue>,
 }
 
 /// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
@@ -307,6 +309,25 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         "Estimated bytes of all run state (registry.max_bytes bounds it)",
         registry.state_bytes() as i64,
     );
+    if let Some(reports) = state.reports {
+        let (info, warn, kill) = reports.dropped();
+        labelled_counter(
+            &mut r,
+            "detection_reports_dropped",
+            "Detections whose log line and signal were dropped because the report queue was full (least severe first; annotation and counters unaffected), by severity",
+            vec![
+                (label("severity", "info"), info),
+                (label("severity", "warn"), warn),
+                (label("severity", "kill"), kill),
+            ],
+        );
+        gauge(
+            &mut r,
+            "detection_reports_queued",
+            "Detections waiting for the reporter task (log line and signal)",
+            reports.len() as i64,
+        );
+    }
     if let Some(limits) = state.limits {
         gauge(
             &mut r,

@@ -276,6 +276,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         exporter_health: forwarder.as_ref().and_then(|f| f.health()),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         limits: Some(resource_limits.clone()),
+        reports: Some(pipeline.reports.clone()),
     };
     let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
         .context("telemetry.endpoint")?;

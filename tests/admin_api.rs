@@ -377,6 +377,9 @@ async fn corpus_through_the_admin_api() {
     assert_eq!(got, by_labels, "detections by profile/pattern/severity");
     assert_eq!(total("loopwatch_runs_active"), runs as f64);
     assert_eq!(total("loopwatch_runs_evicted_total"), 0.0);
+    // Every detection reached the reporter: none dropped, by severity even at 0.
+    assert!(m.has("loopwatch_detection_reports_dropped_total"));
+    assert_eq!(total("loopwatch_detection_reports_dropped_total"), 0.0);
     assert_eq!(total("loopwatch_spans_forwarded_total"), spans_sent as f64);
     assert_eq!(total("loopwatch_forward_queue_depth"), 0.0);
     let delivered_requests = total("loopwatch_requests_forwarded_total");
