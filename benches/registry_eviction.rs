@@ -28,8 +28,8 @@ fn events(first_run: u64, runs: u64) -> Vec<RunEvent> {
         for call in 0..CALLS {
             out.push(RunEvent {
                 run_key: key.clone(),
-                trace_id: run.to_be_bytes().repeat(2),
-                span_id: call.to_be_bytes().to_vec(),
+                trace_id: run.to_be_bytes().repeat(2).into(),
+                span_id: call.to_be_bytes().into(),
                 start_time_unix_nano: 10 * call + 1,
                 end_time_unix_nano: 10 * call + 2,
                 service_name: None,

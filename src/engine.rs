@@ -374,8 +374,8 @@ impl Engine {
             let call = self.call_context(span, &extracted);
             events.push(RunEvent {
                 run_key,
-                trace_id: span.trace_id.clone(),
-                span_id: span.span_id.clone(),
+                trace_id: span.trace_id.as_slice().into(),
+                span_id: span.span_id.as_slice().into(),
                 start_time_unix_nano: span.start_time_unix_nano,
                 end_time_unix_nano: span.end_time_unix_nano,
                 service_name,

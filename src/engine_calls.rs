@@ -22,7 +22,7 @@ impl Engine {
         let ended =
             span.end_time_unix_nano != 0 && span.end_time_unix_nano >= span.start_time_unix_nano;
         let mut context = CallContext {
-            parent_span_id: span.parent_span_id.clone(),
+            parent_span_id: span.parent_span_id.as_slice().into(),
             completeness: if ended { 4 } else { 0 },
             ..CallContext::default()
         };

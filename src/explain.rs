@@ -225,7 +225,7 @@ pub fn explain(
                             .iter()
                             .find(|d| {
                                 d.profile_index == index
-                                    && d.span_id == event.span_id
+                                    && d.span_id[..] == event.span_id[..]
                                     && d.detection.pattern == found.pattern
                             })
                             .map(Fired::from)

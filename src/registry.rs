@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
 use crate::fingerprint::Fingerprint;
@@ -32,6 +33,8 @@ use crate::fingerprint::Fingerprint;
 #[path = "registry_merge.rs"]
 pub mod merge;
 pub use merge::{CallContext, ToolCallPart};
+#[path = "registry_span_ids.rs"]
+mod span_ids;
 
 /// Registry limits. Config section `[registry]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,13 +82,20 @@ impl Default for RegistryConfig {
     }
 }
 
+/// A trace_id as a run holds it: inline up to 16 bytes (every valid OTLP trace_id, 24
+/// bytes in all), on the heap past that, so any byte string is kept exactly.
+pub type TraceId = SmallVec<[u8; 16]>;
+/// A span_id (or parent span_id) as a run holds it: inline up to 8 bytes (every valid
+/// OTLP span_id, 24 bytes in all), on the heap past that.
+pub type SpanId = SmallVec<[u8; 8]>;
+
 /// One extracted, fingerprinted span on its way into a run.
 #[derive(Clone, Debug)]
 pub struct RunEvent {
     /// Run key: the trace_id hex, or the configured attribute's value.
     pub run_key: Arc<str>,
-    pub trace_id: Vec<u8>,
-    pub span_id: Vec<u8>,
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
     /// Span start and end, ns since the Unix epoch.
     pub start_time_unix_nano: u64,
     pub end_time_unix_nano: u64,
@@ -173,25 +183,35 @@ type OccurrenceKey = (usize, Pattern, Vec<Fingerprint>);
 /// pattern). A run holds each span_id once, so this names at most one detection.
 type Identity = (usize, Vec<u8>, Pattern);
 
-struct RunState {
-    /// Kept events in order (ties: end time, then span_id); span_ids unique.
-    events: Vec<RunEvent>,
-    /// span_ids of `events` (the dedupe key; an empty span_id is a key like any other).
-    seen: HashSet<Vec<u8>>,
-    /// Detector state after every kept event (fed incrementally while spans arrive in order).
-    detectors: Vec<Detector>,
-    /// Detector state after the forgotten events only: a replay starts here, so forgetting
-    /// events never changes ordinals, occurrences or what later calls are compared with.
-    base: Vec<Detector>,
-    /// Every detection of the run in sequence order: those completed by forgotten events
-    /// (the first `base_detections`), then those of kept events.
-    detections: Vec<RunDetection>,
-    base_detections: usize,
+/// What a run counts of its detections.
+#[derive(Default)]
+struct Tallies {
     /// Detections per (profile, pattern, fingerprints) in `detections`.
     occurrences: HashMap<OccurrenceKey, u32>,
     /// Identities already returned by `observe` for kept events: a detection is reported
     /// once even if a replay drops it and a later replay finds it again.
     reported: HashSet<Identity>,
+}
+
+struct RunState {
+    /// Kept events in order (ties: end time, then span_id); span_ids unique.
+    events: Vec<RunEvent>,
+    /// span_ids of `events` (the dedupe key; an empty span_id is a key like any other),
+    /// as 64-bit keys: a hit is confirmed in `events`.
+    seen: span_ids::SpanIds,
+    /// Detector state after every kept event (fed incrementally while spans arrive in order).
+    detectors: Vec<Detector>,
+    /// Detector state after the forgotten events only: a replay starts here, so forgetting
+    /// events never changes ordinals, occurrences or what later calls are compared with.
+    /// Empty (fresh detectors) until the first event is forgotten: most runs never are.
+    base: Vec<Detector>,
+    /// Every detection of the run in sequence order: those completed by forgotten events
+    /// (the first `base_detections`), then those of kept events.
+    detections: Vec<RunDetection>,
+    base_detections: usize,
+    /// Occurrence counts and reported identities: created with the run's first detection
+    /// (most runs have none, and two empty hash tables cost 96 bytes inline).
+    tallies: Option<Box<Tallies>>,
     /// Events forgotten from the front (cap), in all, and how many of them were tool calls.
     forgotten: usize,
     forgotten_tool_calls: usize,
@@ -205,10 +225,11 @@ struct RunState {
 impl RunState {
     /// Estimated heap bytes of this run's state: the one place the registry's byte
     /// accounting (`registry.max_bytes`) is computed, O(1) per call. It counts the kept
-    /// events (the `RunEvent` itself, its trace and span ids, its copy in the dedupe set and
-    /// its parent id), the detections kept with their span id lists, the occurrence and
-    /// reported sets, the pending message parts and, per profile, two detector states
-    /// (live and base) at a flat [`DETECTOR_BYTES`]. Message parts carried by kept events
+    /// events (every slot of the list; valid trace, span and parent ids are inline), the
+    /// dedupe index of span_ids (16 bytes and a control byte per slot), the detections
+    /// kept with their span id lists, the occurrence and reported sets, the pending message
+    /// parts and, per profile, the live detector state and, once an event was forgotten,
+    /// the base state, at a flat [`DETECTOR_BYTES`] each. Message parts carried by kept events
     /// are not counted (only inference spans carry them). Allocator overhead is folded into
     /// [`ALLOCATION_BYTES`] per heap allocation. An estimate, not a measurement: adapt it
     /// here when the state's layout changes.
@@ -216,22 +237,27 @@ impl RunState {
         use std::mem::size_of;
         let a = ALLOCATION_BYTES;
         let id_bytes = |len: usize| len + a;
-        // trace id, span id, parent span id.
-        let event = size_of::<RunEvent>() + id_bytes(16) + 2 * id_bytes(8);
-        let seen_entry = size_of::<Vec<u8>>() + 8;
         // The completing span's ids, and its members' span ids (a window holds at most 20).
         let detection =
             size_of::<RunDetection>() + id_bytes(16) + id_bytes(8) + a + 10 * id_bytes(8);
-        let events = self.events.capacity() * size_of::<RunEvent>()
-            + self.events.len() * (event - size_of::<RunEvent>());
+        // Trace, span and parent ids are inline in the event (valid OTLP lengths).
+        let events = self.events.capacity() * size_of::<RunEvent>();
         let detections = self.detections.capacity() * size_of::<RunDetection>()
             + self.detections.len() * (detection - size_of::<RunDetection>());
-        let sets = self.seen.capacity() * seen_entry
-            + self.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4 + a)
-            + self.reported.capacity() * (size_of::<Identity>() + id_bytes(8));
+        let sets = self.seen.heap_bytes()
+            + self.tallies.as_ref().map_or(0, |t| {
+                size_of::<Tallies>()
+                    + t.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4 + a)
+                    + t.reported.capacity() * (size_of::<Identity>() + id_bytes(8))
+            });
         let detectors = (self.detectors.len() + self.base.len()) * DETECTOR_BYTES;
-        (size_of::<RunState>() + events + detections + sets + detectors + self.calls.heap_bytes())
-            as u64
+        (size_of::<Box<RunState>>()
+            + size_of::<RunState>()
+            + events
+            + detections
+            + sets
+            + detectors
+            + self.calls.heap_bytes()) as u64
     }
 }
 
@@ -280,7 +306,9 @@ pub struct RegistryStats {
 /// All runs, keyed by run key. Shared by the receivers (through the pipeline), the
 /// offline scan and the admin API.
 pub struct Registry {
-    runs: DashMap<Arc<str>, RunState>,
+    /// Boxed: a map slot is then a key and a pointer, so the table's spare slots (up to
+    /// half of them after it grows) cost 24 bytes each rather than a whole `RunState`.
+    runs: DashMap<Arc<str>, Box<RunState>>,
     recency: Mutex<Recency>,
     profiles: Vec<Arc<ProfileSettings>>,
     config: RegistryConfig,
@@ -411,7 +439,7 @@ impl Registry {
                 let mut run = self
                     .runs
                     .entry(first.run_key.clone())
-                    .or_insert_with(|| self.new_run(now));
+                    .or_insert_with(|| Box::new(self.new_run(now)));
                 run.last_seen = now;
                 self.insert_batch(&mut run, batch, &mut new_detections);
                 self.touch(&first.run_key, run.heap_bytes())
@@ -438,11 +466,11 @@ impl Registry {
         if let Some(mut run) = self.runs.get_mut(from) {
             let (taken, kept): (Vec<RunEvent>, Vec<RunEvent>) = std::mem::take(&mut run.events)
                 .into_iter()
-                .partition(|e| moves.contains_key(&e.span_id));
+                .partition(|e| moves.contains_key(e.span_id.as_slice()));
             run.events = kept;
             for mut event in taken {
                 run.seen.remove(&event.span_id);
-                event.run_key = moves[&event.span_id].clone();
+                event.run_key = moves[event.span_id.as_slice()].clone();
                 moved.push(event);
             }
             if !moved.is_empty() {
@@ -463,13 +491,12 @@ impl Registry {
     fn new_run(&self, now: Instant) -> RunState {
         RunState {
             events: Vec::new(),
-            seen: HashSet::new(),
+            seen: span_ids::SpanIds::default(),
             detectors: self.fresh_detectors(),
-            base: self.fresh_detectors(),
+            base: Vec::new(),
             detections: Vec::new(),
             base_detections: 0,
-            occurrences: HashMap::new(),
-            reported: HashSet::new(),
+            tallies: None,
             forgotten: 0,
             forgotten_tool_calls: 0,
             last_seen: now,
@@ -528,14 +555,14 @@ impl Registry {
                     .tool_calls_without_arguments
                     .fetch_add(1, Ordering::Relaxed);
             }
-            run.seen.insert(event.span_id.clone());
+            run.seen.insert(&event.span_id);
             if run.service_name.is_none() {
                 run.service_name = event.service_name.clone();
             }
             if run.agent_name.is_none() {
                 run.agent_name = event.agent_name.clone();
             }
-            run.events.insert(position, event);
+            insert_event(&mut run.events, position, event);
             if in_order && !needs_replay {
                 let index = run.events.len() - 1;
                 let mut detectors = std::mem::take(&mut run.detectors);
@@ -558,12 +585,18 @@ impl Registry {
     /// Re-runs the kept events from the base state; reports detections not reported before.
     fn replay(&self, run: &mut RunState, out: &mut Vec<RunDetection>) {
         let dropped = run.detections.split_off(run.base_detections);
-        for d in &dropped {
-            if let Some(n) = run.occurrences.get_mut(&occurrence_key(d)) {
-                *n = n.saturating_sub(1);
+        if let Some(tallies) = &mut run.tallies {
+            for d in &dropped {
+                if let Some(n) = tallies.occurrences.get_mut(&occurrence_key(d)) {
+                    *n = n.saturating_sub(1);
+                }
             }
         }
-        let mut detectors = run.base.clone();
+        let mut detectors = if run.base.is_empty() {
+            self.fresh_detectors()
+        } else {
+            run.base.clone()
+        };
         for index in 0..run.events.len() {
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
                 if let Some(d) = detector.observe(&run.events[index].observation) {
@@ -591,25 +624,26 @@ impl Registry {
             .iter()
             .filter_map(|m| m.checked_sub(run.forgotten))
             .filter_map(|i| run.events.get(i))
-            .map(|e| e.span_id.clone())
+            .map(|e| e.span_id.to_vec())
             .collect();
         let mut rd = RunDetection {
             profile_index,
             profile: self.profiles[profile_index].clone(),
             detection,
             run_key: completing.run_key.clone(),
-            trace_id: completing.trace_id.clone(),
-            span_id: completing.span_id.clone(),
+            trace_id: completing.trace_id.to_vec(),
+            span_id: completing.span_id.to_vec(),
             span_ids,
             time_unix_nano: completing.end_time_unix_nano,
             occurrence: 0,
             service_name: completing.service_name.clone(),
             agent_name: completing.agent_name.clone(),
         };
-        let count = run.occurrences.entry(occurrence_key(&rd)).or_insert(0);
+        let tallies = run.tallies.get_or_insert_default();
+        let count = tallies.occurrences.entry(occurrence_key(&rd)).or_insert(0);
         *count += 1;
         rd.occurrence = *count;
-        if run.reported.insert(rd.identity()) {
+        if tallies.reported.insert(rd.identity()) {
             out.push(rd.clone());
         }
         run.detections.push(rd);
@@ -624,6 +658,9 @@ impl Registry {
             return;
         }
         let excess = run.events.len() - cap;
+        if run.base.is_empty() {
+            run.base = self.fresh_detectors();
+        }
         for event in run.events.drain(..excess) {
             for detector in &mut run.base {
                 if detector.observe(&event.observation).is_some() {
@@ -635,10 +672,13 @@ impl Registry {
                 run.forgotten_tool_calls += 1;
             }
             run.seen.remove(&event.span_id);
-            for profile_index in 0..self.profiles.len() {
-                for pattern in Pattern::ALL {
-                    run.reported
-                        .remove(&(profile_index, event.span_id.clone(), pattern));
+            if let Some(tallies) = &mut run.tallies {
+                for profile_index in 0..self.profiles.len() {
+                    for pattern in Pattern::ALL {
+                        tallies
+                            .reported
+                            .remove(&(profile_index, event.span_id.to_vec(), pattern));
+                    }
                 }
             }
         }
@@ -697,7 +737,7 @@ impl Registry {
         let mut keys: Vec<Arc<str>> = self
             .runs
             .iter()
-            .filter(|run| run.events.iter().any(|e| e.trace_id == trace_id))
+            .filter(|run| run.events.iter().any(|e| e.trace_id[..] == trace_id[..]))
             .map(|run| run.key().clone())
             .collect();
         keys.sort();
@@ -748,6 +788,16 @@ impl Registry {
         });
         Some(by_fingerprint)
     }
+}
+
+/// Inserts `event` at `position`, growing a full list by an eighth (at least one slot)
+/// rather than doubling it: a one-call run holds one slot, not four, and a long run at
+/// most 1/8 unused slack. Amortised O(1) copies per event all the same.
+fn insert_event(events: &mut Vec<RunEvent>, position: usize, event: RunEvent) {
+    if events.len() == events.capacity() {
+        events.reserve_exact(events.len() / 8 + 1);
+    }
+    events.insert(position, event);
 }
 
 fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {

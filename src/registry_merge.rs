@@ -39,7 +39,7 @@ pub const MAX_PENDING_PARTS: usize = 1024;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallContext {
     /// The span's parent span_id (empty for a root span).
-    pub parent_span_id: Vec<u8>,
+    pub parent_span_id: super::SpanId,
     /// How complete this copy is: 4 when the span has ended (end time set and not before
     /// the start), plus 1 for captured arguments and 1 for a captured result.
     pub completeness: u8,
@@ -66,9 +66,15 @@ pub struct ToolCallPart {
     pub result_fingerprint: Option<Fingerprint>,
 }
 
-/// Per-run parts waiting for their tool call.
+/// Per-run parts waiting for their tool call: 8 bytes until a run keeps its first part
+/// (runs whose message parts all find their call never allocate it).
 #[derive(Debug, Default)]
 pub struct CallIndex {
+    parts: Option<Box<PendingParts>>,
+}
+
+#[derive(Debug, Default)]
+struct PendingParts {
     pending: HashMap<Arc<str>, ToolCallPart>,
     order: VecDeque<Arc<str>>,
 }
@@ -77,36 +83,45 @@ impl CallIndex {
     /// Estimated heap bytes of the pending parts (for [`super::RunState::heap_bytes`]).
     pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.pending.capacity() * (size_of::<Arc<str>>() + size_of::<ToolCallPart>() + 8)
-            + self.order.capacity() * size_of::<Arc<str>>()
+        self.parts.as_ref().map_or(0, |p| {
+            size_of::<PendingParts>()
+                + p.pending.capacity() * (size_of::<Arc<str>>() + size_of::<ToolCallPart>() + 8)
+                + p.order.capacity() * size_of::<Arc<str>>()
+        })
+    }
+
+    /// The part kept for call id `id`, if any.
+    fn get(&self, id: &str) -> Option<&ToolCallPart> {
+        self.parts.as_ref()?.pending.get(id)
     }
 
     fn keep(&mut self, part: &ToolCallPart) {
-        match self.pending.get_mut(&part.call_id) {
+        let parts = self.parts.get_or_insert_default();
+        match parts.pending.get_mut(&part.call_id) {
             Some(kept) => {
                 kept.tool_name = kept.tool_name.take().or(part.tool_name.clone());
                 kept.call_fingerprint = kept.call_fingerprint.or(part.call_fingerprint);
                 kept.result_fingerprint = kept.result_fingerprint.or(part.result_fingerprint);
             }
             None => {
-                if self.order.len() >= MAX_PENDING_PARTS {
-                    if let Some(old) = self.order.pop_front() {
-                        self.pending.remove(&old);
+                if parts.order.len() >= MAX_PENDING_PARTS {
+                    if let Some(old) = parts.order.pop_front() {
+                        parts.pending.remove(&old);
                     }
                 }
-                self.order.push_back(part.call_id.clone());
-                self.pending.insert(part.call_id.clone(), part.clone());
+                parts.order.push_back(part.call_id.clone());
+                parts.pending.insert(part.call_id.clone(), part.clone());
             }
         }
     }
 
     /// Parts kept (for tests and bounds).
     pub fn len(&self) -> usize {
-        self.pending.len()
+        self.parts.as_ref().map_or(0, |p| p.pending.len())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.len() == 0
     }
 }
 
@@ -129,8 +144,10 @@ pub(super) enum Placement {
 
 /// Decides where `event` goes, applying replacements, merges and joins to `run`.
 pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
-    if run.seen.contains(&event.span_id) {
-        return re_export(run, event);
+    if run.seen.may_contain(&event.span_id) {
+        if let Some(placement) = re_export(run, event) {
+            return placement;
+        }
     }
     let mut event = event.clone();
     let mut changed = false;
@@ -140,12 +157,7 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
         .partition_point(|e| e.order_key() < event.order_key());
     match &event.observation {
         Observation::ToolCall { .. } => {
-            if let Some(part) = event
-                .call
-                .call_id
-                .as_ref()
-                .and_then(|id| run.calls.pending.get(id))
-            {
+            if let Some(part) = event.call.call_id.as_ref().and_then(|id| run.calls.get(id)) {
                 fill_from_part(&mut event, part);
             }
             let lo = position.saturating_sub(NEAR);
@@ -190,22 +202,22 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
     }
 }
 
-fn re_export(run: &mut RunState, event: &RunEvent) -> Placement {
-    let Some(i) = run.events.iter().position(|e| e.span_id == event.span_id) else {
-        return Placement::Duplicate;
-    };
+/// Places a copy of a span the run may hold; `None` when it holds none (the span_id only
+/// shares its key in [`RunState::seen`] with a held one).
+fn re_export(run: &mut RunState, event: &RunEvent) -> Option<Placement> {
+    let i = run.events.iter().position(|e| e.span_id == event.span_id)?;
     if event.call.completeness <= run.events[i].call.completeness {
-        return Placement::Duplicate;
+        return Some(Placement::Duplicate);
     }
     let old = run.events.remove(i);
     run.seen.remove(&old.span_id);
     let mut new = event.clone();
     fill(&mut new, &old);
-    Placement::Insert {
+    Some(Placement::Insert {
         event: Box::new(new),
         changed: true,
         replaces_without_arguments: old.call.without_arguments,
-    }
+    })
 }
 
 /// True when `inner` is the same call as `outer` traced again (see module docs).
@@ -300,8 +312,8 @@ mod tests {
     fn tool(span: u8, parent: u8, start: u64, call: Option<u8>, result: Option<u8>) -> RunEvent {
         RunEvent {
             run_key: Arc::from("r"),
-            trace_id: vec![1; 16],
-            span_id: vec![span; 8],
+            trace_id: [1; 16].into(),
+            span_id: [span; 8].into(),
             start_time_unix_nano: start,
             end_time_unix_nano: start + 10,
             service_name: None,
@@ -313,9 +325,9 @@ mod tests {
             },
             call: CallContext {
                 parent_span_id: if parent == 0 {
-                    Vec::new()
+                    Default::default()
                 } else {
-                    vec![parent; 8]
+                    [parent; 8].into()
                 },
                 completeness: 4,
                 without_arguments: call.is_none(),
@@ -391,8 +403,8 @@ mod tests {
         assert_eq!(calls(&r), 1, "one call");
         let run = r.runs.get("r").unwrap();
         assert_eq!(
-            run.events[0].span_id,
-            vec![1; 8],
+            run.events[0].span_id[..],
+            [1; 8],
             "the outer span is the call"
         );
         assert_eq!(
@@ -454,7 +466,7 @@ mod tests {
         late.call.call_id = Some(Arc::from(format!("c{}", MAX_PENDING_PARTS + 9)));
         r.observe(vec![late], now);
         let run = r.runs.get("r").unwrap();
-        let call = run.events.iter().find(|e| e.span_id == vec![3; 8]).unwrap();
+        let call = run.events.iter().find(|e| e.span_id[..] == [3; 8]).unwrap();
         assert!(matches!(
             call.observation,
             Observation::ToolCall {

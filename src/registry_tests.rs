@@ -31,8 +31,8 @@ fn registry(config: RegistryConfig) -> Registry {
 fn call(run: &str, span: u64, start: u64, tool: u8) -> RunEvent {
     RunEvent {
         run_key: Arc::from(run),
-        trace_id: vec![7; 16],
-        span_id: span.to_be_bytes().to_vec(),
+        trace_id: [7; 16].into(),
+        span_id: span.to_be_bytes().into(),
         start_time_unix_nano: start,
         end_time_unix_nano: start + 1,
         service_name: Some(Arc::from("svc")),
@@ -208,7 +208,7 @@ fn forgetting_events_keeps_ordinals_occurrences_and_detections() {
     let mut events: Vec<RunEvent> = (1..=2).map(|i| call("a", i, 10 * i, 2)).collect();
     events.extend(same_calls("a", 3..=12));
     for e in &events {
-        if e.span_id != span(11) {
+        if e.span_id[..] != span(11)[..] {
             capped.observe(vec![e.clone()], now);
         }
     }
@@ -250,7 +250,7 @@ fn empty_span_ids_and_equal_start_times_never_panic() {
     // Empty span ids: the dedupe key is the span_id, so only the first counts.
     let empty: Vec<RunEvent> = (0..5)
         .map(|i| RunEvent {
-            span_id: Vec::new(),
+            span_id: Default::default(),
             ..call("e", 0, i, 1)
         })
         .collect();

@@ -99,7 +99,7 @@ impl Detector {
                     repeated_result: limits.repeated_result,
                     alternations: alternating_suffix(window) / 2,
                     alternating_calls: super::joint(window.iter().rev().take(2), |l| {
-                        l.alternating_calls
+                        l.alternating_calls()
                     }),
                 }
             }

@@ -266,7 +266,7 @@ impl Detector {
                     result: *result_fingerprint,
                     tool_name: tool_name.clone(),
                     index,
-                    limits,
+                    limits: limits.into(),
                 };
                 if self.settings.repeated_result_scope == ResultScope::Run {
                     self.streaks.get_or_insert_default().observe(&record);
@@ -336,20 +336,20 @@ impl Detector {
         let window = &history[history.len().saturating_sub(s.window)..];
         let current = window.last()?;
         let result = match s.repeated_result_scope {
-            ResultScope::Window => repeated_result::check(window, current.limits.repeated_result),
+            ResultScope::Window => repeated_result::check(window, current.limits.repeated_result()),
             ResultScope::Run => self.streaks.as_ref().and_then(|s| s.check(current)),
         };
         result
             .or_else(|| {
-                let threshold = joint(window.iter().rev().take(2), |l| l.alternating_calls);
+                let threshold = joint(window.iter().rev().take(2), |l| l.alternating_calls());
                 alternating::check(window, threshold)
             })
             .or_else(|| {
                 let threshold =
-                    |period: usize| joint(history.iter().rev().take(period), |l| l.cycle);
+                    |period: usize| joint(history.iter().rev().take(period), |l| l.cycle());
                 cycle::check(history, &threshold, s.max_cycle_period)
             })
-            .or_else(|| repeated_call::check(window, current.limits.repeated_call))
+            .or_else(|| repeated_call::check(window, current.limits.repeated_call()))
     }
 
     fn severity(
@@ -382,7 +382,7 @@ impl Detector {
 /// of them has it off.
 fn joint<'a>(
     calls: impl Iterator<Item = &'a CallRecord>,
-    field: impl Fn(&Limits) -> usize,
+    field: impl Fn(&CallLimits) -> usize,
 ) -> usize {
     let mut out = 0;
     for call in calls {
@@ -412,7 +412,45 @@ pub(crate) struct CallRecord {
     /// 0-based index of the observation.
     pub(crate) index: usize,
     /// Thresholds for this call (the profile's, or its `[[tools]]` entry's).
-    pub(crate) limits: Limits,
+    pub(crate) limits: CallLimits,
+}
+
+/// [`Limits`] as a window record keeps them: 32-bit thresholds, 16 bytes instead of 32
+/// per kept call. A threshold past `u32::MAX` saturates, which changes no answer: no
+/// window or run holds that many calls.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallLimits {
+    repeated_call: u32,
+    repeated_result: u32,
+    alternating_calls: u32,
+    cycle: u32,
+}
+
+impl From<Limits> for CallLimits {
+    fn from(l: Limits) -> Self {
+        let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        CallLimits {
+            repeated_call: narrow(l.repeated_call),
+            repeated_result: narrow(l.repeated_result),
+            alternating_calls: narrow(l.alternating_calls),
+            cycle: narrow(l.cycle),
+        }
+    }
+}
+
+impl CallLimits {
+    pub(crate) fn repeated_call(&self) -> usize {
+        self.repeated_call as usize
+    }
+    pub(crate) fn repeated_result(&self) -> usize {
+        self.repeated_result as usize
+    }
+    pub(crate) fn alternating_calls(&self) -> usize {
+        self.alternating_calls as usize
+    }
+    pub(crate) fn cycle(&self) -> usize {
+        self.cycle as usize
+    }
 }
 
 /// What a call pattern found; `members` are observation indices, ascending.

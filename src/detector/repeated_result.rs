@@ -57,14 +57,14 @@ impl RunStreaks {
         }
         *result = call.result;
         members.push_back(call.index);
-        while members.len() > call.limits.repeated_result.max(1) {
+        while members.len() > call.limits.repeated_result().max(1) {
             members.pop_front();
         }
     }
 
     /// The run-scope repeated_result for the call just observed.
     pub(crate) fn check(&self, current: &CallRecord) -> Option<Match> {
-        let threshold = current.limits.repeated_result;
+        let threshold = current.limits.repeated_result();
         let (result, members) = self.streaks.get(&current.fingerprint)?;
         if threshold == 0 || result.is_none() || members.len() < threshold {
             return None;
