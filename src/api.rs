@@ -58,7 +58,13 @@ impl AdminState {
             forwarder: self.forwarder.as_deref(),
             exporter_health: self.exporter_health.as_deref(),
             limits: self.limits.as_deref(),
-            reports: self.reports.as_deref(),
+            reports: self
+                .reports
+                .as_deref()
+                .map(|queue| crate::metrics::ReportQueueFigures {
+                    dropped: queue.dropped(),
+                    queued: queue.len(),
+                }),
         }
     }
 }

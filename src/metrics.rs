@@ -188,8 +188,18 @@ pub struct MetricSources<'a> {
     pub exporter_health: Option<&'a crate::forward::DownstreamHealth>,
     /// Memory limiter and decoded-bytes budget (`None`: not rendered).
     pub limits: Option<&'a crate::limits::Limits>,
-    /// The detection report queue (`None`: not rendered).
-    pub reports: Option<&'a crate::pipeline::reporter::ReportQueue>,
+    /// The detection report queue's figures (`None`: not rendered).
+    pub reports: Option<ReportQueueFigures>,
+}
+
+/// What the detection report queue (`pipeline::reporter`) shows on `/metrics`: passed as
+/// figures so this module does not depend on the span path.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReportQueueFigures {
+    /// Detections dropped because the queue was full, by severity: info, warn, kill.
+    pub dropped: (u64, u64, u64),
+    /// Detections waiting for the reporter task.
+    pub queued: usize,
 }
 
 /// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
@@ -310,7 +320,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         registry.state_bytes() as i64,
     );
     if let Some(reports) = state.reports {
-        let (info, warn, kill) = reports.dropped();
+        let (info, warn, kill) = reports.dropped;
         labelled_counter(
             &mut r,
             "detection_reports_dropped",
@@ -325,7 +335,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             &mut r,
             "detection_reports_queued",
             "Detections waiting for the reporter task (log line and signal)",
-            reports.len() as i64,
+            reports.queued as i64,
         );
     }
     if let Some(limits) = state.limits {
