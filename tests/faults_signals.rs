@@ -124,6 +124,30 @@ fn print_figures(name: &str, published: &[Signal], seen: &HashMap<String, u32>) 
     );
 }
 
+/// Publishes one signal and waits for its delivery, cuts the proxy, publishes [`N`] more
+/// during an [`OUTAGE`] (none may get through), restores it and waits until the sink has
+/// delivered all of them with nothing dropped. Returns every signal published, in order.
+async fn publish_across_a_cut(hub: &SignalHub, proxy: &mut CutProxy, name: &str) -> Vec<Signal> {
+    let run = unique("run");
+    let first = signals(&run, 1, 1);
+    hub.publish(first[0].clone());
+    wait_stats(hub, |s| s.delivered == 1).await;
+
+    proxy.cut().await;
+    let during = signals(&run, 2, N);
+    for s in &during {
+        hub.publish(s.clone());
+    }
+    tokio::time::sleep(OUTAGE).await;
+    let down = sink_stats(hub);
+    assert_eq!(down.delivered, 1, "nothing gets through the cut: {down:?}");
+    println!("FAULT {name} during_outage={down:?}");
+    proxy.restore().await;
+    let up = wait_stats(hub, |s| s.delivered == u64::from(N) + 1).await;
+    assert_eq!((up.dropped, up.rejected, up.queue_depth), (0, 0, 0));
+    first.into_iter().chain(during).collect()
+}
+
 /// A core subscriber on the real server (not through the proxy) to `<prefix>.>`.
 async fn core_subscriber(prefix: &str) -> impl futures::Stream<Item = Signal> + Unpin {
     let client = async_nats::connect(NATS_URL).await.expect("nats connect");
@@ -176,26 +200,8 @@ async fn core_nats_cut_after_connecting_loses_no_signal() {
     let prefix = format!("loopwatch.test.{}", unique("cut"));
     let mut messages = core_subscriber(&prefix).await;
     let hub = SignalHub::start(config(proxy.addr, &prefix, None));
-    let run = unique("run");
-    let first = signals(&run, 1, 1);
-    hub.publish(first[0].clone());
-    wait_stats(&hub, |s| s.delivered == 1).await;
-
-    proxy.cut().await;
-    let during = signals(&run, 2, N);
-    for s in &during {
-        hub.publish(s.clone());
-    }
-    tokio::time::sleep(OUTAGE).await;
-    let down = sink_stats(&hub);
-    assert_eq!(down.delivered, 1, "nothing gets through the cut: {down:?}");
-    println!("FAULT nats-core-cut-after-connect during_outage={down:?}");
-
-    proxy.restore().await;
-    let up = wait_stats(&hub, |s| s.delivered == u64::from(N) + 1).await;
-    assert_eq!((up.dropped, up.rejected, up.queue_depth), (0, 0, 0));
+    let published = publish_across_a_cut(&hub, &mut proxy, "nats-core-cut-after-connect").await;
     let (_, seen) = collect(&mut messages, N as usize + 1).await;
-    let published: Vec<Signal> = first.into_iter().chain(during).collect();
     print_figures("nats-core-cut-after-connect", &published, &seen);
     for s in &published {
         assert!(seen.contains_key(&s.id), "lost {}", s.id);
@@ -215,23 +221,8 @@ async fn jetstream_cut_after_connecting_keeps_each_signal_exactly_once() {
     let prefix = format!("loopwatch.test.{}", unique("jscut"));
     let stream_name = unique("LOOPWATCH_FAULT");
     let hub = SignalHub::start(config(proxy.addr, &prefix, Some(&stream_name)));
-    let run = unique("run");
-    let first = signals(&run, 1, 1);
-    hub.publish(first[0].clone());
-    wait_stats(&hub, |s| s.delivered == 1).await;
-
-    proxy.cut().await;
-    let during = signals(&run, 2, N);
-    for s in &during {
-        hub.publish(s.clone());
-    }
-    tokio::time::sleep(OUTAGE).await;
-    let down = sink_stats(&hub);
-    assert_eq!(down.delivered, 1, "nothing gets through the cut: {down:?}");
-    println!("FAULT nats-jetstream-cut-after-connect during_outage={down:?}");
-    proxy.restore().await;
-    let up = wait_stats(&hub, |s| s.delivered == u64::from(N) + 1).await;
-    assert_eq!((up.dropped, up.rejected, up.queue_depth), (0, 0, 0));
+    let published =
+        publish_across_a_cut(&hub, &mut proxy, "nats-jetstream-cut-after-connect").await;
 
     let client = async_nats::connect(NATS_URL).await.expect("nats connect");
     let context = jetstream::new(client);
@@ -255,7 +246,6 @@ async fn jetstream_cut_after_connecting_keeps_each_signal_exactly_once() {
         serde_json::from_slice::<Signal>(&m.payload).expect("signal JSON")
     }));
     let (order, seen) = collect(&mut messages, N as usize + 1).await;
-    let published: Vec<Signal> = first.into_iter().chain(during).collect();
     print_figures("nats-jetstream-cut-after-connect", &published, &seen);
     let ids: Vec<String> = published.iter().map(|s| s.id.clone()).collect();
     assert_eq!(order, ids, "every signal, in order");
@@ -288,25 +278,8 @@ async fn redis_cut_after_connecting_loses_no_signal() {
     config.redis.key_prefix = format!("{channel}:kill:");
     config.retry = fast_retry();
     let hub = SignalHub::start(config);
-    let run = unique("run");
-    let first = signals(&run, 1, 1);
-    hub.publish(first[0].clone());
-    wait_stats(&hub, |s| s.delivered == 1).await;
-
-    proxy.cut().await;
-    let during = signals(&run, 2, N);
-    for s in &during {
-        hub.publish(s.clone());
-    }
-    tokio::time::sleep(OUTAGE).await;
-    let down = sink_stats(&hub);
-    assert_eq!(down.delivered, 1, "nothing gets through the cut: {down:?}");
-    println!("FAULT redis-cut-after-connect during_outage={down:?}");
-    proxy.restore().await;
-    let up = wait_stats(&hub, |s| s.delivered == u64::from(N) + 1).await;
-    assert_eq!((up.dropped, up.rejected, up.queue_depth), (0, 0, 0));
+    let published = publish_across_a_cut(&hub, &mut proxy, "redis-cut-after-connect").await;
     let (_, seen) = collect(&mut messages, N as usize + 1).await;
-    let published: Vec<Signal> = first.into_iter().chain(during).collect();
     print_figures("redis-cut-after-connect", &published, &seen);
     for s in &published {
         assert!(seen.contains_key(&s.id), "lost {}", s.id);
