@@ -6,10 +6,10 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::downstream::Downstream;
+use common::fault_load::{sigterm, wait_exit};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -81,28 +81,6 @@ async fn wait_in_backoff(admin: &str, requests: u64) {
         }
         assert!(Instant::now() < deadline, "never {want:?}:\n{body}");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn sigterm(child: &std::process::Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("loopwatch did not exit within {timeout:?} of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
