@@ -464,6 +464,21 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
     counter(
         meter,
         s,
+        "loopwatch.detection_reports.dropped",
+        "{detection}",
+        "Detections whose log line and signal were dropped because the report queue was full (least severe first), by severity",
+        |s| {
+            s.reports.as_ref().map_or_else(Vec::new, |queue| {
+                let (info, warn, kill) = queue.dropped();
+                [("info", info), ("warn", warn), ("kill", kill)]
+                    .map(|(severity, n)| (n, vec![kv("severity", severity)]))
+                    .to_vec()
+            })
+        },
+    );
+    counter(
+        meter,
+        s,
         "loopwatch.signals.dropped",
         "{signal}",
         "Signals dropped because a sink queue was full, by sink and action (warnings go first)",

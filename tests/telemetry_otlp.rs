@@ -140,6 +140,12 @@ async fn own_metrics_reach_a_real_otlp_metrics_receiver() {
     assert!(kill.1.iter().any(|(k, _)| k == "service.name"));
     let (runs, _) = latest(&received, "loopwatch.runs.started").expect("runs started");
     assert_eq!(sum_points(&runs).iter().map(|p| p.0).sum::<i64>(), 1);
+    // Every detection reached the reporter: none dropped, one point per severity.
+    let (reports, _) = latest(&received, "loopwatch.detection_reports.dropped")
+        .expect("detection reports dropped");
+    let points = sum_points(&reports);
+    assert_eq!(points.len(), 3, "{points:?}");
+    assert!(points.iter().all(|(n, _)| *n == 0), "{points:?}");
     server.shutdown().await.unwrap();
 }
 
