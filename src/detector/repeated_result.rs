@@ -21,14 +21,24 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
     if !last.iter().all(|&i| window[i].result == Some(result)) {
         return None;
     }
-    Some(Match {
+    Some(stuck_call(
+        current,
+        threshold,
+        last.iter().map(|&i| window[i].index).collect(),
+    ))
+}
+
+/// The repeated_result match of `current`'s call: `threshold` identical results, at the
+/// call ordinals `members` (window scope or run scope alike).
+fn stuck_call(current: &CallRecord, threshold: usize, members: Vec<usize>) -> Match {
+    Match {
         pattern: Pattern::RepeatedResult,
         tool_names: vec![current.tool_name.clone()],
         count: threshold,
         progress: false,
         fingerprints: vec![current.fingerprint],
-        members: last.iter().map(|&i| window[i].index).collect(),
-    })
+        members,
+    }
 }
 
 /// Calls tracked at once in run scope; past it, calls seen once are dropped first.
@@ -69,14 +79,11 @@ impl RunStreaks {
         if threshold == 0 || result.is_none() || members.len() < threshold {
             return None;
         }
-        Some(Match {
-            pattern: Pattern::RepeatedResult,
-            tool_names: vec![current.tool_name.clone()],
-            count: threshold,
-            progress: false,
-            fingerprints: vec![current.fingerprint],
-            members: members.iter().copied().collect(),
-        })
+        Some(stuck_call(
+            current,
+            threshold,
+            members.iter().copied().collect(),
+        ))
     }
 
     /// Latest occurrences of `fingerprint` in a row with the same captured result (at most
