@@ -279,12 +279,7 @@ async fn every_case_through_the_server_over_http_json() {
         .unwrap();
     assert_eq!(response.status(), 200);
     let admin = server.admin_addr.expect("admin listener");
-    let metrics = reqwest::get(format!("http://{admin}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::serve_process::scrape(&admin.to_string()).await;
     assert!(
         metrics
             .lines()

@@ -175,12 +175,7 @@ async fn late_span_completes_a_loop_on_a_forwarded_span(transport: Transport) {
     );
 
     let admin = server.admin_addr.unwrap();
-    let metrics = reqwest::get(format!("http://{admin}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::serve_process::scrape(&admin.to_string()).await;
     assert!(
         metrics
             .lines()
