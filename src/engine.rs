@@ -150,9 +150,10 @@ impl Engine {
         let mut detections = self.rehome(moves, now);
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&spans, &mut located, &mut detections, now);
-        let synthetic = self.synthetic_for(&detections, &located);
+        let (completed_here, elsewhere) = place_detections(&detections, located);
+        let synthetic = self.synthetic_for(&elsewhere);
         let mut annotated_spans = 0;
-        for (location, here) in completed_here(&detections, located) {
+        for (location, here) in completed_here {
             let (r, s, i) = location;
             let span = &mut request.resource_spans[r].scope_spans[s].spans[i];
             annotate_span(span, &here, &|fp| self.fingerprint_key.short(fp));
@@ -170,25 +171,16 @@ impl Engine {
         }
     }
 
-    /// Synthetic spans for the `detections` whose completing span is not in `located`
-    /// (this request's spans); counted in `synthetic_spans`.
-    fn synthetic_for<L>(
+    /// Synthetic spans for the detections completed by spans of earlier requests
+    /// (`elsewhere`, from [`place_detections`]); counted in `synthetic_spans`.
+    fn synthetic_for(
         &self,
-        detections: &[RunDetection],
-        located: &[(L, &[u8], &[u8])],
+        elsewhere: &[&RunDetection],
     ) -> Vec<opentelemetry_proto::tonic::trace::v1::ResourceSpans> {
-        if detections.is_empty() {
-            return Vec::new(); // the common case: nothing to look up
+        if elsewhere.is_empty() {
+            return Vec::new(); // the common case
         }
-        let elsewhere: Vec<&RunDetection> = detections
-            .iter()
-            .filter(|d| {
-                !located
-                    .iter()
-                    .any(|(_, t, s)| *t == d.trace_id.as_slice() && *s == d.span_id.as_slice())
-            })
-            .collect();
-        let synthetic = synthetic_spans(&elsewhere, &|fp| self.fingerprint_key.short(fp));
+        let synthetic = synthetic_spans(elsewhere, &|fp| self.fingerprint_key.short(fp));
         self.stats
             .synthetic_spans
             .fetch_add(synthetic.len() as u64, Ordering::Relaxed);
@@ -287,8 +279,9 @@ impl Engine {
         let mut detections = self.rehome(moves, now);
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&inputs, &mut located, &mut detections, now);
-        let synthetic = self.synthetic_for(&detections, &located);
-        let edits: Vec<SpanEdit> = completed_here(&detections, located)
+        let (completed_here, elsewhere) = place_detections(&detections, located);
+        let synthetic = self.synthetic_for(&elsewhere);
+        let edits: Vec<SpanEdit> = completed_here
             .into_iter()
             .map(|(range, here)| {
                 let mut added = otlp::Span::default();
@@ -556,31 +549,39 @@ fn transient_fingerprint(trace_id: &[u8], span_id: &[u8]) -> crate::fingerprint:
     hasher.finalize().into()
 }
 
-/// The spans of `located` (location, trace_id, span_id) that complete one of
-/// `detections`, each with the detections it completes. Looks each span up in a map keyed
-/// by (trace_id, span_id) instead of matching every span against every detection.
-fn completed_here<'d, L>(
+/// Where `detections` land: the spans of `located` (location, trace_id, span_id) that
+/// complete one, each with the detections it completes, and the detections completed by a
+/// span of an earlier request (in detection order). Looks each span up in a map keyed by
+/// (trace_id, span_id) instead of matching every span against every detection.
+fn place_detections<'d, L>(
     detections: &'d [RunDetection],
     located: Vec<(L, &[u8], &[u8])>,
-) -> Vec<(L, Vec<&'d RunDetection>)> {
+) -> (Vec<(L, Vec<&'d RunDetection>)>, Vec<&'d RunDetection>) {
     if detections.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let mut by_span: HashMap<(&[u8], &[u8]), Vec<&RunDetection>> = HashMap::new();
+    // (trace_id, span_id) → the detections that span completes, and whether it is here.
+    type BySpan<'a, 'd> = HashMap<(&'a [u8], &'a [u8]), (Vec<&'d RunDetection>, bool)>;
+    let mut by_span: BySpan = HashMap::new();
     for d in detections {
         by_span
             .entry((d.trace_id.as_slice(), d.span_id.as_slice()))
             .or_default()
+            .0
             .push(d);
     }
-    located
-        .into_iter()
-        .filter_map(|(location, trace_id, span_id)| {
-            by_span
-                .get(&(trace_id, span_id))
-                .map(|here| (location, here.clone()))
-        })
-        .collect()
+    let mut here = Vec::new();
+    for (location, trace_id, span_id) in located {
+        if let Some((completed, placed)) = by_span.get_mut(&(trace_id, span_id)) {
+            *placed = true;
+            here.push((location, completed.clone()));
+        }
+    }
+    let elsewhere = detections
+        .iter()
+        .filter(|d| !by_span[&(d.trace_id.as_slice(), d.span_id.as_slice())].1)
+        .collect();
+    (here, elsewhere)
 }
 
 /// Errors building an engine from configuration.
