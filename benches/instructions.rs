@@ -9,7 +9,9 @@
 //!
 //! Names: `wire` (bytes → wire reader → engine → bytes, fresh engine), `prost` (decode →
 //! engine → encode), `passthrough` (prost decode + encode only), `fingerprint_5kb` (one
-//! result fingerprint of a ~5 KB JSON text). The binary prints the number of spans (or
+//! result fingerprint of a ~5 KB JSON text), `wire_tools` / `passthrough_tools` (10
+//! synthetic requests of 1000 GenAI `execute_tool` spans, 0 % loops) and `wire_loops` /
+//! `passthrough_loops` (the same, every trace one repeated call). The binary prints the number of spans (or
 //! bytes) the workload covered, to divide the instruction count by.
 
 use std::hint::black_box;
@@ -77,10 +79,16 @@ fn main() {
         .find(|a| !a.starts_with('-'))
         .unwrap_or_default();
     let config = support::config();
-    let raw: Vec<Bytes> = support::corpus_bytes()
-        .into_iter()
-        .map(Bytes::from)
-        .collect();
+    // `wire_tools` / `wire_loops`: 10 synthetic requests of 1000 `execute_tool` spans
+    // (0 % loops / every trace a loop) instead of the corpus.
+    let raw: Vec<Bytes> = match name.as_str() {
+        "wire_tools" | "passthrough_tools" => support::tool_call_requests(10, 1000, false),
+        "wire_loops" | "passthrough_loops" => support::tool_call_requests(10, 1000, true),
+        _ => support::corpus_bytes(),
+    }
+    .into_iter()
+    .map(Bytes::from)
+    .collect();
     let spans: u64 = raw
         .iter()
         .map(|b| {
@@ -90,9 +98,9 @@ fn main() {
         .sum();
     let engine = || Engine::from_config(&config).expect("default config");
     match name.as_str() {
-        "wire" => black_box(workload_wire(&engine(), &raw)),
+        "wire" | "wire_tools" | "wire_loops" => black_box(workload_wire(&engine(), &raw)),
         "prost" => black_box(workload_prost(&engine(), &raw)),
-        "passthrough" => black_box(workload_passthrough(&raw)),
+        "passthrough" | "passthrough_tools" | "passthrough_loops" => black_box(workload_passthrough(&raw)),
         "fingerprint_5kb" => {
             let text = support::large_json(5 * 1024);
             println!("bytes {}", text.len());
@@ -103,7 +111,10 @@ fn main() {
         }
         _ => {
             // `cargo bench` runs every bench binary: nothing to do without a name.
-            eprintln!("usage: instructions wire|prost|passthrough|fingerprint_5kb");
+            eprintln!(
+                "usage: instructions wire|prost|passthrough|wire_tools|passthrough_tools|\
+                 wire_loops|passthrough_loops|fingerprint_5kb"
+            );
             return;
         }
     };

@@ -41,23 +41,107 @@ pub fn normalize_arguments(payload: Payload) -> Payload {
 
 /// A result with framework wrappers removed (see module docs); unchanged when none applies.
 pub fn normalize_result(payload: Payload) -> Payload {
-    let Some(mut value) = as_json(&payload) else {
+    let outer = match &payload {
+        Payload::Json(value) => unwrap_once(value),
+        // Most results are no wrapper: their top-level keys tell, without building them.
+        Payload::Text(text) if text.trim_start().starts_with('{') && !may_wrap(text) => None,
+        _ => as_json(&payload).and_then(|value| unwrap_once(&value)),
+    };
+    let Some(mut value) = outer else {
         return payload;
     };
-    let mut changed = false;
-    for _ in 0..MAX_LAYERS {
+    for _ in 1..MAX_LAYERS {
         match unwrap_once(&value) {
-            Some(inner) => {
-                value = inner;
-                changed = true;
-            }
+            Some(inner) => value = inner,
             None => break,
         }
     }
-    if changed {
-        Payload::Json(value)
-    } else {
-        payload
+    Payload::Json(value)
+}
+
+/// False when the JSON object in `text` is surely no wrapper [`unwrap_once`] removes: its
+/// top-level keys are neither `output` alone, nor include a `type` of `"tool"`, nor are
+/// `content` with MCP `CallToolResult` keys. Reads the keys without building the values;
+/// text that is not a JSON object is no wrapper either (`as_json` reads nothing from it).
+fn may_wrap(text: &str) -> bool {
+    serde_json::from_str::<WrapperShape>(text).is_ok_and(|shape| shape.may_wrap)
+}
+
+/// What [`may_wrap`] learns from an object's top-level keys.
+struct WrapperShape {
+    may_wrap: bool,
+}
+
+impl<'de> serde::Deserialize<'de> for WrapperShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ShapeVisitor)
+    }
+}
+
+struct ShapeVisitor;
+
+/// A top-level key, compared without allocating.
+enum ShapeKey {
+    Output,
+    Type,
+    Content,
+    /// `isError`, `structuredContent`, `_meta`: the other `CallToolResult` keys.
+    CallToolResult,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for ShapeKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = ShapeKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<ShapeKey, E> {
+                Ok(match key {
+                    "output" => ShapeKey::Output,
+                    "type" => ShapeKey::Type,
+                    "content" => ShapeKey::Content,
+                    "isError" | "structuredContent" | "_meta" => ShapeKey::CallToolResult,
+                    _ => ShapeKey::Other,
+                })
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ShapeVisitor {
+    type Value = WrapperShape;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<WrapperShape, A::Error> {
+        use serde::de::IgnoredAny;
+        let (mut output_only, mut tool_type, mut content, mut call_tool_result_keys) =
+            (true, false, false, true);
+        let mut keys = 0usize;
+        while let Some(key) = map.next_key::<ShapeKey>()? {
+            keys += 1;
+            output_only &= matches!(key, ShapeKey::Output);
+            call_tool_result_keys &= matches!(key, ShapeKey::Content | ShapeKey::CallToolResult);
+            match key {
+                ShapeKey::Type => tool_type |= map.next_value::<Json>()? == "tool",
+                ShapeKey::Content => {
+                    content = true;
+                    map.next_value::<IgnoredAny>()?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(WrapperShape {
+            may_wrap: (keys > 0 && output_only) || tool_type || (content && call_tool_result_keys),
+        })
     }
 }
 
@@ -346,6 +430,37 @@ mod tests {
             normalize_result(image),
             Payload::Json(json!([{"type":"image","data":"AA=="}]))
         );
+    }
+
+    #[test]
+    fn may_wrap_reads_top_level_keys_only() {
+        assert!(may_wrap(r#"{"output": {"a": [1, 2]}}"#));
+        assert!(may_wrap(r#"{"output": 1, "output": 2}"#), "duplicates: one key");
+        assert!(may_wrap(r#"{"id": "m1", "type": "tool", "data": {}}"#));
+        assert!(may_wrap(r#"{"content": [], "isError": false, "_meta": {}}"#));
+        assert!(!may_wrap(r#"{"output": "x", "other": 1}"#));
+        assert!(!may_wrap(r#"{"type": "ai", "content": "x"}"#));
+        assert!(!may_wrap(r#"{"type": {"k": "tool"}}"#));
+        assert!(!may_wrap(r#"{"content": [], "extra": 1}"#));
+        assert!(!may_wrap(r#"{"hits": [{"output": 1}], "total": 2}"#));
+        assert!(!may_wrap("{}"));
+        assert!(!may_wrap(r#"{"output": "#), "not JSON: no wrapper");
+    }
+
+    #[test]
+    fn text_and_json_results_unwrap_alike() {
+        for value in [
+            json!({"output": "{\"a\": 1}"}),
+            json!({"output": {"type": "tool", "content": "done", "tool_call_id": "c1"}}),
+            json!({"content": [{"type": "text", "text": "a"}], "isError": false}),
+            json!({"type": "tool", "data": {"content": "x", "tool_call_id": "c2"}}),
+        ] {
+            assert_eq!(
+                normalize_result(Payload::Text(value.to_string())),
+                normalize_result(Payload::Json(value.clone())),
+                "{value}"
+            );
+        }
     }
 
     #[test]
