@@ -29,14 +29,25 @@ pub const MAX_LAYERS: usize = 4;
 pub fn normalize_arguments(payload: Payload) -> Payload {
     if let Payload::Text(text) = &payload {
         let t = text.trim_start();
-        if (t.starts_with('{') || t.starts_with('[')) && serde_json::from_str::<Json>(text).is_err()
-        {
+        if (t.starts_with('{') || t.starts_with('[')) && !is_json(text) {
             if let Some(json) = python_literal(text) {
                 return Payload::Json(json);
             }
         }
     }
     payload
+}
+
+/// True when `text` parses as a `serde_json::Value`, checked without building it: syntax by
+/// skipping the value, and serde_json's nesting limit (127 levels), which skipping does not apply,
+/// only when the text could be that deep.
+fn is_json(text: &str) -> bool {
+    const SERDE_JSON_DEPTH: usize = 128;
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return false;
+    }
+    let openings = text.bytes().filter(|b| matches!(b, b'[' | b'{')).count();
+    openings < SERDE_JSON_DEPTH || serde_json::from_str::<Json>(text).is_ok()
 }
 
 /// A result with framework wrappers removed (see module docs); unchanged when none applies.
@@ -430,6 +441,27 @@ mod tests {
             normalize_result(image),
             Payload::Json(json!([{"type":"image","data":"AA=="}]))
         );
+    }
+
+    #[test]
+    fn is_json_agrees_with_building_the_value() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        for text in [
+            r#"{"a": [1, {"b": null}]}"#.to_string(),
+            "{'a': 1}".into(),
+            "[1, 2".into(),
+            r#"{"a": 1} x"#.into(),
+            deep(128),
+            deep(129),
+            deep(400),
+        ] {
+            assert_eq!(
+                is_json(&text),
+                serde_json::from_str::<Json>(&text).is_ok(),
+                "{text:.40}"
+            );
+        }
+        assert!(!is_json(&deep(129)), "past serde_json's nesting limit");
     }
 
     #[test]
