@@ -100,7 +100,9 @@ fn main() {
     match name.as_str() {
         "wire" | "wire_tools" | "wire_loops" => black_box(workload_wire(&engine(), &raw)),
         "prost" => black_box(workload_prost(&engine(), &raw)),
-        "passthrough" | "passthrough_tools" | "passthrough_loops" => black_box(workload_passthrough(&raw)),
+        "passthrough" | "passthrough_tools" | "passthrough_loops" => {
+            black_box(workload_passthrough(&raw))
+        }
         "fingerprint_5kb" => {
             let text = support::large_json(5 * 1024);
             println!("bytes {}", text.len());

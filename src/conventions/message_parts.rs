@@ -7,9 +7,11 @@
 //! `gen_ai.client.inference.operation.details` span event. Messages may be a JSON string
 //! or a structured AnyValue. Parts without an `id` cannot be joined and are skipped.
 
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use serde_json::Value as Json;
 
 use super::json_from_any_value;
+use super::message_parts_text::{parts_in_text, parts_in_value, TextPart};
 use crate::event::Payload;
 use crate::otlp::{attr, Span};
 
@@ -31,38 +33,24 @@ pub enum MessagePart {
 /// The tool-call parts of a span's input and output messages, in message order.
 pub fn tool_call_parts(span: &Span) -> Vec<MessagePart> {
     let mut parts = Vec::new();
-    for (key, wanted) in [
-        ("gen_ai.output.messages", "tool_call"),
-        ("gen_ai.input.messages", "tool_call_response"),
+    for (key, wanted, field) in [
+        ("gen_ai.output.messages", "tool_call", "arguments"),
+        ("gen_ai.input.messages", "tool_call_response", "response"),
     ] {
-        let Some(messages) = messages(span, key) else {
+        let Some(found) = messages(span, key, wanted, field) else {
             continue;
         };
-        let list = match &messages {
-            Json::Array(list) => list.as_slice(),
-            one => std::slice::from_ref(one),
-        };
-        for part in list
-            .iter()
-            .filter_map(|m| m.get("parts").and_then(Json::as_array))
-            .flatten()
-            .filter(|p| p.get("type").and_then(Json::as_str) == Some(wanted))
-        {
-            let Some(id) = part
-                .get("id")
-                .and_then(Json::as_str)
-                .filter(|s| !s.is_empty())
-            else {
+        for part in found {
+            let Some(id) = part.id.filter(|s| !s.is_empty()) else {
                 continue;
             };
-            let id = id.to_owned();
             if wanted == "tool_call" {
                 parts.push(MessagePart::Call {
                     id,
-                    name: part.get("name").and_then(Json::as_str).map(str::to_owned),
-                    arguments: part.get("arguments").map(payload),
+                    name: part.name,
+                    arguments: part.field.map(payload),
                 });
-            } else if let Some(response) = part.get("response") {
+            } else if let Some(response) = part.field {
                 parts.push(MessagePart::Response {
                     id,
                     response: payload(response),
@@ -73,21 +61,27 @@ pub fn tool_call_parts(span: &Span) -> Vec<MessagePart> {
     parts
 }
 
-fn messages(span: &Span, key: &str) -> Option<Json> {
-    attr(&span.attributes, key)
-        .and_then(json_from_any_value)
-        .or_else(|| {
-            span.events
-                .iter()
-                .filter(|e| e.name == OPERATION_DETAILS_EVENT)
-                .find_map(|e| attr(&e.attributes, key).and_then(json_from_any_value))
-        })
+/// The `wanted` parts of messages attribute `key`, on the span or, when absent or not
+/// JSON there, on an operation-details event.
+fn messages(span: &Span, key: &str, wanted: &str, field: &str) -> Option<Vec<TextPart>> {
+    let read = |value: &AnyValue| match value.value.as_ref()? {
+        // JSON text is read without building the conversation ([`message_parts_text`]).
+        Value::StringValue(s) => parts_in_text(s.as_bytes(), wanted, field),
+        Value::BytesValue(b) => parts_in_text(b, wanted, field),
+        _ => json_from_any_value(value).map(|json| parts_in_value(&json, wanted, field)),
+    };
+    attr(&span.attributes, key).and_then(read).or_else(|| {
+        span.events
+            .iter()
+            .filter(|e| e.name == OPERATION_DETAILS_EVENT)
+            .find_map(|e| attr(&e.attributes, key).and_then(read))
+    })
 }
 
-fn payload(value: &Json) -> Payload {
+fn payload(value: Json) -> Payload {
     match value {
-        Json::String(s) => Payload::Text(s.clone()),
-        other => Payload::Json(other.clone()),
+        Json::String(s) => Payload::Text(s),
+        other => Payload::Json(other),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod genai;
 pub mod langfuse;
 pub mod llamaindex;
 pub mod message_parts;
+pub mod message_parts_text;
 pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;

@@ -467,9 +467,14 @@ mod tests {
     #[test]
     fn may_wrap_reads_top_level_keys_only() {
         assert!(may_wrap(r#"{"output": {"a": [1, 2]}}"#));
-        assert!(may_wrap(r#"{"output": 1, "output": 2}"#), "duplicates: one key");
+        assert!(
+            may_wrap(r#"{"output": 1, "output": 2}"#),
+            "duplicates: one key"
+        );
         assert!(may_wrap(r#"{"id": "m1", "type": "tool", "data": {}}"#));
-        assert!(may_wrap(r#"{"content": [], "isError": false, "_meta": {}}"#));
+        assert!(may_wrap(
+            r#"{"content": [], "isError": false, "_meta": {}}"#
+        ));
         assert!(!may_wrap(r#"{"output": "x", "other": 1}"#));
         assert!(!may_wrap(r#"{"type": "ai", "content": "x"}"#));
         assert!(!may_wrap(r#"{"type": {"k": "tool"}}"#));
