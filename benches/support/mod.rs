@@ -51,7 +51,10 @@ pub fn large_json(size: usize) -> String {
 /// Synthetic GenAI `execute_tool` requests like the load generator's: `requests` requests of
 /// `spans` spans, in traces of 10 calls (every trace its own trace id). `loop_heavy`: each
 /// trace repeats one call; otherwise every call has its own arguments and result.
-#[allow(dead_code, reason = "each bench binary compiles this module; one uses this")]
+#[allow(
+    dead_code,
+    reason = "each bench binary compiles this module; one uses this"
+)]
 pub fn tool_call_requests(requests: usize, spans: usize, loop_heavy: bool) -> Vec<Vec<u8>> {
     use loopwatch::otlp::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};

@@ -11,7 +11,7 @@ use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use serde_json::Value as Json;
 
 use super::json_from_any_value;
-use super::message_parts_text::{parts_in_text, parts_in_value, TextPart};
+use super::message_parts_text::{parts_in_bytes, parts_in_text, parts_in_value, TextPart};
 use crate::event::Payload;
 use crate::otlp::{attr, Span};
 
@@ -66,8 +66,8 @@ pub fn tool_call_parts(span: &Span) -> Vec<MessagePart> {
 fn messages(span: &Span, key: &str, wanted: &str, field: &str) -> Option<Vec<TextPart>> {
     let read = |value: &AnyValue| match value.value.as_ref()? {
         // JSON text is read without building the conversation ([`message_parts_text`]).
-        Value::StringValue(s) => parts_in_text(s.as_bytes(), wanted, field),
-        Value::BytesValue(b) => parts_in_text(b, wanted, field),
+        Value::StringValue(s) => parts_in_text(s, wanted, field),
+        Value::BytesValue(b) => parts_in_bytes(b, wanted, field),
         _ => json_from_any_value(value).map(|json| parts_in_value(&json, wanted, field)),
     };
     attr(&span.attributes, key).and_then(read).or_else(|| {

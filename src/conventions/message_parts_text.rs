@@ -33,14 +33,14 @@ pub struct TextPart {
 
 /// The parts of type `part_type` in the message list (or single message) in `text`, in
 /// message order, with field `field`; `None` when `text` is not JSON.
-pub fn parts_in_text(text: &[u8], part_type: &str, field: &str) -> Option<Vec<TextPart>> {
+pub fn parts_in_text(text: &str, part_type: &str, field: &str) -> Option<Vec<TextPart>> {
     let wanted = Wanted { part_type, field };
-    if !streams_exactly(text) {
-        let messages: Json = serde_json::from_slice(text).ok()?;
+    if !streams_exactly(text.as_bytes()) {
+        let messages: Json = serde_json::from_str(text).ok()?;
         return Some(parts_in_value_for(&messages, wanted));
     }
     let mut parts = Vec::new();
-    let mut deserializer = serde_json::Deserializer::from_slice(text);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
     deserializer
         .deserialize_any(Messages {
             wanted,
@@ -49,6 +49,12 @@ pub fn parts_in_text(text: &[u8], part_type: &str, field: &str) -> Option<Vec<Te
         .ok()?;
     deserializer.end().ok()?;
     Some(parts)
+}
+
+/// As [`parts_in_text`] for JSON held as bytes (an OTLP `bytesValue`); `None` when they are
+/// not UTF-8 JSON.
+pub fn parts_in_bytes(bytes: &[u8], part_type: &str, field: &str) -> Option<Vec<TextPart>> {
+    parts_in_text(std::str::from_utf8(bytes).ok()?, part_type, field)
 }
 
 /// The same parts from a message list already built as JSON.
@@ -73,14 +79,13 @@ fn parts_in_value_for(messages: &Json, wanted: Wanted) -> Vec<TextPart> {
         .collect()
 }
 
-/// True when skipping what is not wanted checks `text` as building a `Value` would.
+/// True when skipping what is not wanted checks `text` (valid UTF-8) as building a `Value`
+/// would.
 fn streams_exactly(text: &[u8]) -> bool {
     let openings = text.iter().filter(|b| matches!(b, b'[' | b'{')).count();
     openings < SERDE_JSON_DEPTH
-        && !text
-            .windows(3)
-            .any(|w| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D'))
-        && std::str::from_utf8(text).is_ok()
+        && !memchr::memmem::find_iter(text, b"\\u")
+            .any(|at| matches!(text.get(at + 2), Some(b'd' | b'D')))
 }
 
 #[derive(Clone, Copy)]
@@ -320,7 +325,7 @@ mod tests {
             ("tool_call_response", "response"),
         ] {
             assert_eq!(
-                parts_in_text(text.as_bytes(), part_type, field),
+                parts_in_text(text, part_type, field),
                 through_value(text.as_bytes(), part_type, field),
                 "{text:.80}"
             );
@@ -341,7 +346,7 @@ mod tests {
         ])
         .to_string();
         assert_eq!(
-            parts_in_text(text.as_bytes(), "tool_call", "arguments"),
+            parts_in_text(&text, "tool_call", "arguments"),
             Some(vec![
                 TextPart {
                     id: Some("c1".into()),
@@ -384,13 +389,10 @@ mod tests {
         ] {
             both(text);
         }
-        assert_eq!(
-            parts_in_text(deep.as_bytes(), "tool_call", "arguments"),
-            None
-        );
+        assert_eq!(parts_in_text(&deep, "tool_call", "arguments"), None);
         let invalid_utf8 = b"[{\"parts\": [], \"x\": \"\xff\"}]";
         assert_eq!(
-            parts_in_text(invalid_utf8, "tool_call", "arguments"),
+            parts_in_bytes(invalid_utf8, "tool_call", "arguments"),
             through_value(invalid_utf8, "tool_call", "arguments")
         );
     }
@@ -451,7 +453,7 @@ mod tests {
                 bytes[at] = byte;
                 for (part_type, field) in [("tool_call", "arguments"), ("tool_call_response", "response")] {
                     prop_assert_eq!(
-                        parts_in_text(&bytes, part_type, field),
+                        parts_in_bytes(&bytes, part_type, field),
                         through_value(&bytes, part_type, field)
                     );
                 }
