@@ -265,7 +265,8 @@ pub fn normalize_text(text: &str) -> String {
 /// a short argument cannot be recovered by hashing guesses.
 #[derive(Clone)]
 pub struct FingerprintKey {
-    key: Vec<u8>,
+    /// HMAC-SHA256 keyed once (the padded key's two blocks already hashed), cloned per use.
+    keyed: Hmac<Sha256>,
 }
 
 impl fmt::Debug for FingerprintKey {
@@ -277,24 +278,23 @@ impl fmt::Debug for FingerprintKey {
 impl FingerprintKey {
     /// A key from configured bytes (any length, as HMAC allows).
     pub fn new(key: &[u8]) -> Self {
-        FingerprintKey { key: key.to_vec() }
+        // HMAC accepts keys of any length: `new_from_slice` cannot fail for it.
+        let keyed = match <Hmac<Sha256> as Mac>::new_from_slice(key) {
+            Ok(mac) => mac,
+            Err(_) => unreachable!("HMAC takes keys of any length"),
+        };
+        FingerprintKey { keyed }
     }
 
     /// A random 32-byte key, for when no `fingerprint_key` is configured (external
     /// fingerprints are then stable only for the life of the process).
     pub fn random() -> Self {
-        FingerprintKey {
-            key: rand::random::<[u8; 32]>().to_vec(),
-        }
+        Self::new(&rand::random::<[u8; 32]>())
     }
 
     /// Lowercase hex (64 chars) of HMAC-SHA256(key, fingerprint).
     pub fn hex(&self, fingerprint: &Fingerprint) -> String {
-        // HMAC accepts keys of any length: `new_from_slice` cannot fail for it.
-        let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(&self.key) {
-            Ok(mac) => mac,
-            Err(_) => unreachable!("HMAC takes keys of any length"),
-        };
+        let mut mac = self.keyed.clone();
         mac.update(fingerprint);
         hex::encode(mac.finalize().into_bytes())
     }
