@@ -120,6 +120,13 @@ impl<'a> Fields<'a> {
     }
 
     fn varint(&mut self) -> Result<u64, WireError> {
+        // One-byte varints (lengths under 128, small enums) are most: read them directly.
+        if let Some(&byte) = self.buf[..self.end].get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
         let mut rest = &self.buf[self.pos..self.end];
         let v = decode_varint(&mut rest)?;
         self.pos = self.end - rest.len();
@@ -127,6 +134,23 @@ impl<'a> Fields<'a> {
     }
 
     fn key(&mut self) -> Result<(u32, WireType), WireError> {
+        // A one-byte key (field numbers 1–15) with a valid tag and wire type is read
+        // directly; anything else goes through prost, for its exact error.
+        if let Some(&byte) = self.buf[..self.end].get(self.pos) {
+            let wire_type = match byte & 0x07 {
+                0 => Some(WireType::Varint),
+                1 => Some(WireType::SixtyFourBit),
+                2 => Some(WireType::LengthDelimited),
+                3 => Some(WireType::StartGroup),
+                4 => Some(WireType::EndGroup),
+                5 => Some(WireType::ThirtyTwoBit),
+                _ => None,
+            };
+            if let (true, Some(wire_type)) = (byte < 0x80 && byte >> 3 != 0, wire_type) {
+                self.pos += 1;
+                return Ok((u32::from(byte >> 3), wire_type));
+            }
+        }
         let mut rest = &self.buf[self.pos..self.end];
         let k = decode_key(&mut rest)?;
         self.pos = self.end - rest.len();
