@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::annotate::annotate_span;
+use crate::annotate::{annotate_span, loop_attributes};
 use crate::budget::{BudgetTracker, SpanContext};
 use crate::conventions;
 use crate::detector::budget::SpanFigures;
@@ -283,10 +283,15 @@ impl Engine {
         let synthetic = self.synthetic_for(&elsewhere);
         let edits: Vec<SpanEdit> = completed_here
             .into_iter()
-            .map(|(range, here)| {
-                let mut added = otlp::Span::default();
-                annotate_span(&mut added, &here, &|fp| self.fingerprint_key.short(fp));
-                SpanEdit::adding(range, &added)
+            .filter_map(|(range, here)| {
+                let short = |fp: &crate::fingerprint::Fingerprint| self.fingerprint_key.short(fp);
+                let (attributes, time) = loop_attributes(&here, &short)?;
+                Some(SpanEdit::adding_with_event(
+                    range,
+                    &attributes,
+                    crate::annotate::EVENT_NAME,
+                    time,
+                ))
             })
             .collect();
         let annotated_spans = edits.len();

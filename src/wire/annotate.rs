@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 
 use super::decode::bytes_field;
@@ -21,6 +22,8 @@ const SPAN_ATTRIBUTES: u32 = 9;
 const SPAN_EVENTS: u32 = 11;
 /// `Span.Event.name`
 const EVENT_NAME: u32 = 2;
+/// `Span.Event.attributes`
+const EVENT_ATTRIBUTES: u32 = 3;
 
 /// What to change in one span.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +115,64 @@ fn write_message(
     }
     out.extend_from_slice(&buf[copied_to..range.end]);
     Ok(())
+}
+
+impl SpanEdit {
+    /// The edit that adds `attributes` and one event `event_name` at `time_unix_nano`
+    /// carrying the same attributes (what [`crate::annotate::annotate_span`] writes), to
+    /// the span at `range`: the bytes [`SpanEdit::adding`] writes for such a span, with
+    /// each attribute encoded once and nothing cloned.
+    pub fn adding_with_event(
+        range: Range<usize>,
+        attributes: &[KeyValue],
+        event_name: &str,
+        time_unix_nano: u64,
+    ) -> SpanEdit {
+        use prost::encoding::{encode_key, encoded_len_varint, WireType};
+        use prost::Message;
+
+        let mut encoded = Vec::new();
+        let mut bodies = Vec::with_capacity(attributes.len());
+        for kv in attributes {
+            let start = encoded.len();
+            kv.encode_raw(&mut encoded);
+            bodies.push(start..encoded.len());
+        }
+        let field_len = |len: usize| 1 + encoded_len_varint(len as u64) + len;
+        let time_len = if time_unix_nano == 0 { 0 } else { 1 + 8 };
+        let event_len = time_len
+            + field_len(event_name.len())
+            + bodies.iter().map(|b| field_len(b.len())).sum::<usize>();
+        let mut append = Vec::with_capacity(
+            bodies.iter().map(|b| field_len(b.len())).sum::<usize>() + 1 + 10 + event_len,
+        );
+        for body in &bodies {
+            put_len_key(SPAN_ATTRIBUTES, &mut append);
+            put_varint(body.len() as u64, &mut append);
+            append.extend_from_slice(&encoded[body.clone()]);
+        }
+        put_len_key(SPAN_EVENTS, &mut append);
+        put_varint(event_len as u64, &mut append);
+        // Event fields in prost's order: time (1, omitted when 0), name (2), attributes (3).
+        if time_unix_nano != 0 {
+            encode_key(1, WireType::SixtyFourBit, &mut append);
+            append.extend_from_slice(&time_unix_nano.to_le_bytes());
+        }
+        put_len_key(EVENT_NAME, &mut append);
+        put_varint(event_name.len() as u64, &mut append);
+        append.extend_from_slice(event_name.as_bytes());
+        for body in &bodies {
+            put_len_key(EVENT_ATTRIBUTES, &mut append);
+            put_varint(body.len() as u64, &mut append);
+            append.extend_from_slice(&encoded[body.clone()]);
+        }
+        SpanEdit {
+            range,
+            remove_keys: attributes.iter().map(|kv| kv.key.clone()).collect(),
+            remove_events: vec![event_name.to_owned()],
+            append,
+        }
+    }
 }
 
 fn write_span(
@@ -213,6 +274,33 @@ mod tests {
                 ..Default::default()
             }],
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn adding_with_event_writes_what_adding_writes() {
+        let attributes = vec![
+            kv("loop.detected", Value::BoolValue(true)),
+            kv("loop.reason", Value::StringValue("x".repeat(300))),
+            kv("loop.count", Value::IntValue(-5)),
+        ];
+        for time_unix_nano in [0, 1_700_000_000_000_000_000] {
+            for attributes in [&attributes[..], &attributes[..1], &[]] {
+                let span = Span {
+                    attributes: attributes.to_vec(),
+                    events: vec![Event {
+                        time_unix_nano,
+                        name: "loop.detected".into(),
+                        attributes: attributes.to_vec(),
+                        dropped_attributes_count: 0,
+                    }],
+                    ..Default::default()
+                };
+                assert_eq!(
+                    SpanEdit::adding_with_event(3..9, attributes, "loop.detected", time_unix_nano),
+                    SpanEdit::adding(3..9, &span)
+                );
+            }
         }
     }
 
