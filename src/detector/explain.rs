@@ -104,7 +104,7 @@ impl Detector {
                 }
             }
             Observation::TextResponse { .. } => Verdict::TextStreak {
-                streak: self.text.len(),
+                streak: self.text.as_ref().map_or(0, |t| t.len()),
                 repeated_text: self.settings.repeated_text,
             },
             Observation::ToolCallResponse => Verdict::ToolCallResponse,

@@ -216,7 +216,9 @@ pub struct Detector {
     calls: usize,
     /// Text responses seen so far (the last one's 1-based ordinal).
     responses: usize,
-    text: TextStreak,
+    /// The streak of identical text responses: boxed on the first text response (most
+    /// runs' model responses ask for tool calls), 8 bytes until then instead of 64.
+    text: Option<Box<TextStreak>>,
 }
 
 impl Detector {
@@ -229,7 +231,7 @@ impl Detector {
             observations: 0,
             calls: 0,
             responses: 0,
-            text: TextStreak::default(),
+            text: None,
         }
     }
 
@@ -257,7 +259,7 @@ impl Detector {
                 if treatment.is_some_and(|t| t.ignore) {
                     return None; // removed from the sequence
                 }
-                self.text.reset();
+                self.reset_text();
                 self.calls += 1;
                 let fingerprint = (*call_fingerprint)?;
                 let limits = treatment.map_or_else(|| self.settings.limits(), |t| t.limits);
@@ -299,7 +301,7 @@ impl Detector {
                 })
             }
             Observation::ToolCallResponse => {
-                self.text.reset();
+                self.reset_text();
                 None
             }
             Observation::TextResponse { text_fingerprint } => {
@@ -308,7 +310,11 @@ impl Detector {
                 if threshold == 0 {
                     return None;
                 }
-                let members = self.text.observe(*text_fingerprint, index, threshold)?;
+                let members = self.text.get_or_insert_default().observe(
+                    *text_fingerprint,
+                    index,
+                    threshold,
+                )?;
                 Some(Detection {
                     pattern: Pattern::RepeatedText,
                     tool_names: Vec::new(),
@@ -322,6 +328,13 @@ impl Detector {
                     budget: None,
                 })
             }
+        }
+    }
+
+    /// A tool call or tool-call response: the text streak starts over.
+    fn reset_text(&mut self) {
+        if let Some(text) = &mut self.text {
+            text.reset();
         }
     }
 
