@@ -98,9 +98,11 @@ impl Detector {
                     same_results,
                     repeated_result: limits.repeated_result,
                     alternations: alternating_suffix(window) / 2,
-                    alternating_calls: super::joint(window.iter().rev().take(2), |l| {
-                        l.alternating_calls()
-                    }),
+                    alternating_calls: super::joint(
+                        &self.settings,
+                        window.iter().rev().take(2),
+                        |l| l.alternating_calls,
+                    ),
                 }
             }
             Observation::TextResponse { .. } => Verdict::TextStreak {
