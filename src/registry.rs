@@ -251,12 +251,14 @@ impl RunState {
 
     /// Estimated heap bytes of this run's state: the one place the registry's byte
     /// accounting (`registry.max_bytes`) is computed, O(1) per call. It counts the kept
-    /// events (every slot of the list; valid trace, span and parent ids are inline), the
-    /// dedupe index of span_ids (16 bytes and a control byte per slot), the detections
-    /// kept with their span id lists, the occurrence and reported sets, the pending message
-    /// parts and, per profile, the live detector state and, once an event was forgotten,
-    /// the base state, at a flat [`DETECTOR_BYTES`] each. Message parts carried by kept events
-    /// are not counted (only inference spans carry them). Allocator overhead is folded into
+    /// events (every slot of the list; valid span and parent ids are inline) and one shared
+    /// origin (trace_id and names), the dedupe index of span_ids (past 16 events: 8 bytes
+    /// and a control byte per slot), the detections kept with their span id lists, the
+    /// occurrence and reported sets, the pending message parts and, per profile, the live
+    /// detector state and, once an event was forgotten, the base state, at a flat
+    /// [`DETECTOR_BYTES`] each. Not counted: further origins (a run that changes trace or
+    /// agent), and the box of the few events with ids over 8 bytes, an MCP request or
+    /// message parts (only inference spans carry parts). Allocator overhead is folded into
     /// [`ALLOCATION_BYTES`] per heap allocation. An estimate, not a measurement: adapt it
     /// here when the state's layout changes.
     pub fn heap_bytes(&self) -> u64 {
