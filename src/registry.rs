@@ -204,7 +204,7 @@ struct RunState {
     /// any other).
     seen: span_ids::SpanIds,
     /// Detector state after every kept event (fed incrementally while spans arrive in order).
-    detectors: Box<[Detector]>,
+    detectors: Detectors,
     /// Every detection of the run in sequence order: those completed by forgotten events
     /// (the first [`Forgotten::detections`]), then those of kept events.
     detections: Vec<RunDetection>,
@@ -221,11 +221,15 @@ struct RunState {
     calls: merge::CallIndex,
 }
 
+/// One detector per profile, inline in the run state up to the two built-in profiles (one
+/// allocation fewer per run than a separate list).
+type Detectors = SmallVec<[Detector; 2]>;
+
 /// What a run keeps of the events it forgot from the front (past `max_events_per_run`).
 struct Forgotten {
     /// Detector state after the forgotten events only: a replay starts here, so forgetting
     /// events never changes ordinals, occurrences or what later calls are compared with.
-    base: Box<[Detector]>,
+    base: Detectors,
     /// Detections completed by forgotten events, at the front of the run's list.
     detections: usize,
     /// Events forgotten, in all, and how many of them were tool calls.
@@ -536,7 +540,7 @@ impl Registry {
         }
     }
 
-    fn fresh_detectors(&self) -> Box<[Detector]> {
+    fn fresh_detectors(&self) -> Detectors {
         self.profiles
             .iter()
             .map(|p| Detector::new(p.clone()))
