@@ -2,8 +2,6 @@
 //! and double traces of one call, and to join tool calls with message parts
 //! (DESIGN §2 "One call, one event", "Joins").
 
-use std::sync::Arc;
-
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 
 use super::Engine;
@@ -11,7 +9,7 @@ use crate::conventions::message_parts::{tool_call_parts, MessagePart};
 use crate::conventions::wrappers;
 use crate::event::{CallStatus, EventKind, ExtractedEvent};
 use crate::otlp::{attr, attr_str, Span};
-use crate::registry::{CallContext, ToolCallPart};
+use crate::registry::{CallContext, CallKey, ToolCallPart};
 
 /// MCP semantic conventions: the method of a tool call.
 const MCP_TOOLS_CALL: &str = "tools/call";
@@ -31,7 +29,7 @@ impl Engine {
                 context.completeness +=
                     u8::from(call.arguments.is_some()) + u8::from(call.result.is_some());
                 context.without_arguments = call.arguments.is_none();
-                context.call_id = call.call_id.as_deref().map(Arc::from);
+                context.call_id = call.call_id.as_deref().map(CallKey::of);
                 context.mcp_request = mcp_request(span);
             }
             EventKind::ModelResponse(_) => context.parts = self.parts(span),
@@ -48,7 +46,7 @@ impl Engine {
                     name,
                     arguments,
                 } => ToolCallPart {
-                    call_id: Arc::from(id),
+                    call_id: CallKey::of(&id),
                     call_fingerprint: name.as_ref().zip(arguments).map(|(name, arguments)| {
                         let arguments = wrappers::normalize_arguments(arguments);
                         // The tool's own volatile keys, as for its tool spans.
@@ -61,11 +59,11 @@ impl Engine {
                             None => self.fingerprinter.call_fingerprint(name, &arguments),
                         }
                     }),
-                    tool_name: name.map(Arc::from),
+                    tool_name: name.as_deref().map(|n| self.names.get(n)),
                     result_fingerprint: None,
                 },
                 MessagePart::Response { id, response } => ToolCallPart {
-                    call_id: Arc::from(id),
+                    call_id: CallKey::of(&id),
                     tool_name: None,
                     call_fingerprint: None,
                     result_fingerprint: self.fingerprinter.result_fingerprint(
@@ -80,7 +78,7 @@ impl Engine {
 
 /// `mcp.session.id` + `jsonrpc.request.id` of an MCP `tools/call` span (MCP semantic
 /// conventions); `None` when either is missing (request ids repeat across sessions).
-fn mcp_request(span: &Span) -> Option<Arc<str>> {
+fn mcp_request(span: &Span) -> Option<CallKey> {
     let attrs = &span.attributes;
     if attr_str(attrs, "mcp.method.name") != Some(MCP_TOOLS_CALL) {
         return None;
@@ -91,5 +89,5 @@ fn mcp_request(span: &Span) -> Option<Arc<str>> {
         Value::IntValue(i) => i.to_string(),
         _ => return None,
     };
-    Some(Arc::from(format!("{session}\u{0}{request}")))
+    Some(CallKey::of(&format!("{session}\u{0}{request}")))
 }

@@ -30,9 +30,12 @@ use smallvec::SmallVec;
 use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
 use crate::fingerprint::Fingerprint;
 
+#[path = "registry_kept.rs"]
+mod kept;
 #[path = "registry_merge.rs"]
 pub mod merge;
-pub use merge::{CallContext, ToolCallPart};
+use kept::KeptEvent;
+pub use merge::{CallContext, CallKey, ToolCallPart};
 #[path = "registry_span_ids.rs"]
 mod span_ids;
 
@@ -194,27 +197,23 @@ struct Tallies {
 }
 
 struct RunState {
-    /// Kept events in order (ties: end time, then span_id); span_ids unique.
-    events: Vec<RunEvent>,
-    /// span_ids of `events` (the dedupe key; an empty span_id is a key like any other),
-    /// as 64-bit keys: a hit is confirmed in `events`.
+    /// Kept events in order (ties: end time, then span_id); span_ids unique. Their run key
+    /// is the run's.
+    events: Vec<KeptEvent>,
+    /// Where each span_id of `events` is (the dedupe key; an empty span_id is a key like
+    /// any other).
     seen: span_ids::SpanIds,
     /// Detector state after every kept event (fed incrementally while spans arrive in order).
-    detectors: Vec<Detector>,
-    /// Detector state after the forgotten events only: a replay starts here, so forgetting
-    /// events never changes ordinals, occurrences or what later calls are compared with.
-    /// Empty (fresh detectors) until the first event is forgotten: most runs never are.
-    base: Vec<Detector>,
+    detectors: Detectors,
     /// Every detection of the run in sequence order: those completed by forgotten events
-    /// (the first `base_detections`), then those of kept events.
+    /// (the first [`Forgotten::detections`]), then those of kept events.
     detections: Vec<RunDetection>,
-    base_detections: usize,
     /// Occurrence counts and reported identities: created with the run's first detection
     /// (most runs have none, and two empty hash tables cost 96 bytes inline).
     tallies: Option<Box<Tallies>>,
-    /// Events forgotten from the front (cap), in all, and how many of them were tool calls.
-    forgotten: usize,
-    forgotten_tool_calls: usize,
+    /// What the run keeps of the events it forgot: created when it first forgets one
+    /// (most runs never do).
+    forgotten: Option<Box<Forgotten>>,
     last_seen: Instant,
     service_name: Option<Arc<str>>,
     agent_name: Option<Arc<str>>,
@@ -222,15 +221,48 @@ struct RunState {
     calls: merge::CallIndex,
 }
 
+/// One detector per profile, inline in the run state up to the two built-in profiles (one
+/// allocation fewer per run than a separate list).
+type Detectors = SmallVec<[Detector; 2]>;
+
+/// What a run keeps of the events it forgot from the front (past `max_events_per_run`).
+struct Forgotten {
+    /// Detector state after the forgotten events only: a replay starts here, so forgetting
+    /// events never changes ordinals, occurrences or what later calls are compared with.
+    base: Detectors,
+    /// Detections completed by forgotten events, at the front of the run's list.
+    detections: usize,
+    /// Events forgotten, in all, and how many of them were tool calls.
+    events: usize,
+    tool_calls: usize,
+}
+
 impl RunState {
+    /// Events forgotten from the front (cap), in all.
+    fn forgotten_events(&self) -> usize {
+        self.forgotten.as_ref().map_or(0, |f| f.events)
+    }
+
+    /// Tool calls among the forgotten events.
+    fn forgotten_tool_calls(&self) -> usize {
+        self.forgotten.as_ref().map_or(0, |f| f.tool_calls)
+    }
+
+    /// Detections of forgotten events (at the front of `detections`).
+    fn base_detections(&self) -> usize {
+        self.forgotten.as_ref().map_or(0, |f| f.detections)
+    }
+
     /// Estimated heap bytes of this run's state: the one place the registry's byte
     /// accounting (`registry.max_bytes`) is computed, O(1) per call. It counts the kept
-    /// events (every slot of the list; valid trace, span and parent ids are inline), the
-    /// dedupe index of span_ids (16 bytes and a control byte per slot), the detections
-    /// kept with their span id lists, the occurrence and reported sets, the pending message
-    /// parts and, per profile, the live detector state and, once an event was forgotten,
-    /// the base state, at a flat [`DETECTOR_BYTES`] each. Message parts carried by kept events
-    /// are not counted (only inference spans carry them). Allocator overhead is folded into
+    /// events (every slot of the list; valid span and parent ids are inline) and one shared
+    /// origin (trace_id and names), the dedupe index of span_ids (past 16 events: 8 bytes
+    /// and a control byte per slot), the detections kept with their span id lists, the
+    /// occurrence and reported sets, the pending message parts and, per profile, the live
+    /// detector state and, once an event was forgotten, the base state, at a flat
+    /// [`DETECTOR_BYTES`] each. Not counted: further origins (a run that changes trace or
+    /// agent), and the box of the few events with ids over 8 bytes, an MCP request or
+    /// message parts (only inference spans carry parts). Allocator overhead is folded into
     /// [`ALLOCATION_BYTES`] per heap allocation. An estimate, not a measurement: adapt it
     /// here when the state's layout changes.
     pub fn heap_bytes(&self) -> u64 {
@@ -240,8 +272,10 @@ impl RunState {
         // The completing span's ids, and its members' span ids (a window holds at most 20).
         let detection =
             size_of::<RunDetection>() + id_bytes(16) + id_bytes(8) + a + 10 * id_bytes(8);
-        // Trace, span and parent ids are inline in the event (valid OTLP lengths).
-        let events = self.events.capacity() * size_of::<RunEvent>();
+        // Span and parent ids are inline in the event (valid OTLP lengths); trace_id and
+        // names are shared, counted once per run.
+        let events =
+            self.events.capacity() * size_of::<KeptEvent>() + size_of::<kept::Origin>() + a;
         let detections = self.detections.capacity() * size_of::<RunDetection>()
             + self.detections.len() * (detection - size_of::<RunDetection>());
         let sets = self.seen.heap_bytes()
@@ -250,7 +284,10 @@ impl RunState {
                     + t.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4 + a)
                     + t.reported.capacity() * (size_of::<Identity>() + id_bytes(8))
             });
-        let detectors = (self.detectors.len() + self.base.len()) * DETECTOR_BYTES;
+        let detectors = self.detectors.len() * DETECTOR_BYTES
+            + self.forgotten.as_ref().map_or(0, |f| {
+                size_of::<Forgotten>() + f.base.len() * DETECTOR_BYTES
+            });
         (size_of::<Box<RunState>>()
             + size_of::<RunState>()
             + events
@@ -441,7 +478,7 @@ impl Registry {
                     .entry(first.run_key.clone())
                     .or_insert_with(|| Box::new(self.new_run(now)));
                 run.last_seen = now;
-                self.insert_batch(&mut run, batch, &mut new_detections);
+                self.insert_batch(&first.run_key, &mut run, batch, &mut new_detections);
                 self.touch(&first.run_key, run.heap_bytes())
             };
             // After the entry is released: a victim may share its map shard.
@@ -464,23 +501,23 @@ impl Registry {
         let mut out = Vec::new();
         let mut moved = Vec::new();
         if let Some(mut run) = self.runs.get_mut(from) {
-            let (taken, kept): (Vec<RunEvent>, Vec<RunEvent>) = std::mem::take(&mut run.events)
+            let key = run.key().clone();
+            let (taken, kept): (Vec<KeptEvent>, Vec<KeptEvent>) = std::mem::take(&mut run.events)
                 .into_iter()
-                .partition(|e| moves.contains_key(e.span_id.as_slice()));
+                .partition(|e| moves.contains_key(e.span_id()));
             run.events = kept;
-            for mut event in taken {
-                run.seen.remove(&event.span_id);
-                event.run_key = moves[event.span_id.as_slice()].clone();
-                moved.push(event);
+            for event in taken {
+                run.seen.remove(event.span_id());
+                moved.push(event.to_run_event(&moves[event.span_id()]));
             }
             if !moved.is_empty() {
-                self.replay(&mut run, &mut out);
+                self.replay(&key, &mut run, &mut out);
             }
         }
         if !moved.is_empty() {
             // Atomic: a request that added to the run meanwhile keeps it.
             self.runs.remove_if(from, |_, run| {
-                run.events.is_empty() && run.detections.is_empty() && run.forgotten == 0
+                run.events.is_empty() && run.detections.is_empty() && run.forgotten.is_none()
             });
         }
         // The guard on `from` is released: observing may lock any shard.
@@ -493,12 +530,9 @@ impl Registry {
             events: Vec::new(),
             seen: span_ids::SpanIds::default(),
             detectors: self.fresh_detectors(),
-            base: Vec::new(),
             detections: Vec::new(),
-            base_detections: 0,
             tallies: None,
-            forgotten: 0,
-            forgotten_tool_calls: 0,
+            forgotten: None,
             last_seen: now,
             service_name: None,
             agent_name: None,
@@ -506,14 +540,20 @@ impl Registry {
         }
     }
 
-    fn fresh_detectors(&self) -> Vec<Detector> {
+    fn fresh_detectors(&self) -> Detectors {
         self.profiles
             .iter()
             .map(|p| Detector::new(p.clone()))
             .collect()
     }
 
-    fn insert_batch(&self, run: &mut RunState, batch: &[RunEvent], out: &mut Vec<RunDetection>) {
+    fn insert_batch(
+        &self,
+        key: &Arc<str>,
+        run: &mut RunState,
+        batch: &[RunEvent],
+        out: &mut Vec<RunDetection>,
+    ) {
         let mut needs_replay = false;
         for event in batch {
             let (event, counted_without_arguments) = match merge::place(run, event) {
@@ -531,7 +571,7 @@ impl Registry {
                     replaces_without_arguments,
                 } => {
                     needs_replay |= changed;
-                    (*event, replaces_without_arguments)
+                    (event, replaces_without_arguments)
                 }
             };
             let in_order = run
@@ -544,23 +584,23 @@ impl Registry {
                 run.events
                     .partition_point(|e| e.order_key() < event.order_key())
             };
-            if position == 0 && run.forgotten > 0 {
+            if position == 0 && run.forgotten.is_some() {
                 // Starts before every event still held: its place among the forgotten
                 // ones is unknown, so it is left out of detection (still forwarded).
                 self.stats.events_forgotten.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if event.call.without_arguments && !counted_without_arguments {
+            if event.without_arguments && !counted_without_arguments {
                 self.stats
                     .tool_calls_without_arguments
                     .fetch_add(1, Ordering::Relaxed);
             }
-            run.seen.insert(&event.span_id);
+            run.seen.insert(&run.events, event.span_id());
             if run.service_name.is_none() {
-                run.service_name = event.service_name.clone();
+                run.service_name = event.origin.service_name.clone();
             }
             if run.agent_name.is_none() {
-                run.agent_name = event.agent_name.clone();
+                run.agent_name = event.origin.agent_name.clone();
             }
             insert_event(&mut run.events, position, event);
             if in_order && !needs_replay {
@@ -568,7 +608,7 @@ impl Registry {
                 let mut detectors = std::mem::take(&mut run.detectors);
                 for (profile_index, detector) in detectors.iter_mut().enumerate() {
                     if let Some(d) = detector.observe(&run.events[index].observation) {
-                        self.record(run, profile_index, d, index, out);
+                        self.record(key, run, profile_index, d, index, out);
                     }
                 }
                 run.detectors = detectors;
@@ -577,14 +617,14 @@ impl Registry {
             }
         }
         if needs_replay {
-            self.replay(run, out);
+            self.replay(key, run, out);
         }
         self.enforce_event_cap(run);
     }
 
     /// Re-runs the kept events from the base state; reports detections not reported before.
-    fn replay(&self, run: &mut RunState, out: &mut Vec<RunDetection>) {
-        let dropped = run.detections.split_off(run.base_detections);
+    fn replay(&self, key: &Arc<str>, run: &mut RunState, out: &mut Vec<RunDetection>) {
+        let dropped = run.detections.split_off(run.base_detections());
         if let Some(tallies) = &mut run.tallies {
             for d in &dropped {
                 if let Some(n) = tallies.occurrences.get_mut(&occurrence_key(d)) {
@@ -592,15 +632,14 @@ impl Registry {
                 }
             }
         }
-        let mut detectors = if run.base.is_empty() {
-            self.fresh_detectors()
-        } else {
-            run.base.clone()
+        let mut detectors = match &run.forgotten {
+            Some(forgotten) => forgotten.base.clone(),
+            None => self.fresh_detectors(),
         };
         for index in 0..run.events.len() {
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
                 if let Some(d) = detector.observe(&run.events[index].observation) {
-                    self.record(run, profile_index, d, index, out);
+                    self.record(key, run, profile_index, d, index, out);
                 }
             }
         }
@@ -611,6 +650,7 @@ impl Registry {
     /// occurrence, appends it to the run and reports it unless reported before.
     fn record(
         &self,
+        run_key: &Arc<str>,
         run: &mut RunState,
         profile_index: usize,
         detection: Detection,
@@ -622,22 +662,22 @@ impl Registry {
         let span_ids = detection
             .members
             .iter()
-            .filter_map(|m| m.checked_sub(run.forgotten))
+            .filter_map(|m| m.checked_sub(run.forgotten_events()))
             .filter_map(|i| run.events.get(i))
-            .map(|e| e.span_id.to_vec())
+            .map(|e| e.span_id().to_vec())
             .collect();
         let mut rd = RunDetection {
             profile_index,
             profile: self.profiles[profile_index].clone(),
             detection,
-            run_key: completing.run_key.clone(),
-            trace_id: completing.trace_id.to_vec(),
-            span_id: completing.span_id.to_vec(),
+            run_key: run_key.clone(),
+            trace_id: completing.trace_id().to_vec(),
+            span_id: completing.span_id().to_vec(),
             span_ids,
             time_unix_nano: completing.end_time_unix_nano,
             occurrence: 0,
-            service_name: completing.service_name.clone(),
-            agent_name: completing.agent_name.clone(),
+            service_name: completing.origin.service_name.clone(),
+            agent_name: completing.origin.agent_name.clone(),
         };
         let tallies = run.tallies.get_or_insert_default();
         let count = tallies.occurrences.entry(occurrence_key(&rd)).or_insert(0);
@@ -658,37 +698,45 @@ impl Registry {
             return;
         }
         let excess = run.events.len() - cap;
-        if run.base.is_empty() {
-            run.base = self.fresh_detectors();
-        }
+        let mut forgotten = run.forgotten.take().unwrap_or_else(|| {
+            Box::new(Forgotten {
+                base: self.fresh_detectors(),
+                detections: 0,
+                events: 0,
+                tool_calls: 0,
+            })
+        });
         for event in run.events.drain(..excess) {
-            for detector in &mut run.base {
+            for detector in &mut forgotten.base {
                 if detector.observe(&event.observation).is_some() {
                     // Already in `detections`: the base replays what was detected.
-                    run.base_detections += 1;
+                    forgotten.detections += 1;
                 }
             }
             if matches!(event.observation, Observation::ToolCall { .. }) {
-                run.forgotten_tool_calls += 1;
+                forgotten.tool_calls += 1;
             }
-            run.seen.remove(&event.span_id);
+            run.seen.remove(event.span_id());
             if let Some(tallies) = &mut run.tallies {
                 for profile_index in 0..self.profiles.len() {
                     for pattern in Pattern::ALL {
-                        tallies
-                            .reported
-                            .remove(&(profile_index, event.span_id.to_vec(), pattern));
+                        tallies.reported.remove(&(
+                            profile_index,
+                            event.span_id().to_vec(),
+                            pattern,
+                        ));
                     }
                 }
             }
         }
-        run.base_detections = run.base_detections.min(run.detections.len());
+        forgotten.detections = forgotten.detections.min(run.detections.len());
         // Detections of forgotten events are history: keep at most `cap` of them, so a run
         // that loops for ever holds bounded memory (occurrence counts live in `occurrences`).
-        let old_detections = run.base_detections.saturating_sub(cap);
+        let old_detections = forgotten.detections.saturating_sub(cap);
         run.detections.drain(..old_detections);
-        run.base_detections -= old_detections;
-        run.forgotten += excess;
+        forgotten.detections -= old_detections;
+        forgotten.events += excess;
+        run.forgotten = Some(forgotten);
         self.stats
             .events_forgotten
             .fetch_add(excess as u64, Ordering::Relaxed);
@@ -723,7 +771,9 @@ impl Registry {
     /// The kept events of a run in sequence order (span start time; what its detectors
     /// were fed), e.g. for `loopwatch explain`; `None` for an unknown run.
     pub fn events(&self, run_key: &str) -> Option<Vec<RunEvent>> {
-        self.runs.get(run_key).map(|r| r.events.clone())
+        self.runs
+            .get(run_key)
+            .map(|r| r.events.iter().map(|e| e.to_run_event(r.key())).collect())
     }
 
     /// The key of the run holding a span of `trace_id` (lowercase hex): the trace_id itself
@@ -737,7 +787,7 @@ impl Registry {
         let mut keys: Vec<Arc<str>> = self
             .runs
             .iter()
-            .filter(|run| run.events.iter().any(|e| e.trace_id[..] == trace_id[..]))
+            .filter(|run| run.events.iter().any(|e| e.trace_id() == trace_id))
             .map(|run| run.key().clone())
             .collect();
         keys.sort();
@@ -759,7 +809,7 @@ impl Registry {
     pub fn repeated_calls(&self, run_key: &str) -> Option<Vec<RepeatedCall>> {
         let run = self.runs.get(run_key)?;
         let mut by_fingerprint: Vec<RepeatedCall> = Vec::new();
-        let mut ordinal = run.forgotten_tool_calls;
+        let mut ordinal = run.forgotten_tool_calls();
         for event in &run.events {
             if let Observation::ToolCall {
                 tool_name,
@@ -793,7 +843,7 @@ impl Registry {
 /// Inserts `event` at `position`, growing a full list by an eighth (at least one slot)
 /// rather than doubling it: a one-call run holds one slot, not four, and a long run at
 /// most 1/8 unused slack. Amortised O(1) copies per event all the same.
-fn insert_event(events: &mut Vec<RunEvent>, position: usize, event: RunEvent) {
+fn insert_event(events: &mut Vec<KeptEvent>, position: usize, event: KeptEvent) {
     if events.len() == events.capacity() {
         events.reserve_exact(events.len() / 8 + 1);
     }
@@ -810,7 +860,7 @@ fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
             .iter()
             .filter(|e| matches!(e.observation, Observation::ToolCall { .. }))
             .count()
-            + run.forgotten_tool_calls,
+            + run.forgotten_tool_calls(),
         detections: run.detections.clone(),
         last_seen: run.last_seen,
     }

@@ -22,8 +22,11 @@
 //! keeps detections independent of arrival order).
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
+use super::kept::KeptEvent;
 use super::{RunEvent, RunState};
 use crate::detector::Observation;
 use crate::fingerprint::Fingerprint;
@@ -33,6 +36,21 @@ pub const NEAR: usize = 64;
 
 /// Message parts kept per run while no tool call has claimed them.
 pub const MAX_PENDING_PARTS: usize = 1024;
+
+/// A `gen_ai.tool.call.id` or MCP request as a run compares it: a fixed 64-bit SipHash
+/// of the string (8 bytes, no allocation per call). Two different ids share a key with
+/// probability 2⁻⁶⁴ per pair, and only ids of one run near each other in time (or pending
+/// in it) are ever compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CallKey(NonZeroU64);
+
+impl CallKey {
+    /// The key of `id`.
+    pub fn of(id: &str) -> CallKey {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(id);
+        CallKey(NonZeroU64::new(hash).unwrap_or(NonZeroU64::MIN))
+    }
+}
 
 /// What the registry needs to know of a span beyond its observation, to tell copies and
 /// double traces of one call apart.
@@ -44,9 +62,9 @@ pub struct CallContext {
     /// the start), plus 1 for captured arguments and 1 for a captured result.
     pub completeness: u8,
     /// `gen_ai.tool.call.id` of a tool call.
-    pub call_id: Option<Arc<str>>,
+    pub call_id: Option<CallKey>,
     /// MCP request of a `tools/call` span: `mcp.session.id` and `jsonrpc.request.id`.
-    pub mcp_request: Option<Arc<str>>,
+    pub mcp_request: Option<CallKey>,
     /// Tool-call parts of an inference span's messages, fingerprinted.
     pub parts: Vec<ToolCallPart>,
     /// A tool call none of whose spans (nor a joined `tool_call` part) captured
@@ -58,7 +76,7 @@ pub struct CallContext {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolCallPart {
     /// `id` of the part: the `gen_ai.tool.call.id` of the call.
-    pub call_id: Arc<str>,
+    pub call_id: CallKey,
     /// Tool name of a `tool_call` part (the call fingerprint is only used for a tool call
     /// of that name).
     pub tool_name: Option<Arc<str>>,
@@ -75,8 +93,8 @@ pub struct CallIndex {
 
 #[derive(Debug, Default)]
 struct PendingParts {
-    pending: HashMap<Arc<str>, ToolCallPart>,
-    order: VecDeque<Arc<str>>,
+    pending: HashMap<CallKey, ToolCallPart>,
+    order: VecDeque<CallKey>,
 }
 
 impl CallIndex {
@@ -85,14 +103,14 @@ impl CallIndex {
         use std::mem::size_of;
         self.parts.as_ref().map_or(0, |p| {
             size_of::<PendingParts>()
-                + p.pending.capacity() * (size_of::<Arc<str>>() + size_of::<ToolCallPart>() + 8)
-                + p.order.capacity() * size_of::<Arc<str>>()
+                + p.pending.capacity() * (size_of::<CallKey>() + size_of::<ToolCallPart>() + 1)
+                + p.order.capacity() * size_of::<CallKey>()
         })
     }
 
     /// The part kept for call id `id`, if any.
-    fn get(&self, id: &str) -> Option<&ToolCallPart> {
-        self.parts.as_ref()?.pending.get(id)
+    fn get(&self, id: CallKey) -> Option<&ToolCallPart> {
+        self.parts.as_ref()?.pending.get(&id)
     }
 
     fn keep(&mut self, part: &ToolCallPart) {
@@ -109,8 +127,8 @@ impl CallIndex {
                         parts.pending.remove(&old);
                     }
                 }
-                parts.order.push_back(part.call_id.clone());
-                parts.pending.insert(part.call_id.clone(), part.clone());
+                parts.order.push_back(part.call_id);
+                parts.pending.insert(part.call_id, part.clone());
             }
         }
     }
@@ -136,7 +154,7 @@ pub(super) enum Placement {
     /// the events it replaces (an earlier copy, inner spans of the call) was a tool call
     /// placed without arguments, i.e. counted already.
     Insert {
-        event: Box<RunEvent>,
+        event: KeptEvent,
         changed: bool,
         replaces_without_arguments: bool,
     },
@@ -144,20 +162,18 @@ pub(super) enum Placement {
 
 /// Decides where `event` goes, applying replacements, merges and joins to `run`.
 pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
-    if run.seen.may_contain(&event.span_id) {
-        if let Some(placement) = re_export(run, event) {
-            return placement;
-        }
+    if let Some(i) = run.seen.position(&run.events, &event.span_id) {
+        return re_export(run, i, event);
     }
-    let mut event = event.clone();
-    let mut changed = false;
-    let mut replaces_without_arguments = false;
     let position = run
         .events
         .partition_point(|e| e.order_key() < event.order_key());
+    let mut event = keep(run, position, event);
+    let mut changed = false;
+    let mut replaces_without_arguments = false;
     match &event.observation {
         Observation::ToolCall { .. } => {
-            if let Some(part) = event.call.call_id.as_ref().and_then(|id| run.calls.get(id)) {
+            if let Some(part) = event.call_id.and_then(|id| run.calls.get(id)) {
                 fill_from_part(&mut event, part);
             }
             let lo = position.saturating_sub(NEAR);
@@ -174,74 +190,84 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
                 .collect();
             for j in inners.into_iter().rev() {
                 let inner = run.events.remove(j);
-                run.seen.remove(&inner.span_id);
-                replaces_without_arguments |= inner.call.without_arguments;
+                run.seen.remove(inner.span_id());
+                replaces_without_arguments |= inner.without_arguments;
                 fill(&mut event, &inner);
                 changed = true;
             }
         }
         _ => {
-            for part in event.call.parts.clone() {
+            for part in event.parts() {
                 let lo = position.saturating_sub(NEAR);
                 let hi = (position + NEAR).min(run.events.len());
                 let target = (lo..hi).find(|&j| {
                     matches!(run.events[j].observation, Observation::ToolCall { .. })
-                        && run.events[j].call.call_id.as_ref() == Some(&part.call_id)
+                        && run.events[j].call_id == Some(part.call_id)
                 });
                 match target {
-                    Some(j) => changed |= fill_from_part(&mut run.events[j], &part),
-                    None => run.calls.keep(&part),
+                    Some(j) => changed |= fill_from_part(&mut run.events[j], part),
+                    None => run.calls.keep(part),
                 }
             }
         }
     }
     Placement::Insert {
-        event: Box::new(event),
+        event,
         changed,
         replaces_without_arguments,
     }
 }
 
-/// Places a copy of a span the run may hold; `None` when it holds none (the span_id only
-/// shares its key in [`RunState::seen`] with a held one).
-fn re_export(run: &mut RunState, event: &RunEvent) -> Option<Placement> {
-    let i = run.events.iter().position(|e| e.span_id == event.span_id)?;
-    if event.call.completeness <= run.events[i].call.completeness {
-        return Some(Placement::Duplicate);
+/// `event` as the run keeps it, sharing the origin of the events around `position` (or
+/// of the last one) when equal.
+fn keep(run: &RunState, position: usize, event: &RunEvent) -> KeptEvent {
+    let around = [
+        position.checked_sub(1).and_then(|i| run.events.get(i)),
+        run.events.get(position),
+        run.events.last(),
+    ];
+    let origin = KeptEvent::origin_for(event, around.into_iter().flatten());
+    KeptEvent::new(event, origin)
+}
+
+/// Places a copy of the span held at `i`.
+fn re_export(run: &mut RunState, i: usize, event: &RunEvent) -> Placement {
+    if event.call.completeness <= run.events[i].completeness {
+        return Placement::Duplicate;
     }
     let old = run.events.remove(i);
-    run.seen.remove(&old.span_id);
-    let mut new = event.clone();
+    run.seen.remove(old.span_id());
+    let mut new = KeptEvent::new(event, KeptEvent::origin_for(event, [&old]));
     fill(&mut new, &old);
-    Some(Placement::Insert {
-        event: Box::new(new),
+    Placement::Insert {
+        event: new,
         changed: true,
-        replaces_without_arguments: old.call.without_arguments,
-    })
+        replaces_without_arguments: old.without_arguments,
+    }
 }
 
 /// True when `inner` is the same call as `outer` traced again (see module docs).
-fn same_call(outer: &RunEvent, inner: &RunEvent) -> bool {
+fn same_call(outer: &KeptEvent, inner: &KeptEvent) -> bool {
     let (Observation::ToolCall { tool_name: a, .. }, Observation::ToolCall { tool_name: b, .. }) =
         (&outer.observation, &inner.observation)
     else {
         return false;
     };
-    if a != b || outer.span_id == inner.span_id {
+    if a != b || outer.span_id() == inner.span_id() {
         return false;
     }
-    let nested = !inner.call.parent_span_id.is_empty()
-        && inner.call.parent_span_id == outer.span_id
-        && inner.trace_id == outer.trace_id;
+    let nested = !inner.parent_span_id().is_empty()
+        && inner.parent_span_id() == outer.span_id()
+        && inner.trace_id() == outer.trace_id();
     let same_mcp_request =
-        outer.call.mcp_request.is_some() && outer.call.mcp_request == inner.call.mcp_request;
+        outer.mcp_request().is_some() && outer.mcp_request() == inner.mcp_request();
     nested || same_mcp_request
 }
 
 /// Fills the call and result fingerprints `target` lacks from `source`; true if any was.
 /// `target` has arguments once either had them.
-fn fill(target: &mut RunEvent, source: &RunEvent) -> bool {
-    target.call.without_arguments &= source.call.without_arguments;
+fn fill(target: &mut KeptEvent, source: &KeptEvent) -> bool {
+    target.without_arguments &= source.without_arguments;
     let (
         Observation::ToolCall {
             call_fingerprint,
@@ -271,7 +297,7 @@ fn fill(target: &mut RunEvent, source: &RunEvent) -> bool {
 
 /// Fills what `target` lacks from a message part with its call id; a `tool_call` part of
 /// the same tool name brings the arguments.
-fn fill_from_part(target: &mut RunEvent, part: &ToolCallPart) -> bool {
+fn fill_from_part(target: &mut KeptEvent, part: &ToolCallPart) -> bool {
     let Observation::ToolCall {
         tool_name,
         call_fingerprint,
@@ -283,7 +309,7 @@ fn fill_from_part(target: &mut RunEvent, part: &ToolCallPart) -> bool {
     let mut changed = false;
     let name_matches = part.tool_name.as_ref().is_none_or(|n| n == tool_name);
     if part.call_fingerprint.is_some() && name_matches {
-        target.call.without_arguments = false;
+        target.without_arguments = false;
     }
     if call_fingerprint.is_none() && part.call_fingerprint.is_some() && name_matches {
         *call_fingerprint = part.call_fingerprint;
@@ -403,7 +429,7 @@ mod tests {
         assert_eq!(calls(&r), 1, "one call");
         let run = r.runs.get("r").unwrap();
         assert_eq!(
-            run.events[0].span_id[..],
+            run.events[0].span_id(),
             [1; 8],
             "the outer span is the call"
         );
@@ -445,7 +471,7 @@ mod tests {
         let now = Instant::now();
         let parts = (0..MAX_PENDING_PARTS + 10)
             .map(|i| ToolCallPart {
-                call_id: Arc::from(format!("c{i}")),
+                call_id: CallKey::of(&format!("c{i}")),
                 tool_name: Some(Arc::from("t")),
                 call_fingerprint: Some([1; 32]),
                 result_fingerprint: None,
@@ -463,10 +489,10 @@ mod tests {
         assert_eq!(r.runs.get("r").unwrap().calls.len(), MAX_PENDING_PARTS);
         // The newest parts are kept and fill a call that arrives later.
         let mut late = tool(3, 0, 50, None, None);
-        late.call.call_id = Some(Arc::from(format!("c{}", MAX_PENDING_PARTS + 9)));
+        late.call.call_id = Some(CallKey::of(&format!("c{}", MAX_PENDING_PARTS + 9)));
         r.observe(vec![late], now);
         let run = r.runs.get("r").unwrap();
-        let call = run.events.iter().find(|e| e.span_id[..] == [3; 8]).unwrap();
+        let call = run.events.iter().find(|e| e.span_id() == [3; 8]).unwrap();
         assert!(matches!(
             call.observation,
             Observation::ToolCall {

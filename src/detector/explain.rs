@@ -98,13 +98,15 @@ impl Detector {
                     same_results,
                     repeated_result: limits.repeated_result,
                     alternations: alternating_suffix(window) / 2,
-                    alternating_calls: super::joint(window.iter().rev().take(2), |l| {
-                        l.alternating_calls()
-                    }),
+                    alternating_calls: super::joint(
+                        &self.settings,
+                        window.iter().rev().take(2),
+                        |l| l.alternating_calls,
+                    ),
                 }
             }
             Observation::TextResponse { .. } => Verdict::TextStreak {
-                streak: self.text.len(),
+                streak: self.text.as_ref().map_or(0, |t| t.len()),
                 repeated_text: self.settings.repeated_text,
             },
             Observation::ToolCallResponse => Verdict::ToolCallResponse,

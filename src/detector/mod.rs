@@ -216,7 +216,9 @@ pub struct Detector {
     calls: usize,
     /// Text responses seen so far (the last one's 1-based ordinal).
     responses: usize,
-    text: TextStreak,
+    /// The streak of identical text responses: boxed on the first text response (most
+    /// runs' model responses ask for tool calls), 8 bytes until then instead of 64.
+    text: Option<Box<TextStreak>>,
 }
 
 impl Detector {
@@ -229,7 +231,7 @@ impl Detector {
             observations: 0,
             calls: 0,
             responses: 0,
-            text: TextStreak::default(),
+            text: None,
         }
     }
 
@@ -257,19 +259,21 @@ impl Detector {
                 if treatment.is_some_and(|t| t.ignore) {
                     return None; // removed from the sequence
                 }
-                self.text.reset();
+                self.reset_text();
                 self.calls += 1;
                 let fingerprint = (*call_fingerprint)?;
-                let limits = treatment.map_or_else(|| self.settings.limits(), |t| t.limits);
                 let record = CallRecord {
                     fingerprint,
                     result: *result_fingerprint,
                     tool_name: tool_name.clone(),
                     index,
-                    limits: limits.into(),
+                    rule: treatment.map_or(0, |t| u32::try_from(t.entry + 1).unwrap_or(0)),
                 };
                 if self.settings.repeated_result_scope == ResultScope::Run {
-                    self.streaks.get_or_insert_default().observe(&record);
+                    let threshold = self.settings.call_limits(&record).repeated_result;
+                    self.streaks
+                        .get_or_insert_default()
+                        .observe(&record, threshold);
                 }
                 if self.history.capacity() == 0 {
                     // Most runs make few calls: start at one slot, not the default four.
@@ -299,7 +303,7 @@ impl Detector {
                 })
             }
             Observation::ToolCallResponse => {
-                self.text.reset();
+                self.reset_text();
                 None
             }
             Observation::TextResponse { text_fingerprint } => {
@@ -308,7 +312,11 @@ impl Detector {
                 if threshold == 0 {
                     return None;
                 }
-                let members = self.text.observe(*text_fingerprint, index, threshold)?;
+                let members = self.text.get_or_insert_default().observe(
+                    *text_fingerprint,
+                    index,
+                    threshold,
+                )?;
                 Some(Detection {
                     pattern: Pattern::RepeatedText,
                     tool_names: Vec::new(),
@@ -325,6 +333,13 @@ impl Detector {
         }
     }
 
+    /// A tool call or tool-call response: the text streak starts over.
+    fn reset_text(&mut self) {
+        if let Some(text) = &mut self.text {
+            text.reset();
+        }
+    }
+
     /// The call patterns in priority order: repeated_result (in the window, or in the run
     /// with `repeated_result_scope = "run"`), alternating_calls (window), cycle (may look
     /// back past the window, over the calls kept since the last detection), repeated_call
@@ -335,21 +350,25 @@ impl Detector {
         let history = self.history.make_contiguous();
         let window = &history[history.len().saturating_sub(s.window)..];
         let current = window.last()?;
+        let limits = s.call_limits(current);
         let result = match s.repeated_result_scope {
-            ResultScope::Window => repeated_result::check(window, current.limits.repeated_result()),
-            ResultScope::Run => self.streaks.as_ref().and_then(|s| s.check(current)),
+            ResultScope::Window => repeated_result::check(window, limits.repeated_result),
+            ResultScope::Run => self
+                .streaks
+                .as_ref()
+                .and_then(|streaks| streaks.check(current, limits.repeated_result)),
         };
         result
             .or_else(|| {
-                let threshold = joint(window.iter().rev().take(2), |l| l.alternating_calls());
+                let threshold = joint(s, window.iter().rev().take(2), |l| l.alternating_calls);
                 alternating::check(window, threshold)
             })
             .or_else(|| {
                 let threshold =
-                    |period: usize| joint(history.iter().rev().take(period), |l| l.cycle());
+                    |period: usize| joint(s, history.iter().rev().take(period), |l| l.cycle);
                 cycle::check(history, &threshold, s.max_cycle_period)
             })
-            .or_else(|| repeated_call::check(window, current.limits.repeated_call()))
+            .or_else(|| repeated_call::check(window, limits.repeated_call))
     }
 
     fn severity(
@@ -381,12 +400,13 @@ impl Detector {
 /// The threshold of a pattern over several calls: the largest of theirs, 0 (off) if any
 /// of them has it off.
 fn joint<'a>(
+    settings: &ProfileSettings,
     calls: impl Iterator<Item = &'a CallRecord>,
-    field: impl Fn(&CallLimits) -> usize,
+    field: impl Fn(&Limits) -> usize,
 ) -> usize {
     let mut out = 0;
     for call in calls {
-        match field(&call.limits) {
+        match field(&settings.call_limits(call)) {
             0 => return 0,
             n => out = out.max(n),
         }
@@ -411,46 +431,9 @@ pub(crate) struct CallRecord {
     pub(crate) tool_name: Arc<str>,
     /// 0-based index of the observation.
     pub(crate) index: usize,
-    /// Thresholds for this call (the profile's, or its `[[tools]]` entry's).
-    pub(crate) limits: CallLimits,
-}
-
-/// [`Limits`] as a window record keeps them: 32-bit thresholds, 16 bytes instead of 32
-/// per kept call. A threshold past `u32::MAX` saturates, which changes no answer: no
-/// window or run holds that many calls.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CallLimits {
-    repeated_call: u32,
-    repeated_result: u32,
-    alternating_calls: u32,
-    cycle: u32,
-}
-
-impl From<Limits> for CallLimits {
-    fn from(l: Limits) -> Self {
-        let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        CallLimits {
-            repeated_call: narrow(l.repeated_call),
-            repeated_result: narrow(l.repeated_result),
-            alternating_calls: narrow(l.alternating_calls),
-            cycle: narrow(l.cycle),
-        }
-    }
-}
-
-impl CallLimits {
-    pub(crate) fn repeated_call(&self) -> usize {
-        self.repeated_call as usize
-    }
-    pub(crate) fn repeated_result(&self) -> usize {
-        self.repeated_result as usize
-    }
-    pub(crate) fn alternating_calls(&self) -> usize {
-        self.alternating_calls as usize
-    }
-    pub(crate) fn cycle(&self) -> usize {
-        self.cycle as usize
-    }
+    /// Whose thresholds apply to this call: 0 for the profile's, `n` for its `[[tools]]`
+    /// entry `n - 1` ([`ProfileSettings::call_limits`]); 4 bytes instead of the thresholds.
+    pub(crate) rule: u32,
 }
 
 /// What a call pattern found; `members` are observation indices, ascending.

@@ -184,6 +184,15 @@ impl ProfileSettings {
         }
     }
 
+    /// The thresholds of a window record: the profile's, or those of the `[[tools]]` entry
+    /// the call matched.
+    pub(crate) fn call_limits(&self, call: &super::CallRecord) -> Limits {
+        call.rule
+            .checked_sub(1)
+            .and_then(|entry| self.tools.limits_of(entry as usize))
+            .unwrap_or_else(|| self.limits())
+    }
+
     /// Tool calls kept per run: the window, or the longest cycle when that looks further.
     pub fn history(&self) -> usize {
         self.window

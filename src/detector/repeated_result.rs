@@ -53,8 +53,9 @@ pub(crate) struct RunStreaks {
 }
 
 impl RunStreaks {
-    /// Adds a call (before checking it). A missing result starts the streak over.
-    pub(crate) fn observe(&mut self, call: &CallRecord) {
+    /// Adds a call (before checking it), keeping at most `threshold` (its repeated_result
+    /// threshold) occurrences. A missing result starts the streak over.
+    pub(crate) fn observe(&mut self, call: &CallRecord, threshold: usize) {
         if self.streaks.len() >= MAX_STREAKS && !self.streaks.contains_key(&call.fingerprint) {
             self.streaks.retain(|_, (_, members)| members.len() > 1);
             if self.streaks.len() >= MAX_STREAKS {
@@ -67,14 +68,13 @@ impl RunStreaks {
         }
         *result = call.result;
         members.push_back(call.index);
-        while members.len() > call.limits.repeated_result().max(1) {
+        while members.len() > threshold.max(1) {
             members.pop_front();
         }
     }
 
-    /// The run-scope repeated_result for the call just observed.
-    pub(crate) fn check(&self, current: &CallRecord) -> Option<Match> {
-        let threshold = current.limits.repeated_result();
+    /// The run-scope repeated_result for the call just observed, at its `threshold`.
+    pub(crate) fn check(&self, current: &CallRecord, threshold: usize) -> Option<Match> {
         let (result, members) = self.streaks.get(&current.fingerprint)?;
         if threshold == 0 || result.is_none() || members.len() < threshold {
             return None;

@@ -13,7 +13,7 @@ pub(crate) fn rec(index: usize, tool: &str, arg: u8, result: u8) -> CallRecord {
         result: Some(fp(result)),
         tool_name: tool.into(),
         index,
-        limits: ProfileSettings::nudge().limits().into(),
+        rule: 0,
     }
 }
 

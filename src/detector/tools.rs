@@ -152,6 +152,11 @@ impl ToolRules {
         self.treatments.get(first)
     }
 
+    /// The thresholds of entry `entry`.
+    pub fn limits_of(&self, entry: usize) -> Option<Limits> {
+        self.treatments.get(entry).map(|t| t.limits)
+    }
+
     /// The glob of entry `entry` (for explanations).
     pub fn pattern(&self, entry: usize) -> Option<&str> {
         self.patterns.get(entry).map(String::as_str)
