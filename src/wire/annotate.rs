@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn adding_with_event_writes_what_adding_writes() {
-        let attributes = vec![
+        let attributes = [
             kv("loop.detected", Value::BoolValue(true)),
             kv("loop.reason", Value::StringValue("x".repeat(300))),
             kv("loop.count", Value::IntValue(-5)),
