@@ -153,7 +153,7 @@ fn benches(c: &mut Criterion) {
             for request in &raw {
                 found += WireRequest::read(black_box(request.clone()))
                     .expect("corpus request reads")
-                    .spans
+                    .spans()
                     .len();
             }
             found

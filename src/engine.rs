@@ -14,6 +14,7 @@ use crate::detector::budget::SpanFigures;
 use crate::detector::{FingerprintRules, Observation};
 use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
+use crate::otlp::view::{self, SpanView, ValueView};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
 use crate::run_key::{agent_run_key, AgentIndex, RunKeyMode};
@@ -135,17 +136,28 @@ impl Engine {
     /// earlier request (late re-ordering) gets a synthetic `loop.detected` span appended
     /// to `request` instead ([`crate::synthetic`]).
     pub fn process(&self, request: &mut ExportTraceServiceRequest, now: Instant) -> Processed {
-        let mut spans = Vec::new();
+        let mut views = Vec::new();
         for (r, resource_spans) in request.resource_spans.iter().enumerate() {
             let resource = resource_spans.resource.as_ref();
             let service_name: Option<Arc<str>> =
                 otlp::service_name(resource).map(|s| self.names.get(s));
             for (s, scope_spans) in resource_spans.scope_spans.iter().enumerate() {
                 for (i, span) in scope_spans.spans.iter().enumerate() {
-                    spans.push(((r, s, i), span, resource, service_name.clone()));
+                    views.push((
+                        (r, s, i),
+                        SpanView::from(span),
+                        resource,
+                        service_name.clone(),
+                    ));
                 }
             }
         }
+        let spans: Vec<_> = views
+            .iter()
+            .map(|(location, view, resource, service_name)| {
+                (*location, view, *resource, service_name.clone())
+            })
+            .collect();
         let (events, mut located, moves) = self.events_of(spans.iter().cloned());
         let mut detections = self.rehome(moves, now);
         detections.extend(self.registry.observe(events, now));
@@ -193,7 +205,7 @@ impl Engine {
     #[allow(clippy::type_complexity)]
     fn add_budgets<'a, L: Clone>(
         &self,
-        spans: &[(L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)],
+        spans: &[(L, &'a SpanView<'a>, Option<&'a Resource>, Option<Arc<str>>)],
         located: &mut Vec<(L, &'a [u8], &'a [u8])>,
         detections: &mut Vec<RunDetection>,
         now: Instant,
@@ -218,8 +230,8 @@ impl Engine {
             };
             let context = SpanContext {
                 run_key: &run_key,
-                trace_id: &span.trace_id,
-                span_id: &span.span_id,
+                trace_id: span.trace_id,
+                span_id: span.span_id,
                 service_name: service_name.clone(),
                 agent_name: extracted
                     .as_ref()
@@ -227,7 +239,7 @@ impl Engine {
                     .map(Arc::from),
             };
             let found = budgets.observe(&context, figures, now);
-            let (trace_id, span_id) = (span.trace_id.as_slice(), span.span_id.as_slice());
+            let (trace_id, span_id) = (span.trace_id, span.span_id);
             if !found.is_empty()
                 && !located
                     .iter()
@@ -266,7 +278,7 @@ impl Engine {
             .iter()
             .map(|r| r.service_name.as_deref().map(|s| self.names.get(s)))
             .collect();
-        let inputs = request.spans.iter().map(|wire| {
+        let inputs = request.spans().iter().map(|wire| {
             (
                 wire.range.clone(),
                 &wire.span,
@@ -296,7 +308,7 @@ impl Engine {
             .collect();
         let annotated_spans = edits.len();
         let mut bytes = if edits.is_empty() {
-            request.bytes
+            request.bytes.clone()
         } else {
             bytes::Bytes::from(crate::wire::annotate::rewrite(&request.bytes, &edits)?)
         };
@@ -330,7 +342,7 @@ impl Engine {
     #[allow(clippy::type_complexity)]
     fn events_of<'a, L>(
         &self,
-        spans: impl IntoIterator<Item = (L, &'a otlp::Span, Option<&'a Resource>, Option<Arc<str>>)>,
+        spans: impl IntoIterator<Item = (L, &'a SpanView<'a>, Option<&'a Resource>, Option<Arc<str>>)>,
     ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>, Vec<AgentMove>) {
         let spans: Vec<_> = spans.into_iter().collect();
         let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
@@ -347,11 +359,11 @@ impl Engine {
                 continue;
             };
             let run_key = match &last_trace {
-                Some((trace_id, key)) if *trace_id == span.trace_id.as_slice() => Some(key.clone()),
+                Some((trace_id, key)) if *trace_id == span.trace_id => Some(key.clone()),
                 _ => {
                     let key = self.run_key(span, resource);
                     if let (Some(key), true) = (&key, by_trace) {
-                        last_trace = Some((span.trace_id.as_slice(), key.clone()));
+                        last_trace = Some((span.trace_id, key.clone()));
                     }
                     key
                 }
@@ -365,15 +377,15 @@ impl Engine {
                     // Keyed by its trace alone (an agent key is `<trace>/<agent>`): moved
                     // to its agent's run once a later request brings the agent.
                     let mut agents = agents.lock().unwrap_or_else(|e| e.into_inner());
-                    agents.wait_for_agent(&span.trace_id, &span.span_id);
+                    agents.wait_for_agent(span.trace_id, span.span_id);
                 }
             }
             let observation = self.observation(&extracted.kind, span);
             let call = self.call_context(span, &extracted);
             events.push(RunEvent {
                 run_key,
-                trace_id: span.trace_id.as_slice().into(),
-                span_id: span.span_id.as_slice().into(),
+                trace_id: span.trace_id.into(),
+                span_id: span.span_id.into(),
                 start_time_unix_nano: span.start_time_unix_nano,
                 end_time_unix_nano: span.end_time_unix_nano,
                 service_name,
@@ -381,7 +393,7 @@ impl Engine {
                 observation,
                 call,
             });
-            located.push((location, span.trace_id.as_slice(), span.span_id.as_slice()));
+            located.push((location, span.trace_id, span.span_id));
         }
         (events, located, moves)
     }
@@ -389,7 +401,7 @@ impl Engine {
     /// With `run_key_by_agent`: records every span of a request in the agent index (all
     /// first, so a span finds ancestors sent with it in any order), then returns the calls
     /// placed earlier under their trace alone whose agent is now known.
-    fn learn_agents<'a>(&self, spans: impl Iterator<Item = &'a otlp::Span>) -> Vec<AgentMove> {
+    fn learn_agents<'a>(&self, spans: impl Iterator<Item = &'a SpanView<'a>>) -> Vec<AgentMove> {
         let Some(agents) = &self.agents else {
             return Vec::new();
         };
@@ -397,7 +409,7 @@ impl Engine {
         let mut traces: Vec<&[u8]> = Vec::new();
         for span in spans {
             agents.record(span);
-            traces.push(&span.trace_id);
+            traces.push(span.trace_id);
         }
         traces.sort_unstable();
         traces.dedup();
@@ -431,20 +443,20 @@ impl Engine {
     /// no attribute).
     fn run_key(
         &self,
-        span: &otlp::Span,
+        span: &SpanView,
         resource: Option<&opentelemetry_proto::tonic::resource::v1::Resource>,
     ) -> Option<Arc<str>> {
         if let Some(attribute) = &self.options.run_key_attribute {
-            let value = otlp::attr_str(&span.attributes, attribute)
+            let value = view::attr_str(&span.attributes, attribute)
                 .or_else(|| resource.and_then(|r| otlp::attr_str(&r.attributes, attribute)));
             if let Some(v) = value.filter(|v| !v.is_empty()) {
                 return Some(Arc::from(v));
             }
         }
-        if !otlp::is_valid_trace_id(&span.trace_id) {
+        if !otlp::is_valid_trace_id(span.trace_id) {
             return None;
         }
-        let trace = otlp::hex_id(&span.trace_id);
+        let trace = otlp::hex_id(span.trace_id);
         let agent = self
             .agents
             .as_ref()
@@ -455,7 +467,7 @@ impl Engine {
         })
     }
 
-    fn observation(&self, kind: &EventKind, span: &otlp::Span) -> Observation {
+    fn observation(&self, kind: &EventKind, span: &SpanView) -> Observation {
         match kind {
             EventKind::ToolCall(call) => {
                 self.stats.tool_calls.fetch_add(1, Ordering::Relaxed);
@@ -487,7 +499,7 @@ impl Engine {
                     {
                         // A transient error (rate limit, timeout) is never "the same
                         // result": a fingerprint of its own, so it shows progress.
-                        Some(transient_fingerprint(&span.trace_id, &span.span_id))
+                        Some(transient_fingerprint(span.trace_id, span.span_id))
                     }
                     (Some(rule), _) => self.fingerprinter.result_fingerprint_with(
                         &call.status,
@@ -521,10 +533,9 @@ impl Engine {
 /// `gen_ai.usage.input_tokens` + `gen_ai.usage.output_tokens` of an inference span
 /// (`gen_ai.operation.name` = `chat` / `text_completion` / `generate_content`); 0 for any
 /// other span (agent spans often repeat their children's totals).
-fn inference_tokens(span: &otlp::Span) -> u64 {
-    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+fn inference_tokens(span: &SpanView) -> u64 {
     let inference = matches!(
-        otlp::attr_str(&span.attributes, "gen_ai.operation.name"),
+        view::attr_str(&span.attributes, "gen_ai.operation.name"),
         Some("chat" | "text_completion" | "generate_content")
     );
     if !inference {
@@ -532,11 +543,11 @@ fn inference_tokens(span: &otlp::Span) -> u64 {
     }
     ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"]
         .iter()
-        .filter_map(|key| otlp::attr(&span.attributes, key)?.value.as_ref())
+        .filter_map(|key| view::attr(&span.attributes, key)?.value.as_ref())
         .map(|v| match v {
-            Value::IntValue(n) => u64::try_from(*n).unwrap_or(0),
-            Value::DoubleValue(d) if *d > 0.0 => *d as u64,
-            Value::StringValue(s) => s.trim().parse().unwrap_or(0),
+            ValueView::IntValue(n) => u64::try_from(*n).unwrap_or(0),
+            ValueView::DoubleValue(d) if *d > 0.0 => *d as u64,
+            ValueView::StringValue(s) => s.trim().parse().unwrap_or(0),
             _ => 0,
         })
         .fold(0u64, u64::saturating_add)
@@ -658,7 +669,7 @@ mod tests {
             "gen_ai.operation.name",
             Value::StringValue("chat".into()),
         ));
-        assert_eq!(inference_tokens(&chat), 150);
+        assert_eq!(inference_tokens(&SpanView::from(&chat)), 150);
         let mut agent = otlp::Span {
             attributes: usage,
             ..Default::default()
@@ -668,12 +679,12 @@ mod tests {
             Value::StringValue("invoke_agent".into()),
         ));
         assert_eq!(
-            inference_tokens(&agent),
+            inference_tokens(&SpanView::from(&agent)),
             0,
             "agent totals would count twice"
         );
         let mut negative = chat.clone();
         negative.attributes[0] = kv("gen_ai.usage.input_tokens", Value::IntValue(-5));
-        assert_eq!(inference_tokens(&negative), 30);
+        assert_eq!(inference_tokens(&SpanView::from(&negative)), 30);
     }
 }

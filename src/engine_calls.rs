@@ -2,13 +2,11 @@
 //! and double traces of one call, and to join tool calls with message parts
 //! (DESIGN §2 "One call, one event", "Joins").
 
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
-
 use super::Engine;
 use crate::conventions::message_parts::{tool_call_parts, MessagePart};
 use crate::conventions::wrappers;
 use crate::event::{CallStatus, EventKind, ExtractedEvent};
-use crate::otlp::{attr, attr_str, Span};
+use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
 use crate::registry::{CallContext, CallKey, ToolCallPart};
 
 /// MCP semantic conventions: the method of a tool call.
@@ -16,11 +14,11 @@ const MCP_TOOLS_CALL: &str = "tools/call";
 
 impl Engine {
     /// The call context of `span`, read as `extracted`.
-    pub(crate) fn call_context(&self, span: &Span, extracted: &ExtractedEvent) -> CallContext {
+    pub(crate) fn call_context(&self, span: &SpanView, extracted: &ExtractedEvent) -> CallContext {
         let ended =
             span.end_time_unix_nano != 0 && span.end_time_unix_nano >= span.start_time_unix_nano;
         let mut context = CallContext {
-            parent_span_id: span.parent_span_id.as_slice().into(),
+            parent_span_id: span.parent_span_id.into(),
             completeness: if ended { 4 } else { 0 },
             ..CallContext::default()
         };
@@ -37,7 +35,7 @@ impl Engine {
         context
     }
 
-    fn parts(&self, span: &Span) -> Vec<ToolCallPart> {
+    fn parts(&self, span: &SpanView) -> Vec<ToolCallPart> {
         tool_call_parts(span)
             .into_iter()
             .map(|part| match part {
@@ -78,15 +76,15 @@ impl Engine {
 
 /// `mcp.session.id` + `jsonrpc.request.id` of an MCP `tools/call` span (MCP semantic
 /// conventions); `None` when either is missing (request ids repeat across sessions).
-fn mcp_request(span: &Span) -> Option<CallKey> {
+fn mcp_request(span: &SpanView) -> Option<CallKey> {
     let attrs = &span.attributes;
     if attr_str(attrs, "mcp.method.name") != Some(MCP_TOOLS_CALL) {
         return None;
     }
     let session = attr_str(attrs, "mcp.session.id").filter(|s| !s.is_empty())?;
     let request = match attr(attrs, "jsonrpc.request.id")?.value.as_ref()? {
-        Value::StringValue(s) if !s.is_empty() => s.clone(),
-        Value::IntValue(i) => i.to_string(),
+        ValueView::StringValue(s) if !s.is_empty() => s.as_ref().to_owned(),
+        ValueView::IntValue(i) => i.to_string(),
         _ => return None,
     };
     Some(CallKey::of(&format!("{session}\u{0}{request}")))

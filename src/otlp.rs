@@ -9,6 +9,7 @@ pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequ
 pub use opentelemetry_proto::tonic::trace::v1::Span;
 
 pub mod rpc_status;
+pub mod view;
 
 /// Fully-qualified gRPC service name of the OTLP trace service.
 pub const TRACE_SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::otlp::{attr_str, Span};
+use crate::otlp::view::{attr_str, SpanView};
 
 /// `detection.run_key`: how spans are grouped into runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +58,7 @@ pub fn agent_run_key(trace_hex: &str, agent: &str) -> Arc<str> {
 }
 
 /// The agent a span names itself (see [`AGENT_KEYS`]); `None` when it names none.
-pub fn agent_of(span: &Span) -> Option<&str> {
+pub fn agent_of<'s>(span: &'s SpanView<'_>) -> Option<&'s str> {
     AGENT_KEYS
         .iter()
         .find_map(|key| attr_str(&span.attributes, key).filter(|v| !v.is_empty()))
@@ -119,18 +119,18 @@ impl AgentIndex {
     /// Records `span` (its parent, and the agent it names). A span recorded again keeps
     /// the agent it named before unless this copy names one. Spans without a span_id are
     /// not recorded.
-    pub fn record(&mut self, span: &Span) {
+    pub fn record(&mut self, span: &SpanView) {
         if span.span_id.is_empty() {
             return;
         }
         self.clock += 1;
-        if !self.traces.contains_key(&span.trace_id) && self.traces.len() >= self.max_traces {
+        if !self.traces.contains_key(span.trace_id) && self.traces.len() >= self.max_traces {
             self.evict();
         }
-        let trace = self.traces.entry(span.trace_id.clone()).or_default();
+        let trace = self.traces.entry(span.trace_id.to_vec()).or_default();
         trace.touched = self.clock;
         let agent = agent_of(span).map(Arc::from);
-        if let Some(link) = trace.spans.get_mut(&span.span_id) {
+        if let Some(link) = trace.spans.get_mut(span.span_id) {
             if agent.is_some() {
                 link.agent = agent;
             }
@@ -138,9 +138,9 @@ impl AgentIndex {
         }
         if trace.spans.len() < self.max_spans_per_trace {
             trace.spans.insert(
-                span.span_id.clone(),
+                span.span_id.to_vec(),
                 Link {
-                    parent: span.parent_span_id.clone(),
+                    parent: span.parent_span_id.to_vec(),
                     agent,
                 },
             );
@@ -149,12 +149,12 @@ impl AgentIndex {
 
     /// The agent of `span`: its own, else that of the nearest recorded ancestor that names
     /// one; `None` when the chain ends (a parent not recorded yet, or the root) first.
-    pub fn agent(&self, span: &Span) -> Option<Arc<str>> {
+    pub fn agent(&self, span: &SpanView) -> Option<Arc<str>> {
         if let Some(own) = agent_of(span) {
             return Some(Arc::from(own));
         }
-        let trace = self.traces.get(&span.trace_id)?;
-        ancestor_agent(&trace.spans, &span.parent_span_id)
+        let trace = self.traces.get(span.trace_id)?;
+        ancestor_agent(&trace.spans, span.parent_span_id)
     }
 
     /// Notes that the call of `span_id` was keyed by its trace alone (no agent known yet):
@@ -216,6 +216,7 @@ impl AgentIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::otlp::Span;
     use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
 
     fn span(id: u8, parent: u8, agent: Option<(&str, &str)>) -> Span {
@@ -246,18 +247,27 @@ mod tests {
         let tool = span(4, 3, None);
         let sibling = span(5, 1, None);
         for s in [&root, &sub, &chat] {
-            index.record(s);
+            index.record(&SpanView::from(s));
         }
-        assert_eq!(index.agent(&tool).as_deref(), Some("researcher-1"));
-        assert_eq!(index.agent(&sibling).as_deref(), Some("orchestrator"));
+        assert_eq!(
+            index.agent(&SpanView::from(&tool)).as_deref(),
+            Some("researcher-1")
+        );
+        assert_eq!(
+            index.agent(&SpanView::from(&sibling)).as_deref(),
+            Some("orchestrator")
+        );
         // The span's own attribute wins over any ancestor.
         let own = span(6, 3, Some(("agent.name", "writer")));
-        assert_eq!(index.agent(&own).as_deref(), Some("writer"));
+        assert_eq!(
+            index.agent(&SpanView::from(&own)).as_deref(),
+            Some("writer")
+        );
         // gen_ai.agent.id wins over gen_ai.agent.name on one span.
         let mut both = span(8, 0, Some(("gen_ai.agent.name", "named")));
         both.attributes
             .extend(span(9, 0, Some(("gen_ai.agent.id", "id-1"))).attributes);
-        assert_eq!(agent_of(&both), Some("id-1"));
+        assert_eq!(agent_of(&SpanView::from(&both)), Some("id-1"));
     }
 
     #[test]
@@ -265,22 +275,34 @@ mod tests {
         let mut index = AgentIndex::new(10, 100);
         let tool = span(4, 3, None);
         let chat = span(3, 2, None);
-        index.record(&tool);
-        index.record(&chat);
-        assert_eq!(index.agent(&tool), None, "span 2 not seen yet");
-        index.record(&span(2, 0, Some(("gen_ai.agent.name", "late"))));
-        assert_eq!(index.agent(&tool).as_deref(), Some("late"));
+        index.record(&SpanView::from(&tool));
+        index.record(&SpanView::from(&chat));
+        assert_eq!(
+            index.agent(&SpanView::from(&tool)),
+            None,
+            "span 2 not seen yet"
+        );
+        index.record(&SpanView::from(&span(
+            2,
+            0,
+            Some(("gen_ai.agent.name", "late")),
+        )));
+        assert_eq!(index.agent(&SpanView::from(&tool)).as_deref(), Some("late"));
     }
 
     #[test]
     fn waiting_calls_resolve_once_their_agent_arrives() {
         let mut index = AgentIndex::new(10, 100);
         let tool = span(4, 3, None);
-        index.record(&tool);
-        index.record(&span(3, 2, None));
+        index.record(&SpanView::from(&tool));
+        index.record(&SpanView::from(&span(3, 2, None)));
         index.wait_for_agent(&tool.trace_id, &tool.span_id);
         assert_eq!(index.resolve_waiting(&tool.trace_id), vec![]);
-        index.record(&span(2, 0, Some(("gen_ai.agent.name", "late"))));
+        index.record(&SpanView::from(&span(
+            2,
+            0,
+            Some(("gen_ai.agent.name", "late")),
+        )));
         assert_eq!(
             index.resolve_waiting(&tool.trace_id),
             vec![(tool.span_id.clone(), Arc::from("late"))]
@@ -295,19 +317,27 @@ mod tests {
     #[test]
     fn parent_cycles_and_bounds_are_safe() {
         let mut index = AgentIndex::new(2, 2);
-        index.record(&span(1, 2, None));
-        index.record(&span(2, 1, None));
-        assert_eq!(index.agent(&span(3, 1, None)), None, "a cycle ends");
-        index.record(&span(3, 0, Some(("gen_ai.agent.name", "a"))));
+        index.record(&SpanView::from(&span(1, 2, None)));
+        index.record(&SpanView::from(&span(2, 1, None)));
         assert_eq!(
-            index.agent(&span(4, 3, None)),
+            index.agent(&SpanView::from(&span(3, 1, None))),
+            None,
+            "a cycle ends"
+        );
+        index.record(&SpanView::from(&span(
+            3,
+            0,
+            Some(("gen_ai.agent.name", "a")),
+        )));
+        assert_eq!(
+            index.agent(&SpanView::from(&span(4, 3, None))),
             None,
             "the third span of a trace is not recorded"
         );
         for t in 0..5u8 {
             let mut other = span(1, 0, Some(("gen_ai.agent.name", "x")));
             other.trace_id = vec![t; 16];
-            index.record(&other);
+            index.record(&SpanView::from(&other));
         }
         assert_eq!(index.trace_count(), 2);
     }

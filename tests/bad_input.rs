@@ -400,12 +400,12 @@ async fn invalid_utf8_in_one_span_costs_no_span_and_the_loop_is_still_found() {
     let out = WireRequest::read(forwarded.clone()).unwrap();
     assert_eq!(out.span_count(), 6, "every span forwarded");
     let mut annotated = Vec::new();
-    for (i, (before, after)) in sent.spans.iter().zip(&out.spans).enumerate() {
+    for (i, (before, after)) in sent.spans().iter().zip(out.spans()).enumerate() {
         let (original, now) = (
             &bytes[before.range.clone()],
             &forwarded[after.range.clone()],
         );
-        if loopwatch::otlp::attr(&after.span.attributes, "loop.detected").is_some() {
+        if loopwatch::otlp::view::attr(&after.span.attributes, "loop.detected").is_some() {
             // the loop.* attributes appended after the span's own bytes
             assert!(now.starts_with(original), "span {i} changed");
             annotated.push(after.span.span_id[0]);

@@ -125,7 +125,8 @@ fn every_corpus_run_extracts_as_recorded() {
         let mut text_responses = 0u64;
         let mut pseudo = 0u64;
         for span in &spans {
-            if genai::is_tool_span(span) && genai::is_merged_pseudo_span(span) {
+            let view = loopwatch::otlp::view::SpanView::from(span);
+            if genai::is_tool_span(&view) && genai::is_merged_pseudo_span(&view) {
                 pseudo += 1;
                 assert_eq!(
                     conventions::extract(span),

@@ -6,6 +6,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;
+use loopwatch::otlp::view::{SpanView, ValueView};
 use loopwatch::otlp::ExportTraceServiceRequest;
 use loopwatch::wire::WireRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
@@ -72,6 +73,10 @@ fn attribute<'a>(span: &'a Span, key: &str) -> Option<&'a Value> {
     loopwatch::otlp::attr(&span.attributes, key).and_then(|v| v.value.as_ref())
 }
 
+fn view_attribute<'a>(span: &'a SpanView<'a>, key: &str) -> Option<&'a ValueView<'a>> {
+    loopwatch::otlp::view::attr(&span.attributes, key).and_then(|v| v.value.as_ref())
+}
+
 #[test]
 fn a_bad_string_is_read_lossily_and_the_loop_is_still_annotated_in_place() {
     let bytes = looping_request();
@@ -79,10 +84,10 @@ fn a_bad_string_is_read_lossily_and_the_loop_is_still_annotated_in_place() {
     let read = WireRequest::read(Bytes::from(bytes.clone())).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(read.span_count(), 5);
     assert_eq!(
-        attribute(&read.spans[1].span, "note"),
-        Some(&Value::StringValue("\u{fffd}ARK".into()))
+        view_attribute(&read.spans()[1].span, "note"),
+        Some(&ValueView::StringValue("\u{fffd}ARK".into()))
     );
-    let ranges: Vec<_> = read.spans.iter().map(|s| s.range.clone()).collect();
+    let ranges: Vec<_> = read.spans().iter().map(|s| s.range.clone()).collect();
     let engine = engine();
     let done = engine
         .process_wire(read, Instant::now())
@@ -107,7 +112,7 @@ fn a_bad_string_is_read_lossily_and_the_loop_is_still_annotated_in_place() {
     // span 3 with the loop.* attributes appended.
     let out = WireRequest::read(done.bytes.clone()).unwrap_or_else(|e| panic!("{e}"));
     for (i, range) in ranges.iter().enumerate() {
-        let forwarded = &done.bytes[out.spans[i].range.clone()];
+        let forwarded = &done.bytes[out.spans()[i].range.clone()];
         if i == 2 {
             assert!(forwarded.starts_with(&bytes[range.clone()]));
             assert!(forwarded.len() > range.len());
@@ -115,22 +120,22 @@ fn a_bad_string_is_read_lossily_and_the_loop_is_still_annotated_in_place() {
             assert_eq!(forwarded, &bytes[range.clone()], "span {i} changed");
         }
     }
-    let annotated = &out.spans[2].span;
+    let annotated = &out.spans()[2].span;
     assert_eq!(
-        attribute(annotated, "loop.detected"),
-        Some(&Value::BoolValue(true))
+        view_attribute(annotated, "loop.detected"),
+        Some(&ValueView::BoolValue(true))
     );
     assert_eq!(
-        attribute(annotated, "loop.pattern"),
-        Some(&Value::StringValue("repeated_result".into()))
+        view_attribute(annotated, "loop.pattern"),
+        Some(&ValueView::StringValue("repeated_result".into()))
     );
     assert_eq!(
-        attribute(annotated, "loop.count"),
-        Some(&Value::IntValue(3))
+        view_attribute(annotated, "loop.count"),
+        Some(&ValueView::IntValue(3))
     );
     assert_eq!(
-        attribute(annotated, "loop.first_span_id"),
-        Some(&Value::StringValue("0101010101010101".into()))
+        view_attribute(annotated, "loop.first_span_id"),
+        Some(&ValueView::StringValue("0101010101010101".into()))
     );
 }
 
@@ -139,7 +144,7 @@ fn an_unannotated_request_is_forwarded_as_the_same_bytes() {
     let bytes = Bytes::from(looping_request());
     let read = WireRequest::read(bytes.clone()).unwrap_or_else(|e| panic!("{e}"));
     let mut read_two = read.clone();
-    read_two.spans.truncate(2);
+    read_two.truncate_spans(2);
     let done = engine()
         .process_wire(read_two, Instant::now())
         .unwrap_or_else(|e| panic!("{e}"));

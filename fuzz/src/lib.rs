@@ -134,12 +134,15 @@ pub fn wire_input(data: &[u8]) -> bool {
         Err(e) => panic!("the wire reader refused what prost decodes: {e}"),
     };
     assert_eq!(wire.span_count(), span_count(&request));
-    for located in &wire.spans {
+    for located in wire.spans() {
         let (r, s, i) = located.index;
         let span = &request.resource_spans[r].scope_spans[s].spans[i];
-        assert_eq!(located.span, detection_view(span));
         assert_eq!(
-            loopwatch::conventions::extract(&located.span),
+            located.span,
+            loopwatch::otlp::view::SpanView::from(&detection_view(span))
+        );
+        assert_eq!(
+            loopwatch::conventions::extract_with(&[], &located.span),
             loopwatch::conventions::extract(span)
         );
         let resource = request.resource_spans[r].resource.as_ref();

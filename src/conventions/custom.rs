@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{agent_name, call_status, payload_from_any_value};
 use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, ToolCall};
-use crate::otlp::{attr, Span};
+use crate::otlp::view::{attr, AnyValueView, SpanView};
 
 /// Convention label on events read by a custom mapping.
 pub const CONVENTION: &str = "custom";
@@ -125,11 +125,11 @@ impl ConventionsConfig {
 
 /// The tool call the first matching mapping reads from `span`; `None` when none matches
 /// or the tool name is missing.
-pub fn extract(mappings: &[CustomConvention], span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(mappings: &[CustomConvention], span: &SpanView) -> Option<ExtractedEvent> {
     let mapping = mappings.iter().find(|m| matches(&m.matches, span))?;
     let tool_name = match &mapping.tool_name {
         Some(source) => text(span, source)?,
-        None => span.name.clone(),
+        None => span.name.as_ref().to_owned(),
     };
     if tool_name.is_empty() {
         return None;
@@ -159,7 +159,7 @@ pub fn extract(mappings: &[CustomConvention], span: &Span) -> Option<ExtractedEv
     })
 }
 
-fn matches(m: &SpanMatch, span: &Span) -> bool {
+fn matches(m: &SpanMatch, span: &SpanView) -> bool {
     if let Some(glob) = &m.span_name {
         if !glob_match(glob.as_bytes(), span.name.as_bytes()) {
             return false;
@@ -201,10 +201,7 @@ fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
-fn value<'a>(
-    span: &'a Span,
-    source: &Source,
-) -> Option<&'a opentelemetry_proto::tonic::common::v1::AnyValue> {
+fn value<'a>(span: &'a SpanView<'a>, source: &Source) -> Option<&'a AnyValueView<'a>> {
     match source {
         Source::Attribute(key) => attr(&span.attributes, key),
         Source::Event { event, attribute } => span
@@ -215,11 +212,11 @@ fn value<'a>(
     }
 }
 
-fn payload(span: &Span, source: &Source) -> Option<Payload> {
+fn payload(span: &SpanView, source: &Source) -> Option<Payload> {
     value(span, source).and_then(payload_from_any_value)
 }
 
-fn text(span: &Span, source: &Source) -> Option<String> {
+fn text(span: &SpanView, source: &Source) -> Option<String> {
     match payload(span, source)? {
         Payload::Text(s) => Some(s),
         Payload::Json(j) => Some(j.to_string()),
@@ -259,7 +256,7 @@ mod tests {
             ],
         );
         sp.events = vec![event("acme.input", vec![kvs("body", r#"{"url":"a"}"#)])];
-        let ev = extract(&[acme()], &sp).expect("matched");
+        let ev = extract(&[acme()], &SpanView::from(&sp)).expect("matched");
         assert_eq!(ev.convention, "custom");
         let EventKind::ToolCall(c) = ev.kind else {
             panic!("not a tool call")
@@ -271,7 +268,7 @@ mod tests {
         assert_eq!(c.status, CallStatus::Ok);
         // The error attribute makes it an error.
         sp.attributes.push(kvs("acme.error", "timeout"));
-        let EventKind::ToolCall(c) = extract(&[acme()], &sp).unwrap().kind else {
+        let EventKind::ToolCall(c) = extract(&[acme()], &SpanView::from(&sp)).unwrap().kind else {
             panic!("not a tool call")
         };
         assert_eq!(
@@ -283,10 +280,10 @@ mod tests {
         // Any condition failing: no match.
         let mut other = sp.clone();
         other.name = "acme.task.run".into();
-        assert_eq!(extract(&[acme()], &other), None);
+        assert_eq!(extract(&[acme()], &SpanView::from(&other)), None);
         let mut other = sp.clone();
         other.attributes[0] = kvs("acme.kind", "task");
-        assert_eq!(extract(&[acme()], &other), None);
+        assert_eq!(extract(&[acme()], &SpanView::from(&other)), None);
     }
 
     #[test]

@@ -12,14 +12,14 @@ use serde_json::Value as Json;
 use super::openinference::is_redacted;
 use super::{agent_name, call_status, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
-use crate::otlp::{attr, attr_str, Span};
+use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "dspy";
 
 /// The tool call of a DSPy tool span; `None` for other spans (including OpenInference tool
 /// spans that name their tool, which [`super::openinference`] reads).
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
     if attr_str(attrs, "openinference.span.kind") != Some("TOOL")
         || attr(attrs, "tool.name").is_some()

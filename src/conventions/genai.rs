@@ -25,13 +25,12 @@
 //! google-adk's `execute_tool (merged)` span (`gen_ai.tool.name` = `(merged tools)`) sums
 //! up a batch of parallel calls that have their own spans: it is claimed and yields `None`.
 
-use opentelemetry_proto::tonic::common::v1::KeyValue;
 use serde_json::Value as Json;
 
 use super::model_response::{summarize, Found, ResponseReader};
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
-use crate::otlp::{attr, attr_str, Span};
+use crate::otlp::view::{attr, attr_str, KeyValueView, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "genai";
@@ -60,7 +59,7 @@ pub const RESULT_KEYS: &[&str] = &[
 const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
 
 /// True when this convention claims the span as a tool span (see module docs).
-pub fn is_tool_span(span: &Span) -> bool {
+pub fn is_tool_span(span: &SpanView) -> bool {
     match attr_str(&span.attributes, "gen_ai.operation.name") {
         Some(op) => op == EXECUTE_TOOL,
         None => span_name_suffix(&span.name).is_some(),
@@ -68,7 +67,7 @@ pub fn is_tool_span(span: &Span) -> bool {
 }
 
 /// True for google-adk's `execute_tool (merged)` pseudo span.
-pub fn is_merged_pseudo_span(span: &Span) -> bool {
+pub fn is_merged_pseudo_span(span: &SpanView) -> bool {
     attr_str(&span.attributes, "gen_ai.tool.name") == Some(ADK_MERGED_TOOL_NAME)
         || span.name == "execute_tool (merged)"
 }
@@ -84,7 +83,7 @@ fn span_name_suffix(name: &str) -> Option<&str> {
 
 /// The tool call of a span [`is_tool_span`] claims; `None` for the ADK merged pseudo span
 /// and when no tool name can be found (neither attribute nor span-name suffix).
-pub fn extract_tool(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract_tool(span: &SpanView) -> Option<ExtractedEvent> {
     if is_merged_pseudo_span(span) {
         return None;
     }
@@ -99,7 +98,7 @@ pub fn extract_tool(span: &Span) -> Option<ExtractedEvent> {
 
 /// Reads arguments, result, call id and status of a tool span whose tool name is known
 /// (shared with [`super::pydantic_legacy`]).
-pub(crate) fn read_tool_call(span: &Span, tool_name: &str) -> ToolCall {
+pub(crate) fn read_tool_call(span: &SpanView, tool_name: &str) -> ToolCall {
     let attrs = &span.attributes;
     let id = call_id(attrs, "gen_ai.tool.call.id").or_else(|| event_call_id(span));
     // google-adk 1.x with content capture off writes `{}` for both legacy attributes.
@@ -124,7 +123,10 @@ pub(crate) fn read_tool_call(span: &Span, tool_name: &str) -> ToolCall {
     }
 }
 
-fn events_named<'a>(span: &'a Span, name: &'a str) -> impl Iterator<Item = &'a [KeyValue]> {
+fn events_named<'a>(
+    span: &'a SpanView<'a>,
+    name: &'a str,
+) -> impl Iterator<Item = &'a [KeyValueView<'a>]> {
     span.events
         .iter()
         .filter(move |e| e.name == name)
@@ -132,7 +134,7 @@ fn events_named<'a>(span: &'a Span, name: &'a str) -> impl Iterator<Item = &'a [
 }
 
 /// `id` of a `gen_ai.tool.message` / `gen_ai.choice` event (strands puts the call id there).
-fn event_call_id(span: &Span) -> Option<String> {
+fn event_call_id(span: &SpanView) -> Option<String> {
     events_named(span, "gen_ai.tool.message")
         .chain(events_named(span, "gen_ai.choice"))
         .find_map(|attrs| call_id(attrs, "id"))
@@ -140,7 +142,7 @@ fn event_call_id(span: &Span) -> Option<String> {
 
 /// Arguments from span events: `gen_ai.tool.message` `content` (strands default), else the
 /// `tool_call` part of an operation-details event's `gen_ai.input.messages`.
-fn arguments_from_events(span: &Span, id: Option<&str>) -> Option<Payload> {
+fn arguments_from_events(span: &SpanView, id: Option<&str>) -> Option<Payload> {
     events_named(span, "gen_ai.tool.message")
         .find_map(|attrs| payload_attr(attrs, &["content", "gen_ai.tool.call.arguments"]))
         .or_else(|| message_part(span, "gen_ai.input.messages", "tool_call", "arguments", id))
@@ -148,7 +150,7 @@ fn arguments_from_events(span: &Span, id: Option<&str>) -> Option<Payload> {
 
 /// Result from span events: `gen_ai.choice` `message` (strands default), else the
 /// `tool_call_response` part of an operation-details event's `gen_ai.output.messages`.
-fn result_from_events(span: &Span, id: Option<&str>) -> Option<Payload> {
+fn result_from_events(span: &SpanView, id: Option<&str>) -> Option<Payload> {
     events_named(span, "gen_ai.choice")
         .find_map(|attrs| payload_attr(attrs, &["message", "gen_ai.tool.call.result"]))
         .or_else(|| {
@@ -165,7 +167,7 @@ fn result_from_events(span: &Span, id: Option<&str>) -> Option<Payload> {
 /// Field `field` of the first message part of type `part_type` (with matching `id` when
 /// both sides have one) in attribute `key` of any operation-details event.
 fn message_part(
-    span: &Span,
+    span: &SpanView,
     key: &str,
     part_type: &str,
     field: &str,
@@ -215,7 +217,7 @@ pub const ADK_RESPONSE_READER: ResponseReader = ResponseReader {
 /// span event (strands with `gen_ai_latest_experimental`); `gen_ai.choice` span events,
 /// attribute `message` (strands default: a JSON list of content blocks; older shapes: an
 /// object with `content` / `tool_calls`) and `tool_calls`.
-fn read_response(span: &Span) -> Found {
+fn read_response(span: &SpanView) -> Found {
     let attrs = &span.attributes;
     if let Some(messages) = attr(attrs, "gen_ai.output.messages").and_then(json_from_any_value) {
         return Some(summarize(&messages));
@@ -231,7 +233,7 @@ fn read_response(span: &Span) -> Found {
     (!choices.is_empty()).then(|| summarize(&Json::Array(choices)))
 }
 
-fn read_adk_response(span: &Span) -> Found {
+fn read_adk_response(span: &SpanView) -> Found {
     let response =
         attr(&span.attributes, "gcp.vertex.agent.llm_response").and_then(json_from_any_value)?;
     Some(summarize(&response))
@@ -239,14 +241,14 @@ fn read_adk_response(span: &Span) -> Found {
 
 /// A `gen_ai.choice` span event as a JSON object: string attributes that hold JSON are
 /// parsed (strands writes `message` as JSON text), other strings stay strings.
-fn choice_event_json(attributes: &[KeyValue]) -> Json {
+fn choice_event_json(attributes: &[KeyValueView]) -> Json {
     let mut object = serde_json::Map::new();
     for key in ["message", "tool_calls"] {
         let Some(value) = attr(attributes, key) else {
             continue;
         };
-        let json =
-            json_from_any_value(value).unwrap_or_else(|| crate::otlp::any_value_to_json(value));
+        let json = json_from_any_value(value)
+            .unwrap_or_else(|| crate::otlp::view::any_value_to_json(value));
         object.insert(key.to_owned(), json);
     }
     Json::Object(object)
@@ -387,7 +389,7 @@ mod tests {
             "execute_tool foo",
             vec![kvs("gen_ai.operation.name", "chat")],
         );
-        assert!(!is_tool_span(&chat));
+        assert!(!is_tool_span(&SpanView::from(&chat)));
     }
 
     #[test]

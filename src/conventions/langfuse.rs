@@ -10,18 +10,18 @@
 
 use super::{agent_name, call_status, first_str, payload_attr, wrappers};
 use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
-use crate::otlp::{attr_str, Span};
+use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "langfuse";
 
 /// The tool call of a Langfuse `tool` observation; `None` for other spans.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
     if attr_str(attrs, "langfuse.observation.type") != Some("tool") {
         return None;
     }
-    let name = Some(span.name.as_str()).filter(|n| !n.is_empty())?;
+    let name = Some(span.name.as_ref()).filter(|n| !n.is_empty())?;
     let mut status = call_status(span);
     if status == CallStatus::Ok && attr_str(attrs, "langfuse.observation.level") == Some("ERROR") {
         status = CallStatus::Error {

@@ -24,13 +24,13 @@ use serde_json::Value as Json;
 use super::openinference::is_redacted;
 use super::{agent_name, call_status, first_str, payload_attr};
 use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, ToolCall};
-use crate::otlp::{attr_str, Span};
+use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "llamaindex";
 
 /// The tool call of a LlamaIndex tool span (either instrumentation); `None` for other spans.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
     let call = if attr_str(attrs, "traceloop.span.kind").is_some() {
         let name = first_str(attrs, &["tool.name"])?;

@@ -7,13 +7,12 @@
 //! `gen_ai.client.inference.operation.details` span event. Messages may be a JSON string
 //! or a structured AnyValue. Parts without an `id` cannot be joined and are skipped.
 
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use serde_json::Value as Json;
 
 use super::json_from_any_value;
 use super::message_parts_text::{parts_in_bytes, parts_in_text, parts_in_value, TextPart};
 use crate::event::Payload;
-use crate::otlp::{attr, Span};
+use crate::otlp::view::{attr, AnyValueView, SpanView, ValueView};
 
 const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
 
@@ -31,7 +30,7 @@ pub enum MessagePart {
 }
 
 /// The tool-call parts of a span's input and output messages, in message order.
-pub fn tool_call_parts(span: &Span) -> Vec<MessagePart> {
+pub fn tool_call_parts(span: &SpanView) -> Vec<MessagePart> {
     let mut parts = Vec::new();
     for (key, wanted, field) in [
         ("gen_ai.output.messages", "tool_call", "arguments"),
@@ -63,11 +62,11 @@ pub fn tool_call_parts(span: &Span) -> Vec<MessagePart> {
 
 /// The `wanted` parts of messages attribute `key`, on the span or, when absent or not
 /// JSON there, on an operation-details event.
-fn messages(span: &Span, key: &str, wanted: &str, field: &str) -> Option<Vec<TextPart>> {
-    let read = |value: &AnyValue| match value.value.as_ref()? {
+fn messages(span: &SpanView, key: &str, wanted: &str, field: &str) -> Option<Vec<TextPart>> {
+    let read = |value: &AnyValueView| match value.value.as_ref()? {
         // JSON text is read without building the conversation ([`message_parts_text`]).
-        Value::StringValue(s) => parts_in_text(s, wanted, field),
-        Value::BytesValue(b) => parts_in_bytes(b, wanted, field),
+        ValueView::StringValue(s) => parts_in_text(s, wanted, field),
+        ValueView::BytesValue(b) => parts_in_bytes(b, wanted, field),
         _ => json_from_any_value(value).map(|json| parts_in_value(&json, wanted, field)),
     };
     attr(&span.attributes, key).and_then(read).or_else(|| {
@@ -101,7 +100,7 @@ mod tests {
             )],
         );
         assert_eq!(
-            tool_call_parts(&sp),
+            tool_call_parts(&SpanView::from(&sp)),
             vec![MessagePart::Call {
                 id: "c1".into(),
                 name: Some("f".into()),
@@ -117,7 +116,7 @@ mod tests {
             )],
         )];
         assert_eq!(
-            tool_call_parts(&sp),
+            tool_call_parts(&SpanView::from(&sp)),
             vec![MessagePart::Response {
                 id: "c1".into(),
                 response: Payload::Text("boom".into()),

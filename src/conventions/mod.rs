@@ -26,22 +26,27 @@ pub mod smolagents;
 pub mod vercel_ai;
 pub mod wrappers;
 
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
 use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload};
-use crate::otlp::{attr, attr_str, Span};
+use crate::otlp::view::{attr, attr_str, AnyValueView, KeyValueView, SpanView, ValueView};
+use crate::otlp::Span;
 
 /// Reads one span. Returns `None` for spans that are neither a tool call nor an
 /// inference span (and for pseudo tool spans such as ADK's `execute_tool (merged)`,
 /// Logfire pending spans, and inference spans whose output was not captured).
 /// Framework wrappers around arguments and results are removed ([`wrappers`]).
+/// Reads a decoded `Span` through its borrowed [`SpanView`] ([`extract_with`] takes the view).
 pub fn extract(span: &Span) -> Option<ExtractedEvent> {
-    extract_with(&[], span)
+    extract_with(&[], &SpanView::from(span))
 }
 
-/// [`extract`] with the user's `[[conventions.custom]]` mappings tried first.
-pub fn extract_with(custom: &[custom::CustomConvention], span: &Span) -> Option<ExtractedEvent> {
+/// [`extract`] of a [`SpanView`], with the user's `[[conventions.custom]]` mappings tried
+/// first.
+pub fn extract_with(
+    custom: &[custom::CustomConvention],
+    span: &SpanView,
+) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
     }
@@ -55,7 +60,7 @@ pub fn extract_with(custom: &[custom::CustomConvention], span: &Span) -> Option<
 
 /// The readers tried after the GenAI tool-span claim, in order; the first that reads the
 /// span wins. A new convention is one file and one line here.
-const READERS: &[fn(&Span) -> Option<ExtractedEvent>] = &[
+const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     llamaindex::extract,
     smolagents::extract,
     dspy::extract,
@@ -76,7 +81,7 @@ const RESPONSE_READERS: &[model_response::ResponseReader] = &[
     pydantic_legacy::RESPONSE_READER,
 ];
 
-fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
+fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
     }
@@ -100,37 +105,37 @@ fn extract_raw(span: &Span) -> Option<ExtractedEvent> {
 
 /// True for a Logfire pending span (`logfire.span_type` = `pending_span`): a placeholder
 /// Logfire exports when a span starts, re-sent in full when it ends.
-pub fn is_pending(span: &Span) -> bool {
+pub fn is_pending(span: &SpanView) -> bool {
     attr_str(&span.attributes, "logfire.span_type") == Some("pending_span")
 }
 
 /// Maps an attribute value to a [`Payload`]: `stringValue` → `Text`, `bytesValue` →
-/// `Bytes`, kvlist/array/bool/int/double → `Json` (via [`crate::otlp::any_value_to_json`]).
+/// `Bytes`, kvlist/array/bool/int/double → `Json` (via [`crate::otlp::view::any_value_to_json`]).
 /// An empty AnyValue (no value set) is `None`, i.e. not captured.
-pub fn payload_from_any_value(value: &AnyValue) -> Option<Payload> {
+pub fn payload_from_any_value(value: &AnyValueView) -> Option<Payload> {
     match value.value.as_ref()? {
-        Value::StringValue(s) => Some(Payload::Text(s.clone())),
-        Value::BytesValue(b) => Some(Payload::Bytes(b.clone())),
-        Value::StringValueStrindex(_) => None,
-        _ => Some(Payload::Json(crate::otlp::any_value_to_json(value))),
+        ValueView::StringValue(s) => Some(Payload::Text(s.as_ref().to_owned())),
+        ValueView::BytesValue(b) => Some(Payload::Bytes(b.to_vec())),
+        ValueView::StringValueStrindex(_) => None,
+        _ => Some(Payload::Json(crate::otlp::view::any_value_to_json(value))),
     }
 }
 
 /// The [`Payload`] of the first of `keys` present in `attributes` (so new names win over
 /// legacy names when a span carries both).
-pub fn payload_attr(attributes: &[KeyValue], keys: &[&str]) -> Option<Payload> {
+pub fn payload_attr(attributes: &[KeyValueView], keys: &[&str]) -> Option<Payload> {
     keys.iter()
         .find_map(|key| attr(attributes, key).and_then(payload_from_any_value))
 }
 
 /// The first of `keys` present as a non-empty string attribute.
-pub fn first_str<'a>(attributes: &'a [KeyValue], keys: &[&str]) -> Option<&'a str> {
+pub fn first_str<'a>(attributes: &'a [KeyValueView], keys: &[&str]) -> Option<&'a str> {
     keys.iter()
         .find_map(|key| attr_str(attributes, key).filter(|s| !s.is_empty()))
 }
 
 /// A call id, unless empty or a known placeholder (google-adk 1.x writes `<not specified>`).
-pub fn call_id(attributes: &[KeyValue], key: &str) -> Option<String> {
+pub fn call_id(attributes: &[KeyValueView], key: &str) -> Option<String> {
     attr_str(attributes, key)
         .filter(|s| !s.is_empty() && *s != "<not specified>")
         .map(str::to_owned)
@@ -139,13 +144,13 @@ pub fn call_id(attributes: &[KeyValue], key: &str) -> Option<String> {
 /// Span status → [`CallStatus`]: OTLP `STATUS_CODE_ERROR` (2) → `Error` with the status
 /// message (or, when that is empty, the `exception.type: exception.message` of the span's
 /// OTel semconv `exception` event); `UNSET` and `OK` → `Ok`.
-pub fn call_status(span: &Span) -> CallStatus {
+pub fn call_status(span: &SpanView) -> CallStatus {
     match span.status.as_ref() {
         Some(status) if status.code == StatusCode::Error as i32 => CallStatus::Error {
             message: if status.message.is_empty() {
                 exception_message(span).unwrap_or_default()
             } else {
-                status.message.clone()
+                status.message.as_ref().to_owned()
             },
         },
         _ => CallStatus::Ok,
@@ -154,7 +159,7 @@ pub fn call_status(span: &Span) -> CallStatus {
 
 /// `exception.type: exception.message` of the first `exception` span event (OTel
 /// semantic conventions for exceptions), if any.
-fn exception_message(span: &Span) -> Option<String> {
+fn exception_message(span: &SpanView) -> Option<String> {
     let event = span.events.iter().find(|e| e.name == "exception")?;
     let kind = attr_str(&event.attributes, "exception.type").unwrap_or("");
     let message = attr_str(&event.attributes, "exception.message").unwrap_or("");
@@ -167,25 +172,26 @@ fn exception_message(span: &Span) -> Option<String> {
 }
 
 /// The agent name: `gen_ai.agent.name`, else OpenInference's `agent.name`.
-pub fn agent_name(span: &Span) -> Option<String> {
+pub fn agent_name(span: &SpanView) -> Option<String> {
     first_str(&span.attributes, &["gen_ai.agent.name", "agent.name"]).map(str::to_owned)
 }
 
 /// JSON from an attribute value: a string is parsed as JSON text (`None` if it does not
 /// parse), a structured value is mapped. Used for message lists, never for arguments
 /// (arguments keep their exact form in a [`Payload`]).
-pub fn json_from_any_value(value: &AnyValue) -> Option<serde_json::Value> {
+pub fn json_from_any_value(value: &AnyValueView) -> Option<serde_json::Value> {
     match value.value.as_ref()? {
-        Value::StringValue(s) => serde_json::from_str(s).ok(),
-        Value::BytesValue(b) => serde_json::from_slice(b).ok(),
-        Value::StringValueStrindex(_) => None,
-        _ => Some(crate::otlp::any_value_to_json(value)),
+        ValueView::StringValue(s) => serde_json::from_str(s).ok(),
+        ValueView::BytesValue(b) => serde_json::from_slice(b).ok(),
+        ValueView::StringValueStrindex(_) => None,
+        _ => Some(crate::otlp::view::any_value_to_json(value)),
     }
 }
 
 #[cfg(test)]
 mod status_tests {
     use super::*;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
     use opentelemetry_proto::tonic::trace::v1::{span::Event, Status};
 
     fn kv(key: &str, value: &str) -> KeyValue {
@@ -216,20 +222,20 @@ mod status_tests {
             ..Default::default()
         };
         assert_eq!(
-            call_status(&span),
+            call_status(&SpanView::from(&span)),
             CallStatus::Error {
                 message: "TimeoutError: upstream timed out".into()
             }
         );
         span.status.as_mut().unwrap().message = "boom".into();
         assert_eq!(
-            call_status(&span),
+            call_status(&SpanView::from(&span)),
             CallStatus::Error {
                 message: "boom".into()
             }
         );
         span.status = None;
-        assert_eq!(call_status(&span), CallStatus::Ok);
+        assert_eq!(call_status(&SpanView::from(&span)), CallStatus::Ok);
     }
 }
 
@@ -285,6 +291,7 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::*;
     use super::*;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 
     #[test]
     fn pending_span_is_not_a_call() {
@@ -319,16 +326,16 @@ mod tests {
             value: Some(Value::BytesValue(b"{\"a\":1}".to_vec())),
         };
         assert_eq!(
-            payload_from_any_value(&bytes),
+            payload_from_any_value(&AnyValueView::from(&bytes)),
             Some(Payload::Bytes(b"{\"a\":1}".to_vec()))
         );
         let int = AnyValue {
             value: Some(Value::IntValue(7)),
         };
         assert_eq!(
-            payload_from_any_value(&int),
+            payload_from_any_value(&AnyValueView::from(&int)),
             Some(Payload::Json(serde_json::json!(7)))
         );
-        assert_eq!(payload_from_any_value(&AnyValue { value: None }), None);
+        assert_eq!(payload_from_any_value(&AnyValueView::default()), None);
     }
 }

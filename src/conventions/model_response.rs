@@ -23,7 +23,7 @@ use serde_json::{Map, Value as Json};
 
 use super::agent_name;
 use crate::event::{EventKind, ExtractedEvent, ModelResponse};
-use crate::otlp::{attr_str, Span};
+use crate::otlp::view::{attr_str, SpanView};
 
 /// `gen_ai.operation.name` values of an inference span.
 pub const INFERENCE_OPERATIONS: &[&str] = &["chat", "text_completion", "generate_content"];
@@ -39,11 +39,11 @@ pub struct ResponseReader {
     /// [`ExtractedEvent::convention`] of the responses it reads.
     pub convention: &'static str,
     /// Reads the span's output from this convention's source.
-    pub read: fn(&Span) -> Found,
+    pub read: fn(&SpanView) -> Found,
 }
 
 /// True when the span is an inference span (see module docs).
-pub fn is_inference_span(span: &Span) -> bool {
+pub fn is_inference_span(span: &SpanView) -> bool {
     let attrs = &span.attributes;
     if let Some(op) = attr_str(attrs, "gen_ai.operation.name") {
         return INFERENCE_OPERATIONS.contains(&op);
@@ -54,7 +54,7 @@ pub fn is_inference_span(span: &Span) -> bool {
     ) {
         return true;
     }
-    let name = span.name.as_str();
+    let name: &str = &span.name;
     name == "chat"
         || name == "call_llm"
         || ["chat ", "generate_content ", "text_completion "]
@@ -64,7 +64,7 @@ pub fn is_inference_span(span: &Span) -> bool {
 
 /// The model response of an inference span, read by the first of `readers` whose source is
 /// on it; `None` for other spans and when the output was not captured.
-pub fn extract(span: &Span, readers: &[ResponseReader]) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView, readers: &[ResponseReader]) -> Option<ExtractedEvent> {
     if !is_inference_span(span) {
         return None;
     }
@@ -173,6 +173,7 @@ mod tests {
     use super::*;
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
+    use crate::otlp::Span;
     use opentelemetry_proto::tonic::common::v1::{
         any_value::Value, AnyValue, ArrayValue, KeyValueList,
     };

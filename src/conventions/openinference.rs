@@ -20,7 +20,7 @@ use serde_json::Value as Json;
 
 use super::{agent_name, call_status, first_str, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, ToolCall};
-use crate::otlp::{attr_str, Span};
+use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "openinference";
@@ -30,7 +30,7 @@ const OUTPUT_MESSAGES: &str = "llm.output_messages.";
 
 /// A tool call for a `TOOL` span, a model response for an `LLM` span with captured
 /// output; `None` otherwise.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let kind = match attr_str(&span.attributes, SPAN_KIND)? {
         "TOOL" => EventKind::ToolCall(tool_call(span)?),
         "LLM" => EventKind::ModelResponse(model_response(span)?),
@@ -43,10 +43,10 @@ pub fn extract(span: &Span) -> Option<ExtractedEvent> {
     })
 }
 
-fn tool_call(span: &Span) -> Option<ToolCall> {
+fn tool_call(span: &SpanView) -> Option<ToolCall> {
     let attrs = &span.attributes;
     let name =
-        first_str(attrs, &["tool.name"]).or(Some(span.name.as_str()).filter(|s| !s.is_empty()))?;
+        first_str(attrs, &["tool.name"]).or(Some(span.name.as_ref()).filter(|s| !s.is_empty()))?;
     Some(ToolCall {
         tool_name: name.to_owned(),
         call_id: attr_str(attrs, "output.value").and_then(tool_message_call_id),
@@ -81,7 +81,7 @@ fn tool_message_call_id(output: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn model_response(span: &Span) -> Option<ModelResponse> {
+fn model_response(span: &SpanView) -> Option<ModelResponse> {
     // (message index, content index) → text; BTreeMap keeps index order.
     let mut texts: BTreeMap<(u64, u64), &str> = BTreeMap::new();
     let mut tool_calls = false;
@@ -100,7 +100,7 @@ fn model_response(span: &Span) -> Option<ModelResponse> {
             continue;
         }
         let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-            Some(opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(s)) => s,
+            Some(crate::otlp::view::ValueView::StringValue(s)) => s.as_ref(),
             _ => continue,
         };
         if field == "content" {

@@ -18,18 +18,18 @@
 use super::model_response::{Found, ResponseReader};
 use super::{agent_name, call_status, first_str, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, ToolCall};
-use crate::otlp::{attr_str, Span};
+use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "openllmetry";
 
 /// True for a Traceloop `tool` span (`traceloop.span.kind` = `tool`).
-pub fn is_tool_span(span: &Span) -> bool {
+pub fn is_tool_span(span: &SpanView) -> bool {
     attr_str(&span.attributes, "traceloop.span.kind") == Some("tool")
 }
 
 /// The tool call of a Traceloop `tool` span; `None` for other spans.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
     if !is_tool_span(span) {
         return None;
@@ -88,7 +88,7 @@ pub const RESPONSE_READER: ResponseReader = ResponseReader {
 /// OpenLLMetry's flattened completions: `gen_ai.completion.N.content`,
 /// `gen_ai.completion.N.tool_calls.M.*`, `gen_ai.completion.N.function_call.*`. Absent
 /// (no tool call, no content) when none is there: the next reader is tried.
-fn read_response(span: &Span) -> Found {
+fn read_response(span: &SpanView) -> Found {
     let mut texts: Vec<(u64, &str)> = Vec::new();
     let mut tool_calls = false;
     for kv in &span.attributes {

@@ -16,7 +16,7 @@ use super::genai::read_tool_call;
 use super::model_response::{summarize, Found, ResponseReader};
 use super::{agent_name, json_from_any_value};
 use crate::event::{EventKind, ExtractedEvent};
-use crate::otlp::{attr, attr_str, Span};
+use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "pydantic-legacy";
@@ -26,7 +26,7 @@ pub const SPAN_NAME: &str = "running tool";
 
 /// The tool call of a `running tool` span; `None` for other spans or when no tool name is
 /// recorded.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     if span.name != SPAN_NAME {
         return None;
     }
@@ -52,7 +52,7 @@ pub const RESPONSE_READER: ResponseReader = ResponseReader {
     read: read_response,
 };
 
-fn read_response(span: &Span) -> Found {
+fn read_response(span: &SpanView) -> Found {
     let events = attr(&span.attributes, "events").and_then(json_from_any_value)?;
     let choices: Vec<Json> = events
         .as_array()?

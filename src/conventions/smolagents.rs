@@ -13,13 +13,13 @@ use serde_json::Value as Json;
 
 use super::openinference;
 use crate::event::{EventKind, ExtractedEvent, Payload};
-use crate::otlp::{attr_str, Span};
+use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "smolagents";
 
 /// The tool call of a smolagents tool span; `None` for other spans.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     if attr_str(&span.attributes, "openinference.span.kind") != Some("TOOL") {
         return None;
     }

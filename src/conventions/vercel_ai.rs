@@ -9,21 +9,21 @@
 
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, ModelResponse, ToolCall};
-use crate::otlp::{attr, attr_str, Span};
+use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "vercel-ai";
 
 const PROVIDER_CALLS: [&str; 2] = ["ai.generateText.doGenerate", "ai.streamText.doStream"];
 
-fn operation(span: &Span) -> &str {
+fn operation<'a>(span: &'a SpanView<'_>) -> &'a str {
     attr_str(&span.attributes, "operation.name")
         .or_else(|| attr_str(&span.attributes, "ai.operationId"))
         .unwrap_or(&span.name)
 }
 
 /// The tool call or model response of a Vercel AI SDK span; `None` for other spans.
-pub fn extract(span: &Span) -> Option<ExtractedEvent> {
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let operation = operation(span);
     let attrs = &span.attributes;
     let kind = if operation.starts_with("ai.toolCall") {

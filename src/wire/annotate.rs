@@ -316,16 +316,16 @@ mod tests {
         let bytes = Bytes::from(original.encode_to_vec());
         let read = WireRequest::read(bytes.clone()).unwrap();
         // Annotate spans 2 and 4 (two scope_spans, two resource_spans).
-        assert_eq!(read.spans[1].span.events.len(), 3);
+        assert_eq!(read.spans()[1].span.events.len(), 3);
         let targets = [1usize, 3];
         let edits: Vec<SpanEdit> = targets
             .iter()
-            .map(|t| SpanEdit::adding(read.spans[*t].range.clone(), &added()))
+            .map(|t| SpanEdit::adding(read.spans()[*t].range.clone(), &added()))
             .collect();
         let out = rewrite(&bytes, &edits).unwrap();
         let mut expected = original.clone();
         for t in targets {
-            let (r, s, i) = read.spans[t].index;
+            let (r, s, i) = read.spans()[t].index;
             let span = &mut expected.resource_spans[r].scope_spans[s].spans[i];
             span.attributes.retain(|kv| kv.key != "loop.count");
             span.attributes.extend(added().attributes);
@@ -335,7 +335,7 @@ mod tests {
         let got = ExportTraceServiceRequest::decode(out.as_slice()).unwrap();
         assert_eq!(got, expected);
         // The untouched spans' bytes are in the output unchanged.
-        for (t, span) in read.spans.iter().enumerate() {
+        for (t, span) in read.spans().iter().enumerate() {
             if !targets.contains(&t) {
                 let raw = &bytes[span.range.clone()];
                 assert!(out.windows(raw.len()).any(|w| w == raw));

@@ -1,6 +1,6 @@
-//! Lossy materialisation of the parts of a span detection reads, into the
-//! opentelemetry-proto types the conventions take: ids, name, kind, times, status,
-//! attributes and events. Links, trace state, flags and dropped counts are not read.
+//! Lossy materialisation of resource attributes into opentelemetry-proto types, the
+//! [`ValueBudget`] of a request, and the field readers the span view shares
+//! ([`super::view`]).
 //!
 //! Semantics follow prost's decoding (a repeated field appends, a scalar field seen twice
 //! keeps the last value, a nested message seen twice is merged, an `AnyValue` oneof of the
@@ -14,10 +14,10 @@ use std::ops::Range;
 use opentelemetry_proto::tonic::common::v1::{
     any_value::Value as AnyValueKind, AnyValue, ArrayValue, KeyValue, KeyValueList,
 };
-use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
 
 use super::reader::{Field, Fields, Value, WireError};
-use super::schema::{check, check_field, Msg};
+use super::schema::check_field;
+use super::schema::Msg;
 
 /// Lossy UTF-8 (U+FFFD for invalid sequences). Valid text (the usual case) takes the
 /// standard library's fast validation and one copy.
@@ -28,18 +28,18 @@ pub fn lossy(bytes: &[u8]) -> String {
     }
 }
 
-fn bytes_of<'a>(buf: &'a [u8], field: &Field) -> &'a [u8] {
+pub(super) fn bytes_of<'a>(buf: &'a [u8], field: &Field) -> &'a [u8] {
     field.len_range().map_or(&[][..], |r| &buf[r])
 }
 
-fn varint(field: &Field) -> u64 {
+pub(super) fn varint(field: &Field) -> u64 {
     match field.value {
         Value::Varint(v) => v,
         _ => 0,
     }
 }
 
-fn fixed64(field: &Field) -> u64 {
+pub(super) fn fixed64(field: &Field) -> u64 {
     match field.value {
         Value::Fixed64(v) => v,
         _ => 0,
@@ -83,7 +83,7 @@ impl ValueBudget {
     }
 
     /// Takes one value, or fails with [`WireError::TooManyValues`].
-    fn take(&mut self) -> Result<(), WireError> {
+    pub(super) fn take(&mut self) -> Result<(), WireError> {
         match self.left.checked_sub(1) {
             Some(left) => {
                 self.left = left;
@@ -180,90 +180,9 @@ fn merge_any_value(
     Ok(())
 }
 
-fn event(
-    buf: &[u8],
-    range: Range<usize>,
-    budget: u32,
-    values: &mut ValueBudget,
-) -> Result<Event, WireError> {
-    values.take()?;
-    let mut event = Event::default();
-    for field in Fields::new(buf, range, budget) {
-        let field = field?;
-        let nested = check_field(Msg::Event, &field, budget)?;
-        match (field.number, nested) {
-            (1, _) => event.time_unix_nano = fixed64(&field),
-            (2, _) => event.name = lossy(bytes_of(buf, &field)),
-            (3, Some((_, r, b))) => event.attributes.push(key_value_within(buf, r, b, values)?),
-            (4, _) => event.dropped_attributes_count = varint(&field) as u32,
-            _ => {}
-        }
-    }
-    Ok(event)
-}
-
-fn merge_status(
-    status: &mut Status,
-    buf: &[u8],
-    range: Range<usize>,
-    budget: u32,
-) -> Result<(), WireError> {
-    for field in Fields::new(buf, range, budget) {
-        let field = field?;
-        check_field(Msg::Status, &field, budget)?;
-        match field.number {
-            2 => status.message = lossy(bytes_of(buf, &field)),
-            3 => status.code = varint(&field) as i32,
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The detection view of the `Span` in `buf[range]`: ids, name, kind, times, attributes,
-/// events and status (links, trace state, flags and dropped counts left empty). Validates
-/// the whole span (links included) as [`super::schema::check`] would, in the same pass;
-/// `budget` is prost's recursion budget at the span.
-pub fn span(buf: &[u8], range: Range<usize>, budget: u32) -> Result<Span, WireError> {
-    span_within(buf, range, budget, &mut ValueBudget::new(usize::MAX))
-}
-
-/// As [`span`], taking every attribute, event and array or kvlist element it builds from
-/// `values` ([`WireError::TooManyValues`] when it runs out).
-pub fn span_within(
-    buf: &[u8],
-    range: Range<usize>,
-    budget: u32,
-    values: &mut ValueBudget,
-) -> Result<Span, WireError> {
-    let mut span = Span::default();
-    for field in Fields::new(buf, range, budget) {
-        let field = field?;
-        let nested = check_field(Msg::Span, &field, budget)?;
-        match (field.number, nested) {
-            (1, _) => span.trace_id = bytes_of(buf, &field).to_vec(),
-            (2, _) => span.span_id = bytes_of(buf, &field).to_vec(),
-            (4, _) => span.parent_span_id = bytes_of(buf, &field).to_vec(),
-            (5, _) => span.name = lossy(bytes_of(buf, &field)),
-            (6, _) => span.kind = varint(&field) as i32,
-            (7, _) => span.start_time_unix_nano = fixed64(&field),
-            (8, _) => span.end_time_unix_nano = fixed64(&field),
-            (9, Some((_, r, b))) => span.attributes.push(key_value_within(buf, r, b, values)?),
-            (11, Some((_, r, b))) => span.events.push(event(buf, r, b, values)?),
-            (15, Some((_, r, b))) => {
-                merge_status(span.status.get_or_insert_with(Status::default), buf, r, b)?
-            }
-            (_, Some((msg, r, b))) => check(msg, buf, r, b)?,
-            _ => {}
-        }
-    }
-    Ok(span)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::reader::RECURSION_LIMIT;
     use prost::Message;
 
     fn kv(key: &str, value: AnyValueKind) -> KeyValue {
@@ -272,95 +191,6 @@ mod tests {
             value: Some(AnyValue { value: Some(value) }),
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn span_fields_read_as_prost_reads_them() {
-        let original = Span {
-            trace_id: vec![1; 16],
-            span_id: vec![2; 8],
-            parent_span_id: vec![3; 8],
-            name: "execute_tool search".into(),
-            kind: 3,
-            start_time_unix_nano: 10,
-            end_time_unix_nano: 20,
-            attributes: vec![
-                kv("s", AnyValueKind::StringValue("x".into())),
-                kv("b", AnyValueKind::BoolValue(true)),
-                kv("i", AnyValueKind::IntValue(-5)),
-                kv("d", AnyValueKind::DoubleValue(1.5)),
-                kv("y", AnyValueKind::BytesValue(vec![0, 255])),
-                kv(
-                    "a",
-                    AnyValueKind::ArrayValue(ArrayValue {
-                        values: vec![AnyValue {
-                            value: Some(AnyValueKind::IntValue(1)),
-                        }],
-                    }),
-                ),
-                kv(
-                    "m",
-                    AnyValueKind::KvlistValue(KeyValueList {
-                        values: vec![kv("k", AnyValueKind::StringValue("v".into()))],
-                    }),
-                ),
-            ],
-            events: vec![Event {
-                time_unix_nano: 15,
-                name: "exception".into(),
-                attributes: vec![kv("exception.type", AnyValueKind::StringValue("E".into()))],
-                dropped_attributes_count: 1,
-            }],
-            status: Some(Status {
-                message: "boom".into(),
-                code: 2,
-            }),
-            ..Default::default()
-        };
-        let buf = original.encode_to_vec();
-        assert_eq!(span(&buf, 0..buf.len(), RECURSION_LIMIT), Ok(original));
-    }
-
-    #[test]
-    fn invalid_utf8_is_read_lossily() {
-        // Span { name: b"ab\xffc" } and one attribute whose string value is b"\xfe"
-        let mut buf = vec![0x2a, 4, b'a', b'b', 0xff, b'c'];
-        buf.extend_from_slice(&[0x4a, 8, 0x0a, 1, b'k', 0x12, 3, 0x0a, 1, 0xfe]);
-        assert!(Span::decode(buf.as_slice()).is_err(), "prost refuses it");
-        let got = span(&buf, 0..buf.len(), RECURSION_LIMIT).unwrap();
-        assert_eq!(got.name, "ab\u{fffd}c");
-        assert_eq!(
-            got.attributes,
-            vec![kv("k", AnyValueKind::StringValue("\u{fffd}".into()))]
-        );
-    }
-
-    #[test]
-    fn repeated_scalars_and_messages_merge_like_prost() {
-        // name twice (last wins), status twice (merged), an attribute value twice:
-        // kvlist then kvlist (merged), and a string then an int (replaced).
-        let mut buf = Vec::new();
-        buf.extend_from_slice(&[0x2a, 1, b'a', 0x2a, 1, b'b']);
-        buf.extend_from_slice(&[0x7a, 3, 0x12, 1, b'm', 0x7a, 2, 0x18, 2]);
-        // KeyValue{key "k", value{kvlist[{key "x"}]}, value{kvlist[{key "y"}]}}
-        let kv_x = [0x32, 5, 0x0a, 3, 0x0a, 1, b'x'];
-        let kv_y = [0x32, 5, 0x0a, 3, 0x0a, 1, b'y'];
-        let mut key_value = vec![0x0a, 1, b'k', 0x12, kv_x.len() as u8];
-        key_value.extend_from_slice(&kv_x);
-        key_value.extend_from_slice(&[0x12, kv_y.len() as u8]);
-        key_value.extend_from_slice(&kv_y);
-        buf.push(0x4a);
-        buf.push(key_value.len() as u8);
-        buf.extend_from_slice(&key_value);
-        // KeyValue{key "s", value{string "t"}, value{int 4}}
-        let replaced = [0x0a, 1, b's', 0x12, 3, 0x0a, 1, b't', 0x12, 2, 0x18, 4];
-        buf.push(0x4a);
-        buf.push(replaced.len() as u8);
-        buf.extend_from_slice(&replaced);
-        let expected = Span::decode(buf.as_slice()).expect("valid protobuf");
-        assert_eq!(span(&buf, 0..buf.len(), RECURSION_LIMIT).unwrap(), expected);
-        assert_eq!(expected.name, "b");
-        assert_eq!(expected.status.as_ref().map(|s| s.code), Some(2));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!
 //! - [`reader`]: fields of one message over a borrowed buffer (`prost::encoding` primitives).
 //! - [`schema`]: the OTLP trace schema and the validating walk.
-//! - [`decode`]: lossy materialisation into opentelemetry-proto types.
+//! - [`decode`]: lossy materialisation into opentelemetry-proto types (resource attributes).
+//! - [`view`]: the borrowed span views detection reads ([`crate::otlp::view`]).
 //! - [`request`]: the request walk (resources, spans, locations).
 //! - [`annotate`]: the in-place rewrite.
 
@@ -19,6 +20,7 @@ pub mod decode;
 pub mod reader;
 pub mod request;
 pub mod schema;
+pub mod view;
 
 pub use reader::WireError;
 pub use request::{ReadLimits, WireRequest, WireResource, WireSpan};

@@ -1,18 +1,20 @@
 //! One received `ExportTraceServiceRequest` read from its bytes: validated as prost would
 //! (minus UTF-8), every span located by byte range, and only what detection reads
 //! materialised: per resource its `service.name` (other attributes on demand, e.g. the
-//! run-key attribute), per span its [`super::decode::span`] view. Nothing else is copied.
+//! run-key attribute), per span its borrowed [`SpanView`] ([`super::view::span`]), which
+//! borrows from the request's `Bytes` (held with it, [`self_cell`]). Nothing else is copied.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::Span;
 
 use super::decode;
 use super::reader::{Fields, WireError, RECURSION_LIMIT};
 use super::schema::{check, check_field, Msg};
+use super::view;
+use crate::otlp::view::SpanView;
 
 /// The resource of one `ResourceSpans`: where it is, and its `service.name`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,9 +25,9 @@ pub struct WireResource {
     pub service_name: Option<Arc<str>>,
 }
 
-/// One span of the request.
+/// One span of the request, borrowing from the request's bytes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WireSpan {
+pub struct WireSpan<'a> {
     /// Index into [`WireRequest::resources`].
     pub resource: usize,
     /// (resource_spans, scope_spans, span) indices, as in the decoded request.
@@ -33,8 +35,20 @@ pub struct WireSpan {
     /// Absolute byte range of the span message (without its key and length prefix).
     pub range: Range<usize>,
     /// What detection reads of the span.
-    pub span: Span,
+    pub span: SpanView<'a>,
 }
+
+type WireSpans<'a> = Vec<WireSpan<'a>>;
+
+self_cell::self_cell!(
+    /// The request's bytes and the span views borrowing from them.
+    struct Located {
+        owner: Bytes,
+        #[covariant]
+        dependent: WireSpans,
+    }
+    impl {Debug}
+);
 
 /// Caps on what [`WireRequest::read_limited`] builds from one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +74,10 @@ pub struct WireRequest {
     pub bytes: Bytes,
     /// One entry per `ResourceSpans`, in order.
     pub resources: Vec<WireResource>,
-    /// Every span, in request order.
-    pub spans: Vec<WireSpan>,
+    /// Every span, in request order (shared by clones).
+    spans: Arc<Located>,
+    /// How many of them [`WireRequest::spans`] shows ([`WireRequest::truncate_spans`]).
+    shown: usize,
 }
 
 impl WireRequest {
@@ -80,72 +96,27 @@ impl WireRequest {
     pub fn read_limited(bytes: Bytes, limits: ReadLimits) -> Result<WireRequest, WireError> {
         let max_spans = limits.max_spans;
         let mut values = decode::ValueBudget::new(limits.max_values);
-        let buf = bytes.as_ref();
         let mut resources = Vec::new();
-        let mut spans = Vec::new();
-        // One validating pass: spans are validated while their view is read, everything
-        // else is checked without being read.
-        let mut r = 0;
-        for field in Fields::new(buf, 0..buf.len(), RECURSION_LIMIT) {
-            let field = field?;
-            let Some((_, resource_spans, budget)) =
-                check_field(Msg::Request, &field, RECURSION_LIMIT)?
-            else {
-                continue;
-            };
-            let resource_index = resources.len();
-            let mut resource = WireResource::default();
-            let mut s = 0;
-            for field in Fields::new(buf, resource_spans, budget) {
-                let field = field?;
-                match check_field(Msg::ResourceSpans, &field, budget)? {
-                    Some((Msg::ScopeSpans, range, budget)) => {
-                        let mut i = 0;
-                        for field in Fields::new(buf, range, budget) {
-                            let field = field?;
-                            match check_field(Msg::ScopeSpans, &field, budget)? {
-                                Some((Msg::Span, range, budget)) => {
-                                    if spans.len() >= max_spans {
-                                        return Err(WireError::TooManySpans { limit: max_spans });
-                                    }
-                                    spans.push(WireSpan {
-                                        resource: resource_index,
-                                        index: (r, s, i),
-                                        span: decode::span_within(
-                                            buf,
-                                            range.clone(),
-                                            budget,
-                                            &mut values,
-                                        )?,
-                                        range,
-                                    });
-                                    i += 1;
-                                }
-                                Some((msg, range, budget)) => check(msg, buf, range, budget)?,
-                                None => {}
-                            }
-                        }
-                        s += 1;
-                    }
-                    Some((msg, range, budget)) => {
-                        check(msg, buf, range.clone(), budget)?;
-                        if msg == Msg::Resource {
-                            resource.ranges.push(range);
-                        }
-                    }
-                    None => {}
-                }
-            }
-            let attributes = resource_attributes(buf, &resource.ranges, &["service.name"])?;
-            resource.service_name = crate::otlp::service_name(Some(&attributes)).map(Arc::from);
-            resources.push(resource);
-            r += 1;
-        }
+        let located = Located::try_new(bytes.clone(), |bytes| {
+            walk(bytes, max_spans, &mut values, &mut resources)
+        })?;
         Ok(WireRequest {
             bytes,
             resources,
-            spans,
+            shown: located.borrow_dependent().len(),
+            spans: Arc::new(located),
         })
+    }
+
+    /// Every span, in request order.
+    pub fn spans(&self) -> &[WireSpan<'_>] {
+        let spans = self.spans.borrow_dependent();
+        &spans[..self.shown.min(spans.len())]
+    }
+
+    /// Keeps only the first `len` spans for processing (the bytes are unchanged).
+    pub fn truncate_spans(&mut self, len: usize) {
+        self.shown = self.shown.min(len);
     }
 
     /// The attributes named `keys` of resource `index` (in wire order, every occurrence),
@@ -159,8 +130,74 @@ impl WireRequest {
 
     /// The number of spans in the request.
     pub fn span_count(&self) -> u64 {
-        self.spans.len() as u64
+        self.spans().len() as u64
     }
+}
+
+/// The validating walk of [`WireRequest::read_limited`]: the spans of `bytes` (at most
+/// `max_spans`, their values taken from `values`), and each `ResourceSpans`' resource
+/// pushed to `resources`.
+fn walk<'a>(
+    bytes: &'a Bytes,
+    max_spans: usize,
+    values: &mut decode::ValueBudget,
+    resources: &mut Vec<WireResource>,
+) -> Result<WireSpans<'a>, WireError> {
+    let buf = bytes.as_ref();
+    let mut spans = Vec::new();
+    // One validating pass: spans are validated while their view is read, everything
+    // else is checked without being read.
+    let mut r = 0;
+    for field in Fields::new(buf, 0..buf.len(), RECURSION_LIMIT) {
+        let field = field?;
+        let Some((_, resource_spans, budget)) = check_field(Msg::Request, &field, RECURSION_LIMIT)?
+        else {
+            continue;
+        };
+        let resource_index = resources.len();
+        let mut resource = WireResource::default();
+        let mut s = 0;
+        for field in Fields::new(buf, resource_spans, budget) {
+            let field = field?;
+            match check_field(Msg::ResourceSpans, &field, budget)? {
+                Some((Msg::ScopeSpans, range, budget)) => {
+                    let mut i = 0;
+                    for field in Fields::new(buf, range, budget) {
+                        let field = field?;
+                        match check_field(Msg::ScopeSpans, &field, budget)? {
+                            Some((Msg::Span, range, budget)) => {
+                                if spans.len() >= max_spans {
+                                    return Err(WireError::TooManySpans { limit: max_spans });
+                                }
+                                spans.push(WireSpan {
+                                    resource: resource_index,
+                                    index: (r, s, i),
+                                    span: view::span(buf, range.clone(), budget, values)?,
+                                    range,
+                                });
+                                i += 1;
+                            }
+                            Some((msg, range, budget)) => check(msg, buf, range, budget)?,
+                            None => {}
+                        }
+                    }
+                    s += 1;
+                }
+                Some((msg, range, budget)) => {
+                    check(msg, buf, range.clone(), budget)?;
+                    if msg == Msg::Resource {
+                        resource.ranges.push(range);
+                    }
+                }
+                None => {}
+            }
+        }
+        let attributes = resource_attributes(buf, &resource.ranges, &["service.name"])?;
+        resource.service_name = crate::otlp::service_name(Some(&attributes)).map(Arc::from);
+        resources.push(resource);
+        r += 1;
+    }
+    Ok(spans)
 }
 
 /// The value ranges of the length-delimited fields numbered `number` of the message in
@@ -202,7 +239,7 @@ mod tests {
     use super::*;
     use crate::otlp::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
     use prost::Message;
 
     fn kv(key: &str, value: &str) -> KeyValue {
@@ -263,12 +300,12 @@ mod tests {
         let bytes = Bytes::from(decoded.encode_to_vec());
         let read = WireRequest::read(bytes.clone()).unwrap();
         assert_eq!(read.span_count(), 4);
-        let indices: Vec<_> = read.spans.iter().map(|s| s.index).collect();
+        let indices: Vec<_> = read.spans().iter().map(|s| s.index).collect();
         assert_eq!(indices, vec![(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)]);
-        for wire in &read.spans {
+        for wire in read.spans() {
             let (r, s, i) = wire.index;
             let expected = &decoded.resource_spans[r].scope_spans[s].spans[i];
-            assert_eq!(&wire.span, expected);
+            assert_eq!(wire.span, SpanView::from(expected));
             assert_eq!(
                 &bytes[wire.range.clone()],
                 expected.encode_to_vec().as_slice()
@@ -284,7 +321,7 @@ mod tests {
         );
         assert_eq!(read.resource(0, &[]).unwrap(), Resource::default());
         assert_eq!(read.resources[1], WireResource::default());
-        assert_eq!(read.spans[3].resource, 1);
+        assert_eq!(read.spans()[3].resource, 1);
     }
 
     #[test]

@@ -1,0 +1,293 @@
+//! A borrowed view of the parts of a span detection reads: ids, name, kind, times,
+//! attributes, events and status. The conventions ([`crate::conventions`]), the run key
+//! ([`crate::run_key`]) and the engine read spans through it, so the wire path
+//! ([`crate::wire::view`]) borrows strings and ids from the request's bytes instead of
+//! materialising an owned `opentelemetry_proto` `Span`, and the OTLP/JSON path borrows them
+//! from the decoded `Span` ([`SpanView::from`]).
+//!
+//! The shapes mirror `opentelemetry_proto` (same field and variant names): a text is
+//! `Cow::Borrowed` when its bytes are valid UTF-8 and `Cow::Owned` (lossy, U+FFFD) when
+//! they are not; ids and bytes values are borrowed slices. Links, trace state, flags,
+//! `key_strindex` and dropped counts are not in the view.
+
+use std::borrow::Cow;
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
+
+/// What detection reads of one span, borrowing from a buffer or a decoded `Span`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpanView<'a> {
+    /// 16 bytes when valid (as received; may be empty or malformed).
+    pub trace_id: &'a [u8],
+    /// 8 bytes when valid.
+    pub span_id: &'a [u8],
+    /// 8 bytes, empty for a root span.
+    pub parent_span_id: &'a [u8],
+    /// The span name.
+    pub name: Cow<'a, str>,
+    /// OTLP `SpanKind` as its number.
+    pub kind: i32,
+    /// Start, nanoseconds since the Unix epoch (0 when unset).
+    pub start_time_unix_nano: u64,
+    /// End, nanoseconds since the Unix epoch (0 when unset).
+    pub end_time_unix_nano: u64,
+    /// Span attributes in wire order (duplicates kept, as prost keeps them).
+    pub attributes: Vec<KeyValueView<'a>>,
+    /// Span events in wire order.
+    pub events: Vec<EventView<'a>>,
+    /// The status, when the span carries one.
+    pub status: Option<StatusView<'a>>,
+}
+
+/// One attribute: `KeyValue`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyValueView<'a> {
+    /// The attribute key.
+    pub key: Cow<'a, str>,
+    /// The value; `None` when the `value` field is absent.
+    pub value: Option<AnyValueView<'a>>,
+}
+
+/// `AnyValue`: `value` is `None` for an empty AnyValue (present, no variant set).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AnyValueView<'a> {
+    /// The variant set, if any.
+    pub value: Option<ValueView<'a>>,
+}
+
+/// The `AnyValue` oneof (`any_value::Value`), borrowed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueView<'a> {
+    /// `string_value`.
+    StringValue(Cow<'a, str>),
+    /// `bool_value`.
+    BoolValue(bool),
+    /// `int_value`.
+    IntValue(i64),
+    /// `double_value`.
+    DoubleValue(f64),
+    /// `array_value`: its values.
+    ArrayValue(Vec<AnyValueView<'a>>),
+    /// `kvlist_value`: its entries.
+    KvlistValue(Vec<KeyValueView<'a>>),
+    /// `bytes_value`.
+    BytesValue(&'a [u8]),
+    /// `string_value_strindex` (a profiles dictionary index; never read as text).
+    StringValueStrindex(i32),
+}
+
+/// One span event: `Span.Event`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventView<'a> {
+    /// Nanoseconds since the Unix epoch.
+    pub time_unix_nano: u64,
+    /// The event name, e.g. `exception`.
+    pub name: Cow<'a, str>,
+    /// Event attributes in wire order.
+    pub attributes: Vec<KeyValueView<'a>>,
+}
+
+/// The span status: `Status`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatusView<'a> {
+    /// The status message.
+    pub message: Cow<'a, str>,
+    /// OTLP `StatusCode` as its number (2 = error).
+    pub code: i32,
+}
+
+/// Text from bytes: borrowed when valid UTF-8, else lossy (U+FFFD) and owned.
+pub fn text(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
+impl<'a> From<&'a Span> for SpanView<'a> {
+    fn from(span: &'a Span) -> Self {
+        SpanView {
+            trace_id: &span.trace_id,
+            span_id: &span.span_id,
+            parent_span_id: &span.parent_span_id,
+            name: Cow::Borrowed(&span.name),
+            kind: span.kind,
+            start_time_unix_nano: span.start_time_unix_nano,
+            end_time_unix_nano: span.end_time_unix_nano,
+            attributes: span.attributes.iter().map(KeyValueView::from).collect(),
+            events: span.events.iter().map(EventView::from).collect(),
+            status: span.status.as_ref().map(StatusView::from),
+        }
+    }
+}
+
+impl<'a> From<&'a KeyValue> for KeyValueView<'a> {
+    fn from(kv: &'a KeyValue) -> Self {
+        KeyValueView {
+            key: Cow::Borrowed(&kv.key),
+            value: kv.value.as_ref().map(AnyValueView::from),
+        }
+    }
+}
+
+impl<'a> From<&'a AnyValue> for AnyValueView<'a> {
+    fn from(value: &'a AnyValue) -> Self {
+        AnyValueView {
+            value: value.value.as_ref().map(|v| match v {
+                Value::StringValue(s) => ValueView::StringValue(Cow::Borrowed(s)),
+                Value::BoolValue(b) => ValueView::BoolValue(*b),
+                Value::IntValue(i) => ValueView::IntValue(*i),
+                Value::DoubleValue(d) => ValueView::DoubleValue(*d),
+                Value::ArrayValue(a) => {
+                    ValueView::ArrayValue(a.values.iter().map(AnyValueView::from).collect())
+                }
+                Value::KvlistValue(l) => {
+                    ValueView::KvlistValue(l.values.iter().map(KeyValueView::from).collect())
+                }
+                Value::BytesValue(b) => ValueView::BytesValue(b),
+                Value::StringValueStrindex(i) => ValueView::StringValueStrindex(*i),
+            }),
+        }
+    }
+}
+
+impl<'a> From<&'a Event> for EventView<'a> {
+    fn from(event: &'a Event) -> Self {
+        EventView {
+            time_unix_nano: event.time_unix_nano,
+            name: Cow::Borrowed(&event.name),
+            attributes: event.attributes.iter().map(KeyValueView::from).collect(),
+        }
+    }
+}
+
+impl<'a> From<&'a Status> for StatusView<'a> {
+    fn from(status: &'a Status) -> Self {
+        StatusView {
+            message: Cow::Borrowed(&status.message),
+            code: status.code,
+        }
+    }
+}
+
+/// The value of attribute `key`, if present (first occurrence wins), as
+/// [`crate::otlp::attr`].
+pub fn attr<'s, 'a>(attributes: &'s [KeyValueView<'a>], key: &str) -> Option<&'s AnyValueView<'a>> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+}
+
+/// The string value of attribute `key`, if present and a `stringValue`, as
+/// [`crate::otlp::attr_str`].
+pub fn attr_str<'s>(attributes: &'s [KeyValueView<'_>], key: &str) -> Option<&'s str> {
+    match attr(attributes, key)?.value.as_ref()? {
+        ValueView::StringValue(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// An AnyValue as JSON, exactly as [`crate::otlp::any_value_to_json`]: kvlist → object,
+/// array → array, bytes → lowercase hex string, ints and doubles → numbers (non-finite
+/// doubles → null), empty and strindex → null.
+pub fn any_value_to_json(value: &AnyValueView<'_>) -> serde_json::Value {
+    use serde_json::Value as J;
+    match value.value.as_ref() {
+        None | Some(ValueView::StringValueStrindex(_)) => J::Null,
+        Some(ValueView::StringValue(s)) => J::String(s.to_string()),
+        Some(ValueView::BoolValue(b)) => J::Bool(*b),
+        Some(ValueView::IntValue(i)) => J::from(*i),
+        Some(ValueView::DoubleValue(d)) => {
+            serde_json::Number::from_f64(*d).map_or(J::Null, J::Number)
+        }
+        Some(ValueView::BytesValue(b)) => J::String(hex::encode(b)),
+        Some(ValueView::ArrayValue(a)) => J::Array(a.iter().map(any_value_to_json).collect()),
+        Some(ValueView::KvlistValue(kvs)) => J::Object(
+            kvs.iter()
+                .map(|kv| {
+                    (
+                        kv.key.to_string(),
+                        kv.value.as_ref().map_or(J::Null, any_value_to_json),
+                    )
+                })
+                .collect(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
+
+    fn kv(key: &str, value: Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_prost_span_is_borrowed_whole() {
+        let span = Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            name: "chat".into(),
+            attributes: vec![
+                kv("s", Value::StringValue("x".into())),
+                kv("y", Value::BytesValue(vec![0, 255])),
+            ],
+            status: Some(Status {
+                message: "m".into(),
+                code: 2,
+            }),
+            ..Default::default()
+        };
+        let view = SpanView::from(&span);
+        assert_eq!(view.trace_id, &[1; 16][..]);
+        assert!(matches!(view.name, Cow::Borrowed("chat")));
+        assert_eq!(attr_str(&view.attributes, "s"), Some("x"));
+        assert_eq!(
+            attr(&view.attributes, "y").and_then(|v| v.value.clone()),
+            Some(ValueView::BytesValue(&[0, 255]))
+        );
+        assert_eq!(attr(&view.attributes, "missing"), None);
+        assert_eq!(
+            view.status.map(|s| (s.code, s.message)),
+            Some((2, "m".into()))
+        );
+    }
+
+    #[test]
+    fn json_matches_the_prost_mapping() {
+        let value = AnyValue {
+            value: Some(Value::KvlistValue(KeyValueList {
+                values: vec![
+                    kv("a", Value::IntValue(1)),
+                    kv("b", Value::DoubleValue(f64::NAN)),
+                    kv("c", Value::BytesValue(vec![0xab])),
+                    kv(
+                        "d",
+                        Value::ArrayValue(ArrayValue {
+                            values: vec![AnyValue {
+                                value: Some(Value::BoolValue(true)),
+                            }],
+                        }),
+                    ),
+                ],
+            })),
+        };
+        let json = any_value_to_json(&AnyValueView::from(&value));
+        assert_eq!(json, crate::otlp::any_value_to_json(&value));
+        assert_eq!(
+            json,
+            serde_json::json!({"a": 1, "b": null, "c": "ab", "d": [true]})
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_owned_and_lossy() {
+        assert!(matches!(text(b"ok"), Cow::Borrowed("ok")));
+        assert_eq!(text(b"a\xffb"), Cow::<str>::Owned("a\u{fffd}b".into()));
+    }
+}

@@ -1,0 +1,356 @@
+//! The borrowed [`SpanView`] of a span, read from the request's bytes: ids and bytes values
+//! are slices of the request, texts are borrowed when valid UTF-8 and read lossily (owned,
+//! U+FFFD) when not, so a span costs its attribute and event vectors instead of a copy of
+//! every string.
+//!
+//! Semantics and validation are those of [`super::decode`] (prost's merge rules: a repeated
+//! field appends, a scalar seen twice keeps the last value, a nested message seen twice is
+//! merged, an `AnyValue` oneof of the same message variant is merged and of another variant
+//! replaced; wire types, lengths, groups and the recursion budget checked as
+//! [`super::schema::check`] does, in the same pass, with the same [`WireError`]s), and every
+//! attribute, event and array or kvlist element is taken from the [`ValueBudget`] at the
+//! same point.
+
+use std::ops::Range;
+
+use crate::otlp::view::{
+    text, AnyValueView, EventView, KeyValueView, SpanView, StatusView, ValueView,
+};
+
+use super::decode::{bytes_of, fixed64, varint, ValueBudget};
+use super::reader::{Fields, WireError};
+use super::schema::{check, check_field, Msg};
+
+/// The view of the `Span` in `buf[range]`: ids, name, kind, times, attributes, events and
+/// status. Validates the whole span (links included) as [`super::schema::check`] would;
+/// `budget` is prost's recursion budget at the span. Takes every attribute, event and
+/// array or kvlist element from `values` ([`WireError::TooManyValues`] when it runs out).
+pub fn span<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<SpanView<'a>, WireError> {
+    let mut span = SpanView::default();
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::Span, &field, budget)?;
+        match (field.number, nested) {
+            (1, _) => span.trace_id = bytes_of(buf, &field),
+            (2, _) => span.span_id = bytes_of(buf, &field),
+            (4, _) => span.parent_span_id = bytes_of(buf, &field),
+            (5, _) => span.name = text(bytes_of(buf, &field)),
+            (6, _) => span.kind = varint(&field) as i32,
+            (7, _) => span.start_time_unix_nano = fixed64(&field),
+            (8, _) => span.end_time_unix_nano = fixed64(&field),
+            (9, Some((_, r, b))) => span.attributes.push(key_value(buf, r, b, values)?),
+            (11, Some((_, r, b))) => span.events.push(event(buf, r, b, values)?),
+            (15, Some((_, r, b))) => merge_status(
+                span.status.get_or_insert_with(StatusView::default),
+                buf,
+                r,
+                b,
+            )?,
+            (_, Some((msg, r, b))) => check(msg, buf, r, b)?,
+            _ => {}
+        }
+    }
+    Ok(span)
+}
+
+fn key_value<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<KeyValueView<'a>, WireError> {
+    values.take()?;
+    let mut kv = KeyValueView::default();
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::KeyValue, &field, budget)?;
+        match (field.number, nested) {
+            (1, _) => kv.key = text(bytes_of(buf, &field)),
+            (2, Some((_, r, b))) => merge_any_value(
+                kv.value.get_or_insert_with(AnyValueView::default),
+                buf,
+                r,
+                b,
+                values,
+            )?,
+            _ => {}
+        }
+    }
+    Ok(kv)
+}
+
+fn merge_any_value<'a>(
+    value: &mut AnyValueView<'a>,
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<(), WireError> {
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::AnyValue, &field, budget)?;
+        let kind = match (field.number, nested) {
+            (1, _) => ValueView::StringValue(text(bytes_of(buf, &field))),
+            (2, _) => ValueView::BoolValue(varint(&field) != 0),
+            (3, _) => ValueView::IntValue(varint(&field) as i64),
+            (4, _) => ValueView::DoubleValue(f64::from_bits(fixed64(&field))),
+            (5, Some((_, r, b))) => {
+                let mut array = match value.value.take() {
+                    Some(ValueView::ArrayValue(a)) => a,
+                    _ => Vec::new(),
+                };
+                for item in Fields::new(buf, r, b) {
+                    let item = item?;
+                    if let Some((_, ir, ib)) = check_field(Msg::ArrayValue, &item, b)? {
+                        values.take()?;
+                        let mut v = AnyValueView::default();
+                        merge_any_value(&mut v, buf, ir, ib, values)?;
+                        array.push(v);
+                    }
+                }
+                ValueView::ArrayValue(array)
+            }
+            (6, Some((_, r, b))) => {
+                let mut list = match value.value.take() {
+                    Some(ValueView::KvlistValue(l)) => l,
+                    _ => Vec::new(),
+                };
+                for item in Fields::new(buf, r, b) {
+                    let item = item?;
+                    if let Some((_, ir, ib)) = check_field(Msg::KeyValueList, &item, b)? {
+                        list.push(key_value(buf, ir, ib, values)?);
+                    }
+                }
+                ValueView::KvlistValue(list)
+            }
+            (7, _) => ValueView::BytesValue(bytes_of(buf, &field)),
+            (8, _) => ValueView::StringValueStrindex(varint(&field) as i32),
+            _ => continue,
+        };
+        value.value = Some(kind);
+    }
+    Ok(())
+}
+
+fn event<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<EventView<'a>, WireError> {
+    values.take()?;
+    let mut event = EventView::default();
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::Event, &field, budget)?;
+        match (field.number, nested) {
+            (1, _) => event.time_unix_nano = fixed64(&field),
+            (2, _) => event.name = text(bytes_of(buf, &field)),
+            (3, Some((_, r, b))) => event.attributes.push(key_value(buf, r, b, values)?),
+            _ => {}
+        }
+    }
+    Ok(event)
+}
+
+fn merge_status<'a>(
+    status: &mut StatusView<'a>,
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+) -> Result<(), WireError> {
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        check_field(Msg::Status, &field, budget)?;
+        match field.number {
+            2 => status.message = text(bytes_of(buf, &field)),
+            3 => status.code = varint(&field) as i32,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::reader::RECURSION_LIMIT;
+    use opentelemetry_proto::tonic::common::v1::{
+        any_value::Value as AnyValueKind, AnyValue, ArrayValue, KeyValue, KeyValueList,
+    };
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
+    use prost::Message;
+    use std::borrow::Cow;
+
+    fn kv(key: &str, value: AnyValueKind) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..Default::default()
+        }
+    }
+
+    fn read(buf: &[u8]) -> Result<SpanView<'_>, WireError> {
+        span(
+            buf,
+            0..buf.len(),
+            RECURSION_LIMIT,
+            &mut ValueBudget::new(usize::MAX),
+        )
+    }
+
+    #[test]
+    fn span_fields_read_as_prost_reads_them() {
+        let original = Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            parent_span_id: vec![3; 8],
+            name: "execute_tool search".into(),
+            kind: 3,
+            start_time_unix_nano: 10,
+            end_time_unix_nano: 20,
+            attributes: vec![
+                kv("s", AnyValueKind::StringValue("x".into())),
+                kv("b", AnyValueKind::BoolValue(true)),
+                kv("i", AnyValueKind::IntValue(-5)),
+                kv("d", AnyValueKind::DoubleValue(1.5)),
+                kv("y", AnyValueKind::BytesValue(vec![0, 255])),
+                kv(
+                    "a",
+                    AnyValueKind::ArrayValue(ArrayValue {
+                        values: vec![AnyValue {
+                            value: Some(AnyValueKind::IntValue(1)),
+                        }],
+                    }),
+                ),
+                kv(
+                    "m",
+                    AnyValueKind::KvlistValue(KeyValueList {
+                        values: vec![kv("k", AnyValueKind::StringValue("v".into()))],
+                    }),
+                ),
+            ],
+            events: vec![Event {
+                time_unix_nano: 15,
+                name: "exception".into(),
+                attributes: vec![kv("exception.type", AnyValueKind::StringValue("E".into()))],
+                dropped_attributes_count: 1,
+            }],
+            status: Some(Status {
+                message: "boom".into(),
+                code: 2,
+            }),
+            ..Default::default()
+        };
+        let buf = original.encode_to_vec();
+        let view = read(&buf).unwrap();
+        assert_eq!(view, SpanView::from(&original));
+        // Valid text is borrowed from the buffer, not copied.
+        assert!(matches!(view.name, Cow::Borrowed("execute_tool search")));
+        assert_eq!(view.trace_id.as_ptr(), buf[2..].as_ptr());
+    }
+
+    #[test]
+    fn invalid_utf8_is_read_lossily() {
+        // Span { name: b"ab\xffc" } and one attribute whose string value is b"\xfe"
+        let mut buf = vec![0x2a, 4, b'a', b'b', 0xff, b'c'];
+        buf.extend_from_slice(&[0x4a, 8, 0x0a, 1, b'k', 0x12, 3, 0x0a, 1, 0xfe]);
+        assert!(Span::decode(buf.as_slice()).is_err(), "prost refuses it");
+        let got = read(&buf).unwrap();
+        assert_eq!(got.name, "ab\u{fffd}c");
+        assert!(matches!(got.name, Cow::Owned(_)));
+        assert_eq!(
+            got.attributes,
+            vec![KeyValueView {
+                key: "k".into(),
+                value: Some(AnyValueView {
+                    value: Some(ValueView::StringValue("\u{fffd}".into()))
+                }),
+            }]
+        );
+    }
+
+    #[test]
+    fn repeated_scalars_and_messages_merge_like_prost() {
+        // name twice (last wins), status twice (merged), an attribute value twice:
+        // kvlist then kvlist (merged), and a string then an int (replaced).
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&[0x2a, 1, b'a', 0x2a, 1, b'b']);
+        buf.extend_from_slice(&[0x7a, 3, 0x12, 1, b'm', 0x7a, 2, 0x18, 2]);
+        // KeyValue{key "k", value{kvlist[{key "x"}]}, value{kvlist[{key "y"}]}}
+        let kv_x = [0x32, 5, 0x0a, 3, 0x0a, 1, b'x'];
+        let kv_y = [0x32, 5, 0x0a, 3, 0x0a, 1, b'y'];
+        let mut key_value = vec![0x0a, 1, b'k', 0x12, kv_x.len() as u8];
+        key_value.extend_from_slice(&kv_x);
+        key_value.extend_from_slice(&[0x12, kv_y.len() as u8]);
+        key_value.extend_from_slice(&kv_y);
+        buf.push(0x4a);
+        buf.push(key_value.len() as u8);
+        buf.extend_from_slice(&key_value);
+        // KeyValue{key "s", value{string "t"}, value{int 4}}
+        let replaced = [0x0a, 1, b's', 0x12, 3, 0x0a, 1, b't', 0x12, 2, 0x18, 4];
+        buf.push(0x4a);
+        buf.push(replaced.len() as u8);
+        buf.extend_from_slice(&replaced);
+        let expected = Span::decode(buf.as_slice()).expect("valid protobuf");
+        assert_eq!(read(&buf).unwrap(), SpanView::from(&expected));
+        assert_eq!(expected.name, "b");
+        assert_eq!(expected.status.as_ref().map(|s| s.code), Some(2));
+        assert_eq!(
+            expected.attributes[0]
+                .value
+                .as_ref()
+                .and_then(|v| v.value.clone()),
+            Some(AnyValueKind::KvlistValue(KeyValueList {
+                values: vec![kv_key("x"), kv_key("y")]
+            }))
+        );
+    }
+
+    fn kv_key(key: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn values_are_taken_from_the_budget_and_bad_input_fails_as_prost() {
+        let span = Span {
+            attributes: vec![
+                kv("a", AnyValueKind::IntValue(1)),
+                kv(
+                    "b",
+                    AnyValueKind::ArrayValue(ArrayValue {
+                        values: vec![AnyValue::default(), AnyValue::default()],
+                    }),
+                ),
+            ],
+            events: vec![Event::default()],
+            ..Default::default()
+        };
+        let buf = span.encode_to_vec();
+        // 2 attributes + 2 array elements + 1 event.
+        let mut values = ValueBudget::new(5);
+        assert!(super::span(&buf, 0..buf.len(), RECURSION_LIMIT, &mut values).is_ok());
+        assert_eq!(
+            super::span(
+                &buf,
+                0..buf.len(),
+                RECURSION_LIMIT,
+                &mut ValueBudget::new(4)
+            ),
+            Err(WireError::TooManyValues { limit: 4 })
+        );
+        for cut in 1..buf.len() {
+            let ours = read(&buf[..cut]).is_ok();
+            let prost = Span::decode(&buf[..cut]).is_ok();
+            assert_eq!(ours, prost, "cut at {cut}");
+        }
+    }
+}
