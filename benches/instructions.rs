@@ -9,7 +9,8 @@
 //!
 //! Names: `wire` (bytes → wire reader → engine → bytes, fresh engine), `prost` (decode →
 //! engine → encode), `passthrough` (prost decode + encode only), `fingerprint_5kb` (one
-//! result fingerprint of a ~5 KB JSON text). The binary prints the number of spans (or
+//! result fingerprint of a ~5 KB JSON text), `fingerprint_small` (one call fingerprint of a
+//! ~100 B argument object, keys out of order). The binary prints the number of spans (or
 //! bytes) the workload covered, to divide the instruction count by.
 
 use std::hint::black_box;
@@ -71,6 +72,11 @@ fn workload_fingerprint(fingerprinter: &Fingerprinter, payload: &Payload) -> boo
         .is_some()
 }
 
+#[inline(never)]
+fn workload_fingerprint_call(fingerprinter: &Fingerprinter, payload: &Payload) -> u8 {
+    fingerprinter.call_fingerprint("read_file", payload)[0]
+}
+
 fn main() {
     let name = std::env::args()
         .skip(1)
@@ -101,9 +107,19 @@ fn main() {
             black_box(workload_fingerprint(&fingerprinter, &payload));
             return;
         }
+        "fingerprint_small" => {
+            let text = support::small_json();
+            println!("bytes {}", text.len());
+            let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
+            let payload = Payload::Text(text);
+            black_box(workload_fingerprint_call(&fingerprinter, &payload));
+            return;
+        }
         _ => {
             // `cargo bench` runs every bench binary: nothing to do without a name.
-            eprintln!("usage: instructions wire|prost|passthrough|fingerprint_5kb");
+            eprintln!(
+                "usage: instructions wire|prost|passthrough|fingerprint_5kb|fingerprint_small"
+            );
             return;
         }
     };

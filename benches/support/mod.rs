@@ -47,3 +47,9 @@ pub fn large_json(size: usize) -> String {
     }
     serde_json::json!({"query": "loop detection", "hits": hits}).to_string()
 }
+
+/// A tool-call argument object of about 100 bytes, keys out of canonical order.
+pub fn small_json() -> String {
+    r#"{"path":"src/main.rs","start_line":120,"end_line":180,"pattern":"fn main","case_sensitive":false}"#
+        .to_string()
+}
