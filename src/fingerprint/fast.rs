@@ -75,6 +75,8 @@ pub(super) fn canonical_text<'s>(
 ) -> Option<&'s [u8]> {
     scratch.out.clear();
     scratch.members.clear();
+    // Canonical text is about as long as its input: grow once, not by doubling.
+    scratch.out.reserve(text.len() + 16);
     let bytes = text.as_bytes();
     let start = skip_blank(bytes, 0);
     match bytes.get(start) {
