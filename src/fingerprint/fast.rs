@@ -41,27 +41,25 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Runs `f` with this thread's scratch buffers (fresh ones if they are in use or gone).
+/// Runs `f` with this thread's scratch buffers (taken out for the call, so a nested call
+/// gets fresh ones), keeping them for the next call unless they grew large.
 pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
-    let mut f = Some(f);
-    let reused = SCRATCH.try_with(|cell| {
-        let mut scratch = cell.try_borrow_mut().ok()?;
-        let f = f.take()?;
-        let result = f(&mut scratch);
-        if scratch.out.capacity() > MAX_KEPT_CAPACITY {
-            scratch.out = Vec::new();
-        }
-        if scratch.members.capacity() > MAX_KEPT_CAPACITY / 16 {
-            scratch.members = Vec::new();
-        }
-        Some(result)
-    });
-    match (reused, f) {
-        (Ok(Some(result)), _) => result,
-        (_, Some(f)) => f(&mut Scratch::default()),
-        // `f` was taken only on the path that returned its result.
-        (_, None) => unreachable!("scratch closure consumed without a result"),
+    let mut scratch = SCRATCH
+        .try_with(|cell| cell.try_borrow_mut().map(|mut s| std::mem::take(&mut *s)))
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let result = f(&mut scratch);
+    if scratch.out.capacity() <= MAX_KEPT_CAPACITY
+        && scratch.members.capacity() <= MAX_KEPT_CAPACITY / 16
+    {
+        let _ = SCRATCH.try_with(|cell| {
+            if let Ok(mut kept) = cell.try_borrow_mut() {
+                *kept = scratch;
+            }
+        });
     }
+    result
 }
 
 /// The canonical bytes of `text` read as the parent module reads text (a string that is
@@ -494,13 +492,11 @@ impl Reader<'_, '_, '_> {
             }
         }
         let tail = self.out.len();
-        let mut written = 0;
-        for member in members.iter().filter(|m| !m.volatile) {
-            if written > 0 {
+        for (i, member) in members.iter().filter(|m| !m.volatile).enumerate() {
+            if i > 0 {
                 self.out.push(b',');
             }
             self.out.extend_from_within(member.start..member.end);
-            written += 1;
         }
         let len = self.out.len() - tail;
         self.out.copy_within(tail.., body);
