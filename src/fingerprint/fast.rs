@@ -1,6 +1,7 @@
 //! The one-pass path of canonicalisation: JSON text read once, left to right, straight into
-//! its canonical bytes in a reused buffer, with no tree, no `serde_json` and no copy of a
-//! string that holds no escape (its input bytes are already canonical).
+//! its canonical bytes in a reused buffer, with no tree and no copy of a string that holds
+//! no escape (its input bytes are already canonical). `serde_json` is used only to unescape
+//! a whole text that is one JSON string holding escapes (string-wrapped JSON).
 //!
 //! It covers the shapes tool arguments and results take: object keys without escapes,
 //! each key once per object; integers of at most 15 digits (below 2^53, written as their
@@ -14,8 +15,9 @@
 //! return `None` without deciding anything: the caller then takes the tree path
 //! (`tree.rs`, `canonical.rs`), which handles every input. So this path only has to be
 //! right for what it accepts, and the property tests (`streaming_tests.rs`) check that
-//! against the RFC 8785 crate. The one exception, decided here, is text whose first
-//! non-blank byte cannot start a JSON value: it is not JSON, hence the string it spells.
+//! against the RFC 8785 crate. The one exception, decided here, is text (or the content
+//! of a text that is one JSON string) whose first non-blank byte cannot start a JSON value:
+//! it is not JSON, hence the string it spells.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
