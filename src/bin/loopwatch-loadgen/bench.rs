@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// spans/s for the same traffic.
     #[arg(long, default_value_t = 0.5, value_parser = crate::latency::parse_fraction)]
     pub latency_load: f64,
+    /// What loopwatch's maximum is in the latency step: its best closed-loop spans/s, or
+    /// its best spans per server CPU-second (the rate a fully busy server CPU would carry).
+    #[arg(long, value_enum, default_value = "closed-loop")]
+    pub latency_basis: crate::latency::Basis,
     /// Concurrent senders of the latency step (each one connection, one request in flight).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub latency_senders: u32,
@@ -655,6 +659,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
             cpus: &args.server_cpus,
             rounds: args.rounds,
             load: args.latency_load,
+            basis: args.latency_basis,
             senders: args.latency_senders,
             duration: args.latency_duration.unwrap_or(args.duration),
             probe_clients: most_clients,

@@ -30,6 +30,27 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// What "loopwatch's maximum" means in the latency step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// The best closed-loop median spans/s (what the clients reached; on a loaded machine
+    /// the server CPU may not be saturated at it).
+    ClosedLoop,
+    /// The best median spans per server CPU-second: the rate one fully busy server CPU
+    /// would carry.
+    Cpu,
+}
+
+impl Basis {
+    fn of(self, sample: &crate::bench::Sample) -> f64 {
+        match self {
+            Basis::ClosedLoop => sample.spans_per_second,
+            Basis::Cpu => sample.spans_per_cpu_second,
+        }
+    }
+}
+
 /// Where the maximum rate of a latency row came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,8 +87,9 @@ pub struct LatencyRow {
     pub spans_per_request: f64,
     pub setup: Setup,
     pub senders: u32,
-    /// Loopwatch's closed-loop maximum spans/s for this traffic, and where it came from.
+    /// Loopwatch's maximum spans/s for this traffic, what it means and where it came from.
     pub loopwatch_max_spans_per_second: f64,
+    pub basis: Basis,
     pub max_source: MaxSource,
     /// Offered load as a fraction of that maximum.
     pub load_fraction: f64,
@@ -81,8 +103,9 @@ pub struct Step<'a> {
     /// `taskset -c` list of the servers ("" = not pinned).
     pub cpus: &'a str,
     pub rounds: u32,
-    /// Offered load, fraction of loopwatch's maximum.
+    /// Offered load, fraction of loopwatch's maximum, and what the maximum is.
     pub load: f64,
+    pub basis: Basis,
     pub senders: u32,
     pub duration: Duration,
     /// Clients of the closed-loop probe, when one is needed.
@@ -100,8 +123,9 @@ struct Plan {
     source: MaxSource,
 }
 
-/// The best loopwatch median spans/s of the matrix for `traffic` at `spans_per_request`.
-fn matrix_max(rows: &[Row], traffic: Traffic, spans_per_request: f64) -> Option<f64> {
+/// The best loopwatch median of the matrix for `traffic` at `spans_per_request`: spans/s
+/// or spans per CPU-second, as `basis` says.
+fn matrix_max(rows: &[Row], traffic: Traffic, spans_per_request: f64, basis: Basis) -> Option<f64> {
     rows.iter()
         .filter(|r| {
             r.setup == Setup::Loopwatch
@@ -111,7 +135,7 @@ fn matrix_max(rows: &[Row], traffic: Traffic, spans_per_request: f64) -> Option<
                 && r.rounds > 0
                 && r.median.spans_per_second > 0.0
         })
-        .map(|r| r.median.spans_per_second)
+        .map(|r| basis.of(&r.median))
         .max_by(f64::total_cmp)
 }
 
@@ -137,7 +161,8 @@ impl Step<'_> {
         Duration::from_secs(if self.quick { 10 } else { 30 })
     }
 
-    /// Loopwatch's closed-loop spans/s for `runs` (one load of the step's duration).
+    /// Loopwatch's maximum for `runs` by the step's basis (one closed-loop load of the
+    /// step's duration).
     async fn probe(&self, runs: &Arc<Vec<Run>>) -> anyhow::Result<f64> {
         let load = Load {
             concurrency: self.probe_clients,
@@ -158,7 +183,7 @@ impl Step<'_> {
             sample.spans_per_second > 0.0,
             "the closed-loop probe of loopwatch delivered no spans"
         );
-        Ok(sample.spans_per_second)
+        Ok(self.basis.of(&sample))
     }
 
     /// The sink, a fresh server process, one paced load.
@@ -211,7 +236,7 @@ impl Step<'_> {
             (Traffic::Corpus, corpus_spans, corpus.clone()),
             (Traffic::NoLoops, SYNTHETIC_SPANS as f64, synthetic),
         ] {
-            let (max, source) = match matrix_max(rows, traffic, spans_per_request) {
+            let (max, source) = match matrix_max(rows, traffic, spans_per_request, self.basis) {
                 Some(max) => (max, MaxSource::Matrix),
                 None => (self.probe(&runs).await?, MaxSource::Probe),
             };
@@ -280,6 +305,7 @@ impl Step<'_> {
                         setup,
                         senders: self.senders,
                         loopwatch_max_spans_per_second: plan.max,
+                        basis: self.basis,
                         max_source: plan.source,
                         load_fraction: self.load,
                         rounds: samples.len(),
@@ -303,6 +329,42 @@ mod tests {
         assert!(parse_fraction("1.5").is_err());
         assert!(parse_fraction("NaN").is_err());
         assert!(parse_fraction("half").is_err());
+    }
+
+    fn row(setup: Setup, traffic: Traffic, clients: u32, spans_per_second: f64) -> Row {
+        Row {
+            cell: crate::bench::Cell {
+                traffic,
+                spans_per_request: 10.0,
+                clients,
+                server_cpus: "0".into(),
+                worker_threads: None,
+                runs: 0,
+                setups: vec![setup],
+            },
+            setup,
+            rounds: 1,
+            median: crate::bench::Sample {
+                spans_per_second,
+                spans_per_cpu_second: 4.0 * spans_per_second,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_maximum_is_loopwatch_best_row_of_that_traffic() {
+        let rows = [
+            row(Setup::Loopwatch, Traffic::NoLoops, 4, 100.0),
+            row(Setup::Loopwatch, Traffic::NoLoops, 32, 300.0),
+            row(Setup::Passthrough, Traffic::NoLoops, 32, 900.0),
+            row(Setup::Loopwatch, Traffic::LoopHeavy, 32, 700.0),
+        ];
+        let max = |traffic, basis| matrix_max(&rows, traffic, 10.0, basis);
+        assert_eq!(max(Traffic::NoLoops, Basis::ClosedLoop), Some(300.0));
+        assert_eq!(max(Traffic::NoLoops, Basis::Cpu), Some(1200.0));
+        assert_eq!(max(Traffic::Corpus, Basis::ClosedLoop), None);
+        assert_eq!(matrix_max(&rows, Traffic::NoLoops, 100.0, Basis::Cpu), None);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::bench::{BenchReport, Row, Setup};
-use crate::latency::LatencyRow;
+use crate::latency::{Basis, LatencyRow};
 use crate::procfs::cpu_list;
 
 /// The machine the figures come from.
@@ -100,9 +100,15 @@ fn latency_table(out: &mut String, r: &BenchReport) {
         "\nLatency at {:.0} % of loopwatch's maximum load (open loop):\n",
         100.0 * first.load_fraction
     );
+    let max = match first.basis {
+        Basis::ClosedLoop => "best closed-loop median spans/s",
+        Basis::Cpu => {
+            "best median spans per server CPU-second (the rate of a fully busy server CPU)"
+        }
+    };
     let _ = writeln!(
         out,
-        "- Offered: {:.0} % of loopwatch's best closed-loop median spans/s for that traffic (\"max\": from the table above, or a closed-loop probe when it has no such row), the same rate for both setups, over {} senders (one connection and one request in flight each) paced by one shared schedule, {:.1} s per measurement, median of {} interleaved round(s); servers pinned as above, default worker threads.",
+        "- Offered: {:.0} % of loopwatch's {max} for that traffic (\"max\": from the table above, or a closed-loop probe when it has no such row), the same rate for both setups, over {} senders (one connection and one request in flight each) paced by one shared schedule, {:.1} s per measurement, median of {} interleaved round(s); servers pinned as above, default worker threads.",
         100.0 * first.load_fraction,
         first.senders,
         r.latency_duration_seconds,
