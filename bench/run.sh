@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Reproducible benchmark: loopwatch vs a plain OTLP pass-through vs rotel (when installed),
 # each a separate process pinned to CPU 0, loaded by the same clients and counting sink on
-# CPU 1. Writes a markdown table (bench/results.md, or --out FILE) and prints it.
+# CPU 1. Writes markdown tables (bench/results.md, or --out FILE) and prints them: the
+# closed-loop matrix, worker-thread scaling (1 worker on CPU 0, 2 workers on CPUs 0-1,
+# which the clients share), the latency step (open-loop load at half of loopwatch's
+# maximum, loopwatch's p99 next to the pass-through's) and memory.
 #
 #   bench/run.sh                  # full run: release build, 4 interleaved rounds of 5 s
-#   bench/run.sh --quick          # smoke test: 1 round of 300 ms per cell
+#   bench/run.sh --quick          # smoke test: 1 round of 300 ms per cell, 1 s latency loads
 #   bench/run.sh --rounds 6 --duration 10s --out /tmp/b.md
+#   bench/run.sh --no-latency     # without the latency step
+#   bench/run.sh --worker-threads # without the worker-thread scaling cells
 #
 # Every other flag goes to `loopwatch-loadgen bench` (see `loopwatch-loadgen bench --help`).
 # rotel: `pip install rotel` (a Rust collector shipped as a Python wheel); the script finds

@@ -9,10 +9,14 @@
 //!
 //! Names: `wire` (bytes → wire reader → engine → bytes, fresh engine), `prost` (decode →
 //! engine → encode), `passthrough` (prost decode + encode only), `fingerprint_5kb` (one
-//! result fingerprint of a ~5 KB JSON text), `wire_tools` / `passthrough_tools` (10
-//! synthetic requests of 1000 GenAI `execute_tool` spans, 0 % loops) and `wire_loops` /
-//! `passthrough_loops` (the same, every trace one repeated call). The binary prints the number of spans (or
-//! bytes) the workload covered, to divide the instruction count by.
+//! result fingerprint of a ~5 KB JSON text), `fingerprint_small` (one call fingerprint of a
+//! ~100 B argument object, keys out of order; both after one uncollected warm-up call),
+//! `wire_tools` / `passthrough_tools` (10 synthetic requests of 1000 GenAI `execute_tool`
+//! spans, 0 % loops) and `wire_loops` / `passthrough_loops` (the same, every trace one
+//! repeated call). The binary prints the number of spans (or bytes) the workload covered,
+//! to divide the instruction count by. `fingerprint_cpu` (no callgrind) prints on-CPU
+//! nanoseconds per fingerprint call instead. Under valgrind SHA-256 runs its portable code
+//! (valgrind hides SHA-NI), about 3 400 instructions per 64-byte block.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -73,6 +77,64 @@ fn workload_fingerprint(fingerprinter: &Fingerprinter, payload: &Payload) -> boo
         .is_some()
 }
 
+#[inline(never)]
+fn workload_fingerprint_call(fingerprinter: &Fingerprinter, payload: &Payload) -> u8 {
+    fingerprinter.call_fingerprint("read_file", payload)[0]
+}
+
+/// The text of a fingerprint workload, and whether it is a call (else a result).
+fn fingerprint_input(name: &str) -> (String, bool) {
+    match name {
+        "fingerprint_small" => (support::small_json(), true),
+        _ => (support::large_json(5 * 1024), false),
+    }
+}
+
+fn fingerprint_once(fingerprinter: &Fingerprinter, payload: &Payload, call: bool) -> bool {
+    match call {
+        true => fingerprinter.call_fingerprint("read_file", payload)[0] > 0,
+        false => fingerprinter
+            .result_fingerprint(&CallStatus::Ok, Some(payload))
+            .is_some(),
+    }
+}
+
+/// Nanoseconds this thread has spent on a CPU (`/proc/thread-self/schedstat`, Linux).
+fn on_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// On-CPU time per call (not wall time, so other load on the machine matters less than
+/// for criterion): best of 5 rounds of 20 000 calls, for both fingerprint workloads and,
+/// as the floor, SHA-256 alone over the 5 KB text.
+fn fingerprint_cpu(fingerprinter: &Fingerprinter) {
+    use sha2::{Digest, Sha256};
+    const CALLS: u32 = 20_000;
+    let per_call = |f: &dyn Fn() -> bool| {
+        (0..5)
+            .map(|_| {
+                let start = on_cpu_ns();
+                for _ in 0..CALLS {
+                    black_box(f());
+                }
+                (on_cpu_ns() - start) as f64 / f64::from(CALLS)
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    for name in ["fingerprint_5kb", "fingerprint_small"] {
+        let (text, call) = fingerprint_input(name);
+        let payload = Payload::Text(text);
+        let ns = per_call(&|| fingerprint_once(fingerprinter, black_box(&payload), call));
+        println!("{name}: {ns:.0} ns per call on CPU");
+    }
+    let text = support::large_json(5 * 1024);
+    let ns = per_call(&|| Sha256::digest(black_box(text.as_bytes()))[0] > 0);
+    println!("sha256 of the 5 KB text alone: {ns:.0} ns per call on CPU");
+}
+
 fn main() {
     let name = std::env::args()
         .skip(1)
@@ -103,19 +165,29 @@ fn main() {
         "passthrough" | "passthrough_tools" | "passthrough_loops" => {
             black_box(workload_passthrough(&raw))
         }
-        "fingerprint_5kb" => {
-            let text = support::large_json(5 * 1024);
+        "fingerprint_5kb" | "fingerprint_small" => {
+            let (text, call) = fingerprint_input(&name);
             println!("bytes {}", text.len());
             let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
             let payload = Payload::Text(text);
-            black_box(workload_fingerprint(&fingerprinter, &payload));
+            // Warm-up, not collected: lazy symbol binding and the first allocation of the
+            // per-thread scratch buffer happen once per process, not per call.
+            black_box(fingerprint_once(&fingerprinter, &payload, call));
+            match call {
+                false => black_box(workload_fingerprint(&fingerprinter, &payload)),
+                true => black_box(workload_fingerprint_call(&fingerprinter, &payload) > 0),
+            };
+            return;
+        }
+        "fingerprint_cpu" => {
+            fingerprint_cpu(&Fingerprinter::new(&config.detection.fingerprint_config()));
             return;
         }
         _ => {
             // `cargo bench` runs every bench binary: nothing to do without a name.
             eprintln!(
                 "usage: instructions wire|prost|passthrough|wire_tools|passthrough_tools|\
-                 wire_loops|passthrough_loops|fingerprint_5kb"
+                 wire_loops|passthrough_loops|fingerprint_5kb|fingerprint_small|fingerprint_cpu"
             );
             return;
         }

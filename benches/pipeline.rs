@@ -2,7 +2,8 @@
 //!
 //! - `extract/corpus`: `conventions::extract` over every span of every corpus request.
 //! - `fingerprint/*`: `Fingerprinter::call_fingerprint` / `result_fingerprint` on typical
-//!   argument strings (small object, the same object with keys reordered, a ~5 KB result).
+//!   argument strings (small object, the same object with keys reordered, a ~100 B object
+//!   with keys out of order, a ~5 KB result).
 //! - `engine/corpus`: `Engine::process` over every corpus request in arrival order, with a
 //!   fresh engine per iteration (so runs never saturate and detections fire as in the corpus).
 //! - `baseline/decode_encode_corpus`: prost decode + encode of the same requests, i.e. what
@@ -83,6 +84,10 @@ fn benches(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     group.bench_function("call_small_object", |b| {
         b.iter(|| fingerprinter.call_fingerprint(black_box("fetch_url"), black_box(&small)))
+    });
+    let argument_100b = Payload::Text(support::small_json());
+    group.bench_function("call_100b_object", |b| {
+        b.iter(|| fingerprinter.call_fingerprint(black_box("read_file"), black_box(&argument_100b)))
     });
     group.bench_function("call_key_order_variant", |b| {
         b.iter(|| fingerprinter.call_fingerprint(black_box("fetch_url"), black_box(&reordered)))

@@ -10,8 +10,9 @@
 //! - Keys named in the volatile set are removed from objects at any depth.
 //! - The value is written in RFC 8785 (JCS) form, so key order and number spelling (`1`,
 //!   `1.0`, `1e0`) never matter, while array order, types and code points do. It is
-//!   streamed into the hasher from a borrowed tree of the input (`canonical.rs`,
-//!   `tree.rs`), with no intermediate strings; the bytes are those `serde_json_canonicalizer`
+//!   written without intermediate strings: text in the common shapes in one pass into a
+//!   reused buffer hashed in one call (`fast.rs`), anything else from a borrowed tree of
+//!   the input (`canonical.rs`, `tree.rs`). The bytes are those `serde_json_canonicalizer`
 //!   writes for the parsed, stripped `Value` (`reference.rs`, checked by property tests).
 //!
 //! Deviations from plain JCS, each documented where it is implemented:
@@ -41,6 +42,7 @@ use sha2::{Digest, Sha256};
 use crate::event::{CallStatus, Payload};
 
 mod canonical;
+mod fast;
 #[cfg(test)]
 mod reference;
 #[cfg(test)]
@@ -222,6 +224,20 @@ impl Fingerprinter {
             Payload::Text(text) => text.as_bytes(),
             Payload::Bytes(bytes) => bytes.as_slice(),
         };
+        // Common shapes take the one-pass path; it leaves anything else to the tree.
+        let text = match payload {
+            Payload::Text(text) => Some(text.as_str()),
+            _ => std::str::from_utf8(bytes).ok(),
+        };
+        if let Some(text) = text.filter(|_| bytes.len() <= self.max_bytes) {
+            let done = fast::with_scratch(|scratch| {
+                fast::canonical_text(text, drop, limits, scratch)
+                    .map(|canonical| sink.put(canonical))
+            });
+            if done.is_some() {
+                return;
+            }
+        }
         let done = bytes.len() <= self.max_bytes
             && match Tree::parse(bytes) {
                 // One further level of string-wrapped JSON is unwrapped (reference
@@ -323,6 +339,12 @@ struct ByteSink(Vec<u8>);
 impl Sink for ByteSink {
     fn put(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 }
 

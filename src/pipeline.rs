@@ -118,6 +118,10 @@ impl Pipeline {
         tokio::spawn(async move {
             while let Some(detection) = pipeline.reports.next().await {
                 pipeline.report(&detection);
+                // `next` returns at once while detections are queued: without a yield, a
+                // loop storm's thousands of log lines and signals would hold this worker
+                // thread (and every request waiting on it) until the queue is empty.
+                tokio::task::yield_now().await;
             }
         })
     }

@@ -158,7 +158,62 @@ fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
         assert_eq!(m["runs"], 1000, "{m}");
         assert_eq!(m["lost"], 0, "{m}");
     }
-    // The markdown has one table line per row.
+    // The latency step: both setups under the same paced load, half of loopwatch's best
+    // closed-loop spans/s from the matrix, for the corpus and 0 % loops traffic.
+    let latency = report["latency"].as_array().unwrap();
+    let mut seen: Vec<(String, String)> = latency
+        .iter()
+        .map(|row| {
+            assert_eq!(row["max_source"], "matrix", "{row}");
+            assert_eq!(row["load_fraction"], 0.5, "{row}");
+            assert_eq!(row["rounds"], 1, "{row}");
+            let m = &row["median"];
+            assert!(m["requests"].as_u64().unwrap() > 0, "{row}");
+            assert!(m["p99_ms"].as_f64().unwrap() > 0.0, "{row}");
+            assert!(m["p999_ms"].as_f64().unwrap() >= m["p99_ms"].as_f64().unwrap());
+            assert!(
+                m["achieved_spans_per_second"].as_f64().unwrap() > 0.0,
+                "{row}"
+            );
+            assert_eq!(m["failed"], 0, "{row}");
+            assert_eq!(m["lost"], 0, "{row}");
+            (
+                row["traffic"].as_str().unwrap().to_string(),
+                row["setup"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let mut expected: Vec<(String, String)> = ["corpus", "no_loops"]
+        .iter()
+        .flat_map(|t| ["loopwatch", "passthrough"].map(|s| (t.to_string(), s.to_string())))
+        .collect();
+    expected.sort();
+    assert_eq!(seen, expected, "{report}");
+    let offered = |traffic: &str| {
+        latency
+            .iter()
+            .find(|r| r["traffic"] == traffic && r["setup"] == "passthrough")
+            .map(|r| r["median"]["offered_spans_per_second"].as_f64().unwrap())
+            .unwrap()
+    };
+    let best = |traffic: &str| {
+        rows.iter()
+            .filter(|r| {
+                r["setup"] == "loopwatch"
+                    && r["cell"]["traffic"] == traffic
+                    && r["cell"]["worker_threads"].is_null()
+            })
+            .map(|r| r["median"]["spans_per_second"].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    for traffic in ["corpus", "no_loops"] {
+        assert!(
+            (offered(traffic) - best(traffic) / 2.0).abs() < 1e-6,
+            "{report}"
+        );
+    }
+    // The markdown has one table line per row (matrix and latency step).
     let text = std::fs::read_to_string(&md).unwrap();
     let lines = text
         .lines()
@@ -166,8 +221,61 @@ fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
             l.starts_with("| corpus") || l.starts_with("| 0 %") || l.starts_with("| loop-heavy")
         })
         .count();
-    assert_eq!(lines, 6, "{text}");
+    assert_eq!(lines, 6 + 4, "{text}");
+    assert!(text.contains("maximum load (open loop)"), "{text}");
     // Two worker-thread rows and one memory row start with the setup.
     let starting = |setup: &str| text.lines().filter(|l| l.starts_with(setup)).count();
     assert_eq!(starting("| loopwatch |"), 3, "{text}");
+}
+
+#[test]
+fn bench_latency_probes_the_maximum_when_the_matrix_lacks_the_traffic() {
+    // Only corpus cells in the matrix: the 0 % loops latency cell takes its maximum from a
+    // closed-loop probe of loopwatch.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch-loadgen"))
+        .env_remove("RUST_LOG")
+        .env_remove("ROTEL")
+        .args([
+            "bench",
+            "--quick",
+            "--clients",
+            "2",
+            "--spans",
+            "--worker-threads",
+        ])
+        .args(["--idle-runs", "100", "--latency-duration", "300ms"])
+        .args(["--latency-senders", "4", "--latency-load", "0.25"])
+        .args(["--server-cpus", "", "--scaling-cpus", ""])
+        .args(["--loopwatch", env!("CARGO_BIN_EXE_loopwatch")])
+        .arg("--out")
+        .arg(dir.path().join("bench.md"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("loopwatch-loadgen bench starts");
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let latency = report["latency"].as_array().unwrap();
+    assert_eq!(latency.len(), 4, "{report}");
+    for row in latency {
+        let source = if row["traffic"] == "corpus" {
+            "matrix"
+        } else {
+            "probe"
+        };
+        assert_eq!(row["max_source"], source, "{row}");
+        assert_eq!(row["senders"], 4, "{row}");
+        assert_eq!(row["load_fraction"], 0.25, "{row}");
+        let max = row["loopwatch_max_spans_per_second"].as_f64().unwrap();
+        let offered = row["median"]["offered_spans_per_second"].as_f64().unwrap();
+        assert!(max > 0.0 && (offered - max / 4.0).abs() < 1e-6, "{row}");
+        assert_eq!(row["median"]["lost"], 0, "{row}");
+    }
 }

@@ -123,3 +123,9 @@ pub fn tool_call_requests(requests: usize, spans: usize, loop_heavy: bool) -> Ve
         })
         .collect()
 }
+
+/// A tool-call argument object of about 100 bytes, keys out of canonical order.
+pub fn small_json() -> String {
+    r#"{"path":"src/main.rs","start_line":120,"end_line":180,"pattern":"fn main","case_sensitive":false}"#
+        .to_string()
+}

@@ -262,11 +262,14 @@ async fn export(
     let _decoded = super::reserve_decoded(sink, &shared.options, raw.len())
         .await
         .map_err(|refused| (ReceiveError::Refused(refused), 0))?;
-    let request: WireRequest = read_protobuf(raw, sink.read_limits()).map_err(|e| (e, 0))?;
-    let spans = request.span_count();
-    sink.accept(admission, IncomingRequest::Protobuf(request))
-        .map_err(|refused| (ReceiveError::Refused(refused), spans))?;
-    Ok(spans)
+    let limits = sink.read_limits();
+    super::heavy::run_request(raw.len(), move || {
+        let request: WireRequest = read_protobuf(raw, limits).map_err(|e| (e, 0))?;
+        let spans = request.span_count();
+        sink.accept(admission, IncomingRequest::Protobuf(request))
+            .map_err(|refused| (ReceiveError::Refused(refused), spans))?;
+        Ok(spans)
+    })
 }
 
 /// The OTLP/gRPC server: trace service + `grpc.health.v1.Health`, plus any services the

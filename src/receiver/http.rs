@@ -126,7 +126,10 @@ async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: B
         Err(err) => return reject(&state, format, &err, 0),
     };
     let spans = incoming.span_count();
-    if let Err(refused) = state.sink.accept(admission, incoming) {
+    let accepted = super::heavy::run_request(incoming.encoded_len(), || {
+        state.sink.accept(admission, incoming)
+    });
+    if let Err(refused) = accepted {
         return reject(&state, format, &ReceiveError::Refused(refused), spans);
     }
     state.stats.record_accepted(spans);

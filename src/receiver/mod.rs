@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub mod decode;
 pub mod error;
 pub mod grpc;
+pub mod heavy;
 pub mod http;
 pub use crate::otlp::rpc_status;
 pub mod stats;

@@ -41,7 +41,9 @@ pub struct BenchArgs {
     /// command itself on the other CPUs (`taskset -c 1 loopwatch-loadgen bench`).
     #[arg(long, default_value = "0")]
     pub server_cpus: String,
-    /// CPUs of the worker-thread scaling cells.
+    /// CPUs of the worker-thread scaling cells (`taskset -c` list): a server with n worker
+    /// threads is pinned to the first n of them (the last one when the list is shorter);
+    /// empty = not pinned.
     #[arg(long, default_value = "0,1")]
     pub scaling_cpus: String,
     /// Client counts of the matrix.
@@ -54,6 +56,23 @@ pub struct BenchArgs {
     /// pass-through's `--worker-threads`); the flag alone: no scaling cells.
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "1,2")]
     pub worker_threads: Vec<usize>,
+    /// Skip the latency step (open-loop load at `--latency-load` of loopwatch's maximum).
+    #[arg(long)]
+    pub no_latency: bool,
+    /// Offered load of the latency step, as a fraction of loopwatch's closed-loop maximum
+    /// spans/s for the same traffic.
+    #[arg(long, default_value_t = 0.5, value_parser = crate::latency::parse_fraction)]
+    pub latency_load: f64,
+    /// What loopwatch's maximum is in the latency step: its best closed-loop spans/s, or
+    /// its best spans per server CPU-second (the rate a fully busy server CPU would carry).
+    #[arg(long, value_enum, default_value = "closed-loop")]
+    pub latency_basis: crate::latency::Basis,
+    /// Concurrent senders of the latency step (each one connection, one request in flight).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub latency_senders: u32,
+    /// Paced load per latency measurement (default: `--duration`; `--quick`: 1 s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub latency_duration: Option<Duration>,
     /// Runs (traces of one tool call) sent before the second memory reading.
     #[arg(long, default_value_t = 100_000)]
     pub idle_runs: u64,
@@ -125,9 +144,9 @@ pub struct Cell {
     pub worker_threads: Option<usize>,
     /// Index into the prepared traffic.
     #[serde(skip)]
-    runs: usize,
+    pub(crate) runs: usize,
     #[serde(skip)]
-    setups: Vec<Setup>,
+    pub(crate) setups: Vec<Setup>,
 }
 
 /// One measurement.
@@ -178,16 +197,21 @@ pub struct BenchReport {
     pub server_cpus: String,
     pub corpus_spans_per_request: f64,
     pub rows: Vec<Row>,
+    /// The latency step (empty with `--no-latency`), and the seconds of each paced load.
+    pub latency: Vec<crate::latency::LatencyRow>,
+    pub latency_duration_seconds: f64,
     pub memory: Vec<MemoryRow>,
+    /// CPUs this process (clients and sink) may run on (`Cpus_allowed_list`).
+    pub client_cpus: String,
     /// `/proc/loadavg` before and after: how busy the machine was.
     pub loadavg_before: String,
     pub loadavg_after: String,
 }
 
 /// A started server process; killed when dropped.
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
+pub(crate) struct ServerProcess {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Drop for ServerProcess {
@@ -203,7 +227,7 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 }
 
 /// Programs and paths the setups are started from.
-struct Binaries {
+pub(crate) struct Binaries {
     loopwatch: PathBuf,
     loadgen: PathBuf,
     rotel: Option<PathBuf>,
@@ -247,7 +271,7 @@ impl Binaries {
 
     /// Starts `setup` forwarding to `sink`, up to 3 attempts (a free port picked here can
     /// be taken by another process before the server binds it).
-    fn start(
+    pub(crate) fn start(
         &self,
         setup: Setup,
         sink: SocketAddr,
@@ -349,7 +373,8 @@ impl Binaries {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (0 when empty).
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
     match values.len() {
         0 => 0.0,
@@ -375,11 +400,12 @@ fn aggregate(samples: &[Sample]) -> Sample {
     }
 }
 
-/// The sink, a fresh server process, one load; CPU read from `/proc` around the load.
-async fn measure_once(
+/// The sink, a fresh server process (pinned to `cpus`, `worker_threads` tokio workers or
+/// its default), one closed-loop load; CPU read from `/proc` around the load.
+pub(crate) async fn measure_once(
     bins: &Binaries,
     setup: Setup,
-    cell: &Cell,
+    (cpus, worker_threads): (&str, Option<usize>),
     runs: &Arc<Vec<Run>>,
     load: Load,
     ticks: f64,
@@ -387,7 +413,7 @@ async fn measure_once(
     let (stop, stop_rx) = watch::channel(false);
     let sink = Sink::default();
     let sink_addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx).await?;
-    let server = bins.start(setup, sink_addr, &cell.server_cpus, cell.worker_threads)?;
+    let server = bins.start(setup, sink_addr, cpus, worker_threads)?;
     let pid = server.child.id();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let me = std::process::id();
@@ -461,6 +487,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
         args.rounds = 1;
         args.duration = Duration::from_millis(300);
         args.idle_runs = args.idle_runs.min(2_000);
+        args.latency_duration.get_or_insert(Duration::from_secs(1));
     }
     let here = std::env::current_exe().context("locating loopwatch-loadgen")?;
     let beside = |name: &str| here.with_file_name(name);
@@ -539,7 +566,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
             traffic: Traffic::Corpus,
             spans_per_request: corpus_spans,
             clients: most_clients,
-            server_cpus: args.scaling_cpus.clone(),
+            server_cpus: first_cpus(&args.scaling_cpus, threads),
             worker_threads: Some(threads),
             runs: 0,
             setups: vec![Setup::Loopwatch, Setup::Passthrough],
@@ -569,7 +596,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
                 let sample = measure_once(
                     &bins,
                     setup,
-                    cell,
+                    (&cell.server_cpus, cell.worker_threads),
                     &prepared[cell.runs],
                     load(cell.clients),
                     ticks,
@@ -608,15 +635,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
             }
         }
     }
-    let mut memory = Vec::new();
-    for &setup in &setups {
-        memory.push(
-            measure_memory(&bins, setup, &args.server_cpus, args.idle_runs)
-                .await
-                .with_context(|| format!("memory of {}", setup.name()))?,
-        );
-    }
-    let rows = cells
+    let rows: Vec<Row> = cells
         .iter()
         .zip(samples)
         .flat_map(|(cell, per_setup)| {
@@ -632,6 +651,31 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
                 .collect::<Vec<_>>()
         })
         .collect();
+    let latency = if args.no_latency {
+        Vec::new()
+    } else {
+        let step = crate::latency::Step {
+            bins: &bins,
+            cpus: &args.server_cpus,
+            rounds: args.rounds,
+            load: args.latency_load,
+            basis: args.latency_basis,
+            senders: args.latency_senders,
+            duration: args.latency_duration.unwrap_or(args.duration),
+            probe_clients: most_clients,
+            quick: args.quick,
+            ticks,
+        };
+        step.run(&rows, &prepared[0], corpus_spans).await?
+    };
+    let mut memory = Vec::new();
+    for &setup in &setups {
+        memory.push(
+            measure_memory(&bins, setup, &args.server_cpus, args.idle_runs)
+                .await
+                .with_context(|| format!("memory of {}", setup.name()))?,
+        );
+    }
     Ok(BenchReport {
         command,
         date: crate::report::utc_now(),
@@ -641,8 +685,50 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
         server_cpus: args.server_cpus.clone(),
         corpus_spans_per_request: corpus_spans,
         rows,
+        latency,
+        latency_duration_seconds: args.latency_duration.unwrap_or(args.duration).as_secs_f64(),
         memory,
+        client_cpus: procfs::cpus_allowed_list().unwrap_or_default(),
         loadavg_before,
         loadavg_after: loadavg(),
     })
+}
+
+/// The CPUs of `list` (a `taskset -c` list: `0,1`, `0-3`, `0-3,8`) a server with `n`
+/// worker threads is pinned to: the first `n` (at least one; all of them when the list is
+/// shorter), as a comma list. An empty or unreadable list stays as it is (not pinned, or
+/// left to `taskset` to refuse).
+pub(crate) fn first_cpus(list: &str, n: usize) -> String {
+    match procfs::cpu_list(list) {
+        Some(cpus) if !cpus.is_empty() => cpus
+            .iter()
+            .take(n.max(1))
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => list.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_cpus_takes_one_cpu_per_worker_thread() {
+        assert_eq!(first_cpus("0,1", 1), "0");
+        assert_eq!(first_cpus("0,1", 2), "0,1");
+        assert_eq!(first_cpus("0-3", 2), "0,1");
+        assert_eq!(first_cpus("2,4-5", 4), "2,4,5");
+        assert_eq!(first_cpus("0,1", 0), "0");
+        assert_eq!(first_cpus("", 2), "");
+        assert_eq!(first_cpus("x", 2), "x");
+    }
+
+    #[test]
+    fn median_of_even_and_odd_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(Vec::new()), 0.0);
+    }
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use loopwatch::forward::{ExportClient, ForwardCompression};
 
 use crate::servers::Sink;
-use crate::traffic::Run;
+use crate::traffic::{Run, Template};
 
 /// How to load a target.
 #[derive(Clone, Copy, Debug)]
@@ -61,12 +61,7 @@ impl Outcome {
 
     /// Latency percentile `p` (0–100) in milliseconds, nearest rank.
     pub fn percentile_ms(&self, p: f64) -> f64 {
-        let sorted = &self.latencies;
-        if sorted.is_empty() {
-            return 0.0;
-        }
-        let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-        sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3
+        percentile_ms(&self.latencies, p)
     }
 
     pub fn mean_ms(&self) -> f64 {
@@ -75,6 +70,16 @@ impl Outcome {
         }
         self.latencies.iter().sum::<Duration>().as_secs_f64() * 1e3 / self.latencies.len() as f64
     }
+}
+
+/// Percentile `p` (0–100) of `sorted` (ascending) in milliseconds, nearest rank; 0 when
+/// empty.
+pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3
 }
 
 /// Per-client results.
@@ -98,9 +103,42 @@ struct Shared {
     salt: [u8; 4],
 }
 
-/// Sends runs to the target until the deadline or the request budget runs out. Each run is
-/// sent with fresh trace ids: bytes 0..8 the run number, 8..12 the trace's index in the
-/// run, 12..16 the salt.
+/// `template`'s bytes with every trace id replaced by a fresh one: bytes 0..8 `run_id`,
+/// 8..12 the trace's index in the run, 12..16 `salt` (random per load, so ids never repeat
+/// across loads of one server).
+pub fn with_fresh_trace_ids(template: &Template, run_id: u64, salt: [u8; 4]) -> Bytes {
+    let mut bytes = template.bytes.clone();
+    for &(offset, index) in &template.trace_ids {
+        let id = &mut bytes[offset..offset + 16];
+        id[..8].copy_from_slice(&run_id.to_be_bytes());
+        id[8..12].copy_from_slice(&index.to_be_bytes());
+        id[12..].copy_from_slice(&salt);
+    }
+    Bytes::from(bytes)
+}
+
+/// A retryable refusal (`UNAVAILABLE`, `RESOURCE_EXHAUSTED`): the clients retry it after
+/// 1 ms.
+pub fn is_refusal(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::ResourceExhausted
+    )
+}
+
+/// Waits until `sink` has received `expected` spans since it counted `before` (or `timeout`
+/// passed); returns the spans it received since then.
+pub async fn drain(sink: &Sink, before: u64, expected: u64, timeout: Duration) -> u64 {
+    let at_sink = || sink.spans.load(Ordering::Relaxed) - before;
+    let deadline = Instant::now() + timeout;
+    while at_sink() < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    at_sink()
+}
+
+/// Sends runs to the target until the deadline or the request budget runs out, each run
+/// with fresh trace ids ([`with_fresh_trace_ids`]).
 async fn client(index: u32, shared: Arc<Shared>) -> ClientResult {
     let mut result = ClientResult::default();
     let mut export = match ExportClient::new(
@@ -130,14 +168,7 @@ async fn client(index: u32, shared: Arc<Shared>) -> ClientResult {
             {
                 break 'runs;
             }
-            let mut bytes = template.bytes.clone();
-            for &(offset, index) in &template.trace_ids {
-                let id = &mut bytes[offset..offset + 16];
-                id[..8].copy_from_slice(&run_id.to_be_bytes());
-                id[8..12].copy_from_slice(&index.to_be_bytes());
-                id[12..].copy_from_slice(&shared.salt);
-            }
-            let bytes = Bytes::from(bytes);
+            let bytes = with_fresh_trace_ids(template, run_id, shared.salt);
             loop {
                 let started = Instant::now();
                 match export.export(bytes.clone()).await {
@@ -147,12 +178,7 @@ async fn client(index: u32, shared: Arc<Shared>) -> ClientResult {
                         result.spans += template.spans;
                         break;
                     }
-                    Err(status)
-                        if matches!(
-                            status.code(),
-                            tonic::Code::Unavailable | tonic::Code::ResourceExhausted
-                        ) =>
-                    {
+                    Err(status) if is_refusal(&status) => {
                         result.refused += 1;
                         if Instant::now() > shared.deadline + Duration::from_secs(30) {
                             result.failed += 1;
@@ -209,13 +235,8 @@ pub async fn measure(target: SocketAddr, sink: &Sink, runs: &Arc<Vec<Run>>, load
     }
     total.send_seconds = started.elapsed().as_secs_f64();
     // Setups acknowledge before forwarding: wait for their queues to drain into the sink.
-    let at_sink = || sink.spans.load(Ordering::Relaxed) - sink_before;
-    let drain_deadline = Instant::now() + load.drain_timeout;
-    while at_sink() < total.spans && Instant::now() < drain_deadline {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    total.at_sink = drain(sink, sink_before, total.spans, load.drain_timeout).await;
     total.delivery_seconds = started.elapsed().as_secs_f64();
-    total.at_sink = at_sink();
     total.annotated = sink.annotated.load(Ordering::Relaxed) - annotated_before;
     total.latencies.sort_unstable();
     total

@@ -9,6 +9,9 @@
 //! - `bench` (`bench.rs`, driven by `bench/run.sh`): loopwatch, the pass-through and rotel
 //!   as separate processes pinned to their own CPUs, a matrix of traffic × clients, the
 //!   median of interleaved rounds, spans per server CPU-second, memory; a markdown table.
+//!   Its latency step (`latency.rs`) offers loopwatch and the pass-through the same
+//!   open-loop load (`open_loop.rs`: a fixed rate, latency from each request's due time)
+//!   at half of loopwatch's maximum and reports the added p99.
 //! - `passthrough` (`servers.rs`): the pass-through as a process of its own, for `bench`.
 //!
 //! K concurrent clients (`client.rs`) send corpus requests (`tests/fixtures/corpus/**/req-*.pb`)
@@ -21,6 +24,8 @@
 mod bench;
 mod client;
 mod inproc;
+mod latency;
+mod open_loop;
 mod procfs;
 mod report;
 mod servers;
@@ -55,7 +60,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Separate pinned server processes, a matrix of cells, a markdown table.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Serve the plain pass-through (used by `bench`).
     Passthrough(servers::PassthroughArgs),
 }
@@ -85,7 +90,7 @@ fn main() -> ExitCode {
         Some(Cmd::Passthrough(args)) => runtime.block_on(servers::run_passthrough(args)),
         Some(Cmd::Bench(args)) => {
             let command = std::env::args().collect::<Vec<_>>().join(" ");
-            runtime.block_on(run_bench(args, command))
+            runtime.block_on(run_bench(*args, command))
         }
         None => return runtime.block_on(run_inproc(cli.inproc)),
     };

@@ -1,4 +1,5 @@
-//! What `/proc` says about a server process: CPU time used and resident memory (Linux).
+//! What `/proc` says about a process: CPU time used, resident memory and the CPUs it may
+//! run on (Linux).
 
 use std::io;
 
@@ -46,9 +47,54 @@ pub fn rss_bytes(pid: u32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other(format!("/proc/{pid}/status: no VmRSS")))
 }
 
+/// The CPUs this process may run on (`Cpus_allowed_list` of `/proc/self/status`, e.g.
+/// `1` or `0-1`); `None` when unreadable.
+pub fn cpus_allowed_list() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// The CPUs of a `taskset -c` / `Cpus_allowed_list` list (`0,1`, `0-3`, `0-3,8`), in list
+/// order; `None` when a part is not a number or an ascending range.
+pub fn cpu_list(list: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?);
+                if a > b {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_expand_ranges_in_order() {
+        assert_eq!(cpu_list("0"), Some(vec![0]));
+        assert_eq!(cpu_list("0-1"), Some(vec![0, 1]));
+        assert_eq!(cpu_list("2, 0-1,8"), Some(vec![2, 0, 1, 8]));
+        assert_eq!(cpu_list(""), Some(vec![]));
+        assert_eq!(cpu_list("3-1"), None);
+        assert_eq!(cpu_list("a"), None);
+    }
+
+    #[test]
+    fn this_process_may_run_somewhere() {
+        let list = cpus_allowed_list().unwrap();
+        assert!(!cpu_list(&list).unwrap().is_empty(), "{list}");
+    }
 
     #[test]
     fn reads_this_process() {

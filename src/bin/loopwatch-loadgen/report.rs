@@ -1,11 +1,13 @@
 //! The `bench` report as markdown: the machine, the command, the throughput matrix, the
-//! worker-thread scaling cells and the memory readings.
+//! worker-thread scaling cells, the latency step and the memory readings.
 
 use std::fmt::Write;
 
 use serde::Serialize;
 
 use crate::bench::{BenchReport, Row, Setup};
+use crate::latency::{Basis, LatencyRow};
+use crate::procfs::cpu_list;
 
 /// The machine the figures come from.
 #[derive(Debug, Serialize)]
@@ -77,6 +79,98 @@ fn cpus_label(cpus: &str) -> String {
     } else {
         format!("CPU {cpus}")
     }
+}
+
+/// Whether a server pinned to `server` shares a CPU with the clients (`clients`); both
+/// `taskset -c` lists, an empty server list (not pinned) shares every CPU.
+fn shares_cpu(server: &str, clients: &str) -> bool {
+    let (Some(server), Some(clients)) = (cpu_list(server), cpu_list(clients)) else {
+        return false;
+    };
+    server.is_empty() || server.iter().any(|c| clients.contains(c))
+}
+
+/// The latency table: one row per setup and traffic, the added latency on loopwatch's.
+fn latency_table(out: &mut String, r: &BenchReport) {
+    let Some(first) = r.latency.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nLatency at {:.0} % of loopwatch's maximum load (open loop):\n",
+        100.0 * first.load_fraction
+    );
+    let max = match first.basis {
+        Basis::ClosedLoop => "best closed-loop median spans/s",
+        Basis::Cpu => {
+            "best median spans per server CPU-second (the rate of a fully busy server CPU)"
+        }
+    };
+    let _ = writeln!(
+        out,
+        "- Offered: {:.0} % of loopwatch's {max} for that traffic (\"max\": from the table above, or a closed-loop probe when it has no such row), the same rate for both setups, over {} senders (one connection and one request in flight each) paced by one shared schedule, {:.1} s per measurement, median of {} interleaved round(s); servers pinned as above, default worker threads.",
+        100.0 * first.load_fraction,
+        first.senders,
+        r.latency_duration_seconds,
+        r.rounds
+    );
+    out.push_str("- Latency: from each request's due time to its acknowledgement; a request that waited for a free sender counts the wait (no coordinated omission); one that left on time counts from its send (the client timer's ~1 ms wake-up slack is left out). Late: requests that left after their due time. Added: loopwatch minus pass-through at the same offered load. Achieved: acknowledged spans per second of sending (below the offer: the setup fell behind).\n\n");
+    out.push_str("| traffic | spans/req | max spans/s | offered spans/s | setup | achieved spans/s | p50 ms | p99 ms | p999 ms | added p50 ms | added p99 ms | late | lost | refused |\n");
+    out.push_str("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for row in &r.latency {
+        let s = &row.median;
+        let added = passthrough_latency(&r.latency, row)
+            .filter(|_| row.setup != Setup::Passthrough && row.rounds > 0)
+            .map(|p| {
+                (
+                    format!("{:+.2}", s.p50_ms - p.median.p50_ms),
+                    format!("{:+.2}", s.p99_ms - p.median.p99_ms),
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {:.1} % | {} | {} |",
+            row.traffic.label(),
+            row.spans_per_request,
+            thousands(row.loopwatch_max_spans_per_second),
+            thousands(s.offered_spans_per_second),
+            row.setup.name(),
+            thousands(s.achieved_spans_per_second),
+            s.p50_ms,
+            s.p99_ms,
+            s.p999_ms,
+            added.0,
+            added.1,
+            s.late_percent,
+            s.lost,
+            s.refused
+        );
+    }
+    for row in r
+        .latency
+        .iter()
+        .filter(|row| row.rounds < r.rounds as usize)
+    {
+        let _ = writeln!(
+            out,
+            "\n{} in {} (latency): {} of {} rounds (a start failed).",
+            row.setup.name(),
+            row.traffic.label(),
+            row.rounds,
+            r.rounds
+        );
+    }
+}
+
+/// The pass-through latency row of the same traffic as `row`, when it has a round.
+fn passthrough_latency<'a>(rows: &'a [LatencyRow], row: &LatencyRow) -> Option<&'a LatencyRow> {
+    rows.iter().find(|r| {
+        r.setup == Setup::Passthrough
+            && r.traffic == row.traffic
+            && r.spans_per_request == row.spans_per_request
+            && r.rounds > 0
+    })
 }
 
 /// Renders the report as markdown.
@@ -152,19 +246,29 @@ pub fn markdown(r: &BenchReport) -> String {
         );
     }
     if !scaling.is_empty() {
-        out.push_str("\nWorker threads (corpus traffic):\n\n");
+        let _ = writeln!(
+            out,
+            "\nWorker threads (corpus traffic): a server with n worker threads is pinned to n CPUs. The clients and the sink run on {}: a server on the same CPUs shares them with the clients (\"shared\"), so its spans/s is not a clean scaling figure; spans per server CPU-second still are.\n",
+            cpus_label(&r.client_cpus)
+        );
         out.push_str(
             "| setup | worker threads | server CPUs | clients | spans/s | per CPU-s | CPU-s used | p50 ms | p99 ms | lost | refused |\n",
         );
         out.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for row in scaling {
             let s = &row.median;
+            let shared = if shares_cpu(&row.cell.server_cpus, &r.client_cpus) {
+                " (shared)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {} |",
+                "| {} | {} | {}{} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {} |",
                 row.setup.name(),
                 row.cell.worker_threads.unwrap_or(0),
                 cpus_label(&row.cell.server_cpus),
+                shared,
                 row.cell.clients,
                 thousands(s.spans_per_second),
                 thousands(s.spans_per_cpu_second),
@@ -176,6 +280,7 @@ pub fn markdown(r: &BenchReport) -> String {
             );
         }
     }
+    latency_table(&mut out, r);
     if !r.memory.is_empty() {
         out.push_str("\nResident memory (`VmRSS`), idle and after one-call runs (1000 traces per request):\n\n");
         out.push_str("| setup | idle MiB | runs sent | MiB after | bytes per run | lost |\n");
@@ -195,4 +300,18 @@ pub fn markdown(r: &BenchReport) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_share_cpus_with_clients_on_overlap_or_unpinned() {
+        assert!(!shares_cpu("0", "1"));
+        assert!(shares_cpu("0,1", "1"));
+        assert!(shares_cpu("0-1", "0-1"));
+        assert!(shares_cpu("", "1"));
+        assert!(!shares_cpu("0", ""));
+    }
 }
