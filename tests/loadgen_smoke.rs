@@ -22,6 +22,32 @@ fn loadgen(args: &[&str]) -> Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
+/// Runs `loopwatch-loadgen bench` with `args` (not pinned: the test machine's CPUs are
+/// unknown; no rotel), writing `bench.md` and `bench.json` in `dir`; the JSON report.
+fn bench(dir: &std::path::Path, args: &[&[&str]]) -> Value {
+    let json = dir.join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch-loadgen"))
+        .env_remove("RUST_LOG")
+        .env_remove("ROTEL")
+        .arg("bench")
+        .args(args.iter().flat_map(|a| a.iter()))
+        .args(["--server-cpus", "", "--scaling-cpus", ""])
+        .args(["--loopwatch", env!("CARGO_BIN_EXE_loopwatch")])
+        .arg("--out")
+        .arg(dir.join("bench.md"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("loopwatch-loadgen bench starts");
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
 fn u(report: &Value, setup: &str, key: &str) -> u64 {
     report[setup][key]
         .as_u64()
@@ -88,27 +114,14 @@ fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
     // The reduced matrix of `bench/run.sh --quick`: one client count, one synthetic size,
     // both worker-thread cells, no rotel; not pinned (the test machine's CPUs are unknown).
     let dir = tempfile::tempdir().unwrap();
-    let (md, json) = (dir.path().join("bench.md"), dir.path().join("bench.json"));
-    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch-loadgen"))
-        .env_remove("RUST_LOG")
-        .env_remove("ROTEL")
-        .args(["bench", "--quick", "--clients", "4", "--spans", "10"])
-        .args(["--worker-threads", "1,2", "--idle-runs", "1000"])
-        .args(["--server-cpus", "", "--scaling-cpus", ""])
-        .args(["--loopwatch", env!("CARGO_BIN_EXE_loopwatch")])
-        .arg("--out")
-        .arg(&md)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("loopwatch-loadgen bench starts");
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let report = bench(
+        dir.path(),
+        &[
+            &["--quick", "--clients", "4", "--spans", "10"],
+            &["--worker-threads", "1,2", "--idle-runs", "1000"],
+        ],
     );
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let md = dir.path().join("bench.md");
     let rows = report["rows"].as_array().unwrap();
     let mut seen = Vec::new();
     for row in rows {
@@ -233,35 +246,14 @@ fn bench_latency_probes_the_maximum_when_the_matrix_lacks_the_traffic() {
     // Only corpus cells in the matrix: the 0 % loops latency cell takes its maximum from a
     // closed-loop probe of loopwatch.
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("bench.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch-loadgen"))
-        .env_remove("RUST_LOG")
-        .env_remove("ROTEL")
-        .args([
-            "bench",
-            "--quick",
-            "--clients",
-            "2",
-            "--spans",
-            "--worker-threads",
-        ])
-        .args(["--idle-runs", "100", "--latency-duration", "300ms"])
-        .args(["--latency-senders", "4", "--latency-load", "0.25"])
-        .args(["--server-cpus", "", "--scaling-cpus", ""])
-        .args(["--loopwatch", env!("CARGO_BIN_EXE_loopwatch")])
-        .arg("--out")
-        .arg(dir.path().join("bench.md"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("loopwatch-loadgen bench starts");
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let report = bench(
+        dir.path(),
+        &[
+            &["--quick", "--clients", "2", "--spans", "--worker-threads"],
+            &["--idle-runs", "100", "--latency-duration", "300ms"],
+            &["--latency-senders", "4", "--latency-load", "0.25"],
+        ],
     );
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let latency = report["latency"].as_array().unwrap();
     assert_eq!(latency.len(), 4, "{report}");
     for row in latency {

@@ -4,6 +4,13 @@ use std::path::{Path, PathBuf};
 
 use loopwatch::config::Config;
 
+#[allow(
+    dead_code,
+    reason = "each bench binary compiles this module; one uses it"
+)]
+#[path = "../../src/bin/loopwatch-loadgen/synthetic.rs"]
+mod synthetic;
+
 /// The encoded corpus requests (`tests/fixtures/corpus/**/req-*.pb`), runs in name order,
 /// requests of a run in arrival order.
 pub fn corpus_bytes() -> Vec<Vec<u8>> {
@@ -48,79 +55,18 @@ pub fn large_json(size: usize) -> String {
     serde_json::json!({"query": "loop detection", "hits": hits}).to_string()
 }
 
-/// Synthetic GenAI `execute_tool` requests like the load generator's: `requests` requests of
-/// `spans` spans, in traces of 10 calls (every trace its own trace id). `loop_heavy`: each
-/// trace repeats one call; otherwise every call has its own arguments and result.
+/// The load generator's synthetic GenAI `execute_tool` requests (`loopwatch-loadgen bench`
+/// tool-call traffic): `requests` requests of `spans` spans, in traces of 10 calls.
+/// `loop_heavy`: each trace repeats one call; otherwise every call has its own arguments
+/// and result.
 #[allow(
     dead_code,
     reason = "each bench binary compiles this module; one uses this"
 )]
 pub fn tool_call_requests(requests: usize, spans: usize, loop_heavy: bool) -> Vec<Vec<u8>> {
-    use loopwatch::otlp::ExportTraceServiceRequest;
-    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
-    use opentelemetry_proto::tonic::resource::v1::Resource;
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
     use prost::Message;
-
-    let kv = |key: &str, value: String| KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value)),
-        }),
-        ..Default::default()
-    };
     (0..requests)
-        .map(|request| {
-            let spans = (0..spans)
-                .map(|i| {
-                    let (trace, call) = (i / 10, i % 10);
-                    let key = if loop_heavy { 0 } else { call };
-                    let mut trace_id = [0u8; 16];
-                    trace_id[..8].copy_from_slice(&(trace as u64 + 1).to_be_bytes());
-                    trace_id[8..].copy_from_slice(&(request as u64 + 1).to_be_bytes());
-                    let t = 1_767_225_600_000_000_000 + call as u64 * 1_000_000_000;
-                    Span {
-                        trace_id: trace_id.to_vec(),
-                        span_id: (i as u64 + 1).to_be_bytes().to_vec(),
-                        name: "execute_tool search_docs".into(),
-                        kind: 1,
-                        start_time_unix_nano: t,
-                        end_time_unix_nano: t + 250_000_000,
-                        attributes: vec![
-                            kv("gen_ai.operation.name", "execute_tool".into()),
-                            kv("gen_ai.tool.name", "search_docs".into()),
-                            kv("gen_ai.tool.call.id", format!("call_{request}_{i}")),
-                            kv(
-                                "gen_ai.tool.call.arguments",
-                                format!(r#"{{"query":"quarterly revenue by region, variant {key}","page":{key},"limit":20}}"#),
-                            ),
-                            kv(
-                                "gen_ai.tool.call.result",
-                                format!(
-                                    r#"{{"hits":[{{"id":"doc-{key}-1","title":"Revenue report {key}","score":0.93}},{{"id":"doc-{key}-2","title":"Regional breakdown {key}","score":0.88}}],"total":{}}}"#,
-                                    key + 2
-                                ),
-                            ),
-                        ],
-                        ..Default::default()
-                    }
-                })
-                .collect();
-            ExportTraceServiceRequest {
-                resource_spans: vec![ResourceSpans {
-                    resource: Some(Resource {
-                        attributes: vec![kv("service.name", "bench-agent".into())],
-                        ..Default::default()
-                    }),
-                    scope_spans: vec![ScopeSpans {
-                        spans,
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-            }
-            .encode_to_vec()
-        })
+        .map(|variant| synthetic::request(spans, 10, loop_heavy, variant).encode_to_vec())
         .collect()
 }
 

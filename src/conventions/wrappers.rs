@@ -75,6 +75,17 @@ pub fn normalize_result(payload: Payload) -> Payload {
 /// `content` with MCP `CallToolResult` keys. Reads the keys without building the values;
 /// text that is not a JSON object is no wrapper either (`as_json` reads nothing from it).
 fn may_wrap(text: &str) -> bool {
+    // Every wrapper spells `"output"`, `"tool"` or `"content"` (unless its keys or values
+    // are escaped): text with none of them and no backslash is no wrapper, unparsed.
+    let bytes = text.as_bytes();
+    let named = |word: &[u8]| memchr::memmem::find(bytes, word).is_some();
+    if memchr::memchr(b'\\', bytes).is_none()
+        && !named(b"\"output\"")
+        && !named(b"\"tool\"")
+        && !named(b"\"content\"")
+    {
+        return false;
+    }
     serde_json::from_str::<WrapperShape>(text).is_ok_and(|shape| shape.may_wrap)
 }
 
@@ -482,6 +493,8 @@ mod tests {
         assert!(!may_wrap(r#"{"hits": [{"output": 1}], "total": 2}"#));
         assert!(!may_wrap("{}"));
         assert!(!may_wrap(r#"{"output": "#), "not JSON: no wrapper");
+        assert!(may_wrap(r#"{"\u006futput": 1}"#), "an escaped key is read");
+        assert!(may_wrap(r#"{"type": "t\u006fol", "tool_call_id": "c"}"#));
     }
 
     #[test]

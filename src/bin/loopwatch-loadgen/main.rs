@@ -29,6 +29,7 @@ mod open_loop;
 mod procfs;
 mod report;
 mod servers;
+mod synthetic;
 mod traffic;
 
 use std::net::{Ipv4Addr, SocketAddr};
