@@ -523,8 +523,9 @@ impl Registry {
                 .into_iter()
                 .partition(|e| moves.contains_key(e.span_id()));
             run.events = kept;
+            let state: &mut RunState = &mut run;
+            state.seen.rebuild(&state.events);
             for event in taken {
-                run.seen.remove(event.span_id());
                 moved.push(event.to_run_event(&moves[event.span_id()]));
             }
             if !moved.is_empty() {
@@ -613,7 +614,6 @@ impl Registry {
                     .tool_calls_without_arguments
                     .fetch_add(1, Ordering::Relaxed);
             }
-            run.seen.insert(&run.events, event.span_id());
             run.list_origin(&event.origin);
             if run.service_name.is_none() {
                 run.service_name = event.origin.service_name.clone();
@@ -622,6 +622,7 @@ impl Registry {
                 run.agent_name = event.origin.agent_name.clone();
             }
             insert_event(&mut run.events, position, event);
+            run.seen.inserted(&run.events, position);
             if in_order && !needs_replay {
                 let index = run.events.len() - 1;
                 let observation = run.events[index].observation();
@@ -727,6 +728,7 @@ impl Registry {
                 tool_calls: 0,
             })
         });
+        run.seen.removing_front(&run.events, excess);
         for event in run.events.drain(..excess) {
             let observation = event.observation();
             for detector in &mut forgotten.base {
@@ -738,7 +740,6 @@ impl Registry {
             if event.is_tool_call() {
                 forgotten.tool_calls += 1;
             }
-            run.seen.remove(event.span_id());
             if let Some(tallies) = &mut run.tallies {
                 for profile_index in 0..self.profiles.len() {
                     for pattern in Pattern::ALL {

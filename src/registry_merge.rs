@@ -188,8 +188,8 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
                 .filter(|&j| same_call(&event, &run.events[j]))
                 .collect();
             for j in inners.into_iter().rev() {
+                run.seen.removing(&run.events, j);
                 let inner = run.events.remove(j);
-                run.seen.remove(inner.span_id());
                 replaces_without_arguments |= inner.without_arguments();
                 fill(&mut event, &inner);
                 changed = true;
@@ -234,8 +234,8 @@ fn re_export(run: &mut RunState, i: usize, event: &RunEvent) -> Placement {
     if event.call.completeness <= run.events[i].completeness {
         return Placement::Duplicate;
     }
+    run.seen.removing(&run.events, i);
     let old = run.events.remove(i);
-    run.seen.remove(old.span_id());
     let origin = KeptEvent::origin_for(event, [&old.origin].into_iter().chain(&run.origins));
     let mut new = KeptEvent::new(event, origin);
     fill(&mut new, &old);
