@@ -215,12 +215,11 @@ struct RunState {
     /// (most runs never do).
     forgotten: Option<Box<Forgotten>>,
     last_seen: Instant,
-    service_name: Option<Arc<str>>,
-    agent_name: Option<Arc<str>>,
     /// Message parts waiting for their tool call (joins).
     calls: merge::CallIndex,
-    /// Origins (trace, names, tool) of kept events, for new events to share: at most
-    /// [`kept::MAX_ORIGINS`], the first ones seen.
+    /// Origins (trace, names, tool) of kept events in the order first seen, for new events
+    /// to share: the first [`kept::MAX_ORIGINS`], and past them the first to bring a
+    /// service or agent name (the run's names in summaries are the first listed).
     origins: Vec<Arc<kept::Origin>>,
 }
 
@@ -256,16 +255,33 @@ impl RunState {
         self.forgotten.as_ref().map_or(0, |f| f.detections)
     }
 
-    /// Lists `origin` for later events to share, unless listed or the list is full (one
-    /// slot more at a time: most runs list one origin per tool, a handful).
+    /// Lists `origin` for later events to share, unless listed or the list is full and it
+    /// brings no first service or agent name (one slot more at a time: most runs list one
+    /// origin per tool, a handful).
     fn list_origin(&mut self, origin: &Arc<kept::Origin>) {
-        if self.origins.len() >= kept::MAX_ORIGINS
-            || self.origins.iter().any(|o| Arc::ptr_eq(o, origin))
-        {
+        if self.origins.iter().any(|o| Arc::ptr_eq(o, origin)) {
             return;
         }
-        self.origins.reserve_exact(1);
-        self.origins.push(origin.clone());
+        let first_name = |name: fn(&kept::Origin) -> &Option<Arc<str>>| {
+            name(origin).is_some() && self.origins.iter().all(|o| name(o).is_none())
+        };
+        if self.origins.len() < kept::MAX_ORIGINS
+            || first_name(|o| &o.service_name)
+            || first_name(|o| &o.agent_name)
+        {
+            self.origins.reserve_exact(1);
+            self.origins.push(origin.clone());
+        }
+    }
+
+    /// The first service name among the run's events (in the order they were kept).
+    fn service_name(&self) -> Option<Arc<str>> {
+        self.origins.iter().find_map(|o| o.service_name.clone())
+    }
+
+    /// The first agent name among the run's events.
+    fn agent_name(&self) -> Option<Arc<str>> {
+        self.origins.iter().find_map(|o| o.agent_name.clone())
     }
 
     /// Estimated heap bytes of this run's state: the one place the registry's byte
@@ -552,8 +568,6 @@ impl Registry {
             tallies: None,
             forgotten: None,
             last_seen: now,
-            service_name: None,
-            agent_name: None,
             calls: merge::CallIndex::default(),
             origins: Vec::new(),
         }
@@ -615,12 +629,6 @@ impl Registry {
                     .fetch_add(1, Ordering::Relaxed);
             }
             run.list_origin(&event.origin);
-            if run.service_name.is_none() {
-                run.service_name = event.origin.service_name.clone();
-            }
-            if run.agent_name.is_none() {
-                run.agent_name = event.origin.agent_name.clone();
-            }
             insert_event(&mut run.events, position, event);
             run.seen.inserted(&run.events, position);
             if in_order && !needs_replay {
@@ -873,8 +881,8 @@ fn insert_event(events: &mut Vec<KeptEvent>, position: usize, event: KeptEvent) 
 fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
     RunSummary {
         run_key: key.clone(),
-        service_name: run.service_name.clone(),
-        agent_name: run.agent_name.clone(),
+        service_name: run.service_name(),
+        agent_name: run.agent_name(),
         tool_calls: run.events.iter().filter(|e| e.is_tool_call()).count()
             + run.forgotten_tool_calls(),
         detections: run.detections.clone(),
