@@ -288,7 +288,7 @@ impl RunState {
     /// accounting (`registry.max_bytes`) is computed, O(1) per call. It counts the kept
     /// events (every slot of the list; valid span and parent ids are inline) and the listed
     /// shared origins (trace_id, names and tool name, at least one), the dedupe index of
-    /// span_ids (past 16 events: 8 bytes and a control byte per slot), the detections kept
+    /// span_ids (past 16 events: a 32-bit position and a control byte per slot), the detections kept
     /// with their span id lists, the occurrence and reported sets, the pending message parts
     /// and, per profile, the live detector state and, once an event was forgotten, the base
     /// state, at a flat [`DETECTOR_BYTES`] each. Not counted: origins past the listed
