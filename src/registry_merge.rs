@@ -170,42 +170,39 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
     let mut event = keep(run, position, event);
     let mut changed = false;
     let mut replaces_without_arguments = false;
-    match event.is_tool_call() {
-        true => {
-            if let Some(part) = event.call_id.and_then(|id| run.calls.get(id)) {
-                fill_from_part(&mut event, part);
-            }
-            let lo = position.saturating_sub(NEAR);
-            if let Some(outer) = (lo..position)
-                .rev()
-                .find(|&j| same_call(&run.events[j], &event))
-            {
-                let filled = fill(&mut run.events[outer], &event);
-                return Placement::Absorbed { changed: filled };
-            }
-            let hi = (position + NEAR).min(run.events.len());
-            let inners: Vec<usize> = (position..hi)
-                .filter(|&j| same_call(&event, &run.events[j]))
-                .collect();
-            for j in inners.into_iter().rev() {
-                run.seen.removing(&run.events, j);
-                let inner = run.events.remove(j);
-                replaces_without_arguments |= inner.without_arguments();
-                fill(&mut event, &inner);
-                changed = true;
-            }
+    if event.is_tool_call() {
+        if let Some(part) = event.call_id.and_then(|id| run.calls.get(id)) {
+            fill_from_part(&mut event, part);
         }
-        false => {
-            for part in event.parts() {
-                let lo = position.saturating_sub(NEAR);
-                let hi = (position + NEAR).min(run.events.len());
-                let target = (lo..hi).find(|&j| {
-                    run.events[j].is_tool_call() && run.events[j].call_id == Some(part.call_id)
-                });
-                match target {
-                    Some(j) => changed |= fill_from_part(&mut run.events[j], part),
-                    None => run.calls.keep(part),
-                }
+        let lo = position.saturating_sub(NEAR);
+        if let Some(outer) = (lo..position)
+            .rev()
+            .find(|&j| same_call(&run.events[j], &event))
+        {
+            let filled = fill(&mut run.events[outer], &event);
+            return Placement::Absorbed { changed: filled };
+        }
+        let hi = (position + NEAR).min(run.events.len());
+        let inners: Vec<usize> = (position..hi)
+            .filter(|&j| same_call(&event, &run.events[j]))
+            .collect();
+        for j in inners.into_iter().rev() {
+            run.seen.removing(&run.events, j);
+            let inner = run.events.remove(j);
+            replaces_without_arguments |= inner.without_arguments();
+            fill(&mut event, &inner);
+            changed = true;
+        }
+    } else {
+        for part in event.parts() {
+            let lo = position.saturating_sub(NEAR);
+            let hi = (position + NEAR).min(run.events.len());
+            let target = (lo..hi).find(|&j| {
+                run.events[j].is_tool_call() && run.events[j].call_id == Some(part.call_id)
+            });
+            match target {
+                Some(j) => changed |= fill_from_part(&mut run.events[j], part),
+                None => run.calls.keep(part),
             }
         }
     }
