@@ -215,10 +215,12 @@ struct RunState {
     /// (most runs never do).
     forgotten: Option<Box<Forgotten>>,
     last_seen: Instant,
-    service_name: Option<Arc<str>>,
-    agent_name: Option<Arc<str>>,
     /// Message parts waiting for their tool call (joins).
     calls: merge::CallIndex,
+    /// Origins (trace, names, tool) of kept events in the order first seen, for new events
+    /// to share: the first [`kept::MAX_ORIGINS`], and past them the first to bring a
+    /// service or agent name (the run's names in summaries are the first listed).
+    origins: Vec<Arc<kept::Origin>>,
 }
 
 /// One detector per profile, inline in the run state up to the two built-in profiles (one
@@ -253,16 +255,46 @@ impl RunState {
         self.forgotten.as_ref().map_or(0, |f| f.detections)
     }
 
+    /// Lists `origin` for later events to share, unless listed or the list is full and it
+    /// brings no first service or agent name (one slot more at a time: most runs list one
+    /// origin per tool, a handful).
+    fn list_origin(&mut self, origin: &Arc<kept::Origin>) {
+        if self.origins.iter().any(|o| Arc::ptr_eq(o, origin)) {
+            return;
+        }
+        let first_name = |name: fn(&kept::Origin) -> &Option<Arc<str>>| {
+            name(origin).is_some() && self.origins.iter().all(|o| name(o).is_none())
+        };
+        if self.origins.len() < kept::MAX_ORIGINS
+            || first_name(|o| &o.service_name)
+            || first_name(|o| &o.agent_name)
+        {
+            self.origins.reserve_exact(1);
+            self.origins.push(origin.clone());
+        }
+    }
+
+    /// The first service name among the run's events (in the order they were kept).
+    fn service_name(&self) -> Option<Arc<str>> {
+        self.origins.iter().find_map(|o| o.service_name.clone())
+    }
+
+    /// The first agent name among the run's events.
+    fn agent_name(&self) -> Option<Arc<str>> {
+        self.origins.iter().find_map(|o| o.agent_name.clone())
+    }
+
     /// Estimated heap bytes of this run's state: the one place the registry's byte
     /// accounting (`registry.max_bytes`) is computed, O(1) per call. It counts the kept
-    /// events (every slot of the list; valid span and parent ids are inline) and one shared
-    /// origin (trace_id and names), the dedupe index of span_ids (past 16 events: 8 bytes
-    /// and a control byte per slot), the detections kept with their span id lists, the
-    /// occurrence and reported sets, the pending message parts and, per profile, the live
-    /// detector state and, once an event was forgotten, the base state, at a flat
-    /// [`DETECTOR_BYTES`] each. Not counted: further origins (a run that changes trace or
-    /// agent), and the box of the few events with ids over 8 bytes, an MCP request or
-    /// message parts (only inference spans carry parts). Allocator overhead is folded into
+    /// events (every slot of the list; valid span and parent ids are inline) and the listed
+    /// shared origins (trace_id, names and tool name, at least one), the dedupe index of
+    /// span_ids (past 16 events: a 32-bit position and a control byte per slot), the detections kept
+    /// with their span id lists, the occurrence and reported sets, the pending message parts
+    /// and, per profile, the live detector state and, once an event was forgotten, the base
+    /// state, at a flat [`DETECTOR_BYTES`] each. Not counted: origins past the listed
+    /// [`kept::MAX_ORIGINS`], and the box of the few events with ids over 8 bytes, an MCP
+    /// request, an end over 18 minutes after the start or message parts (only inference
+    /// spans carry parts). Allocator overhead is folded into
     /// [`ALLOCATION_BYTES`] per heap allocation. An estimate, not a measurement: adapt it
     /// here when the state's layout changes.
     pub fn heap_bytes(&self) -> u64 {
@@ -274,8 +306,9 @@ impl RunState {
             size_of::<RunDetection>() + id_bytes(16) + id_bytes(8) + a + 10 * id_bytes(8);
         // Span and parent ids are inline in the event (valid OTLP lengths); trace_id and
         // names are shared, counted once per run.
-        let events =
-            self.events.capacity() * size_of::<KeptEvent>() + size_of::<kept::Origin>() + a;
+        let events = self.events.capacity() * size_of::<KeptEvent>()
+            + self.origins.capacity() * size_of::<Arc<kept::Origin>>()
+            + self.origins.len().max(1) * (size_of::<kept::Origin>() + 16 + a);
         let detections = self.detections.capacity() * size_of::<RunDetection>()
             + self.detections.len() * (detection - size_of::<RunDetection>());
         let sets = self.seen.heap_bytes()
@@ -506,8 +539,9 @@ impl Registry {
                 .into_iter()
                 .partition(|e| moves.contains_key(e.span_id()));
             run.events = kept;
+            let state: &mut RunState = &mut run;
+            state.seen.rebuild(&state.events);
             for event in taken {
-                run.seen.remove(event.span_id());
                 moved.push(event.to_run_event(&moves[event.span_id()]));
             }
             if !moved.is_empty() {
@@ -534,9 +568,8 @@ impl Registry {
             tallies: None,
             forgotten: None,
             last_seen: now,
-            service_name: None,
-            agent_name: None,
             calls: merge::CallIndex::default(),
+            origins: Vec::new(),
         }
     }
 
@@ -590,24 +623,20 @@ impl Registry {
                 self.stats.events_forgotten.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if event.without_arguments && !counted_without_arguments {
+            if event.without_arguments() && !counted_without_arguments {
                 self.stats
                     .tool_calls_without_arguments
                     .fetch_add(1, Ordering::Relaxed);
             }
-            run.seen.insert(&run.events, event.span_id());
-            if run.service_name.is_none() {
-                run.service_name = event.origin.service_name.clone();
-            }
-            if run.agent_name.is_none() {
-                run.agent_name = event.origin.agent_name.clone();
-            }
+            run.list_origin(&event.origin);
             insert_event(&mut run.events, position, event);
+            run.seen.inserted(&run.events, position);
             if in_order && !needs_replay {
                 let index = run.events.len() - 1;
+                let observation = run.events[index].observation();
                 let mut detectors = std::mem::take(&mut run.detectors);
                 for (profile_index, detector) in detectors.iter_mut().enumerate() {
-                    if let Some(d) = detector.observe(&run.events[index].observation) {
+                    if let Some(d) = detector.observe(&observation) {
                         self.record(key, run, profile_index, d, index, out);
                     }
                 }
@@ -637,8 +666,9 @@ impl Registry {
             None => self.fresh_detectors(),
         };
         for index in 0..run.events.len() {
+            let observation = run.events[index].observation();
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
-                if let Some(d) = detector.observe(&run.events[index].observation) {
+                if let Some(d) = detector.observe(&observation) {
                     self.record(key, run, profile_index, d, index, out);
                 }
             }
@@ -674,7 +704,7 @@ impl Registry {
             trace_id: completing.trace_id().to_vec(),
             span_id: completing.span_id().to_vec(),
             span_ids,
-            time_unix_nano: completing.end_time_unix_nano,
+            time_unix_nano: completing.end_time_unix_nano(),
             occurrence: 0,
             service_name: completing.origin.service_name.clone(),
             agent_name: completing.origin.agent_name.clone(),
@@ -706,17 +736,18 @@ impl Registry {
                 tool_calls: 0,
             })
         });
+        run.seen.removing_front(&run.events, excess);
         for event in run.events.drain(..excess) {
+            let observation = event.observation();
             for detector in &mut forgotten.base {
-                if detector.observe(&event.observation).is_some() {
+                if detector.observe(&observation).is_some() {
                     // Already in `detections`: the base replays what was detected.
                     forgotten.detections += 1;
                 }
             }
-            if matches!(event.observation, Observation::ToolCall { .. }) {
+            if event.is_tool_call() {
                 forgotten.tool_calls += 1;
             }
-            run.seen.remove(event.span_id());
             if let Some(tallies) = &mut run.tallies {
                 for profile_index in 0..self.profiles.len() {
                     for pattern in Pattern::ALL {
@@ -811,14 +842,11 @@ impl Registry {
         let mut by_fingerprint: Vec<RepeatedCall> = Vec::new();
         let mut ordinal = run.forgotten_tool_calls();
         for event in &run.events {
-            if let Observation::ToolCall {
-                tool_name,
-                call_fingerprint,
-                ..
-            } = &event.observation
-            {
+            if let (true, Some(tool_name)) = (event.is_tool_call(), event.tool_name()) {
                 ordinal += 1;
-                let Some(fp) = call_fingerprint else { continue };
+                let Some(fp) = event.call_fingerprint() else {
+                    continue;
+                };
                 match by_fingerprint.iter_mut().find(|r| &r.fingerprint == fp) {
                     Some(r) => r.step_indices.push(ordinal),
                     None => by_fingerprint.push(RepeatedCall {
@@ -853,13 +881,9 @@ fn insert_event(events: &mut Vec<KeptEvent>, position: usize, event: KeptEvent) 
 fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
     RunSummary {
         run_key: key.clone(),
-        service_name: run.service_name.clone(),
-        agent_name: run.agent_name.clone(),
-        tool_calls: run
-            .events
-            .iter()
-            .filter(|e| matches!(e.observation, Observation::ToolCall { .. }))
-            .count()
+        service_name: run.service_name(),
+        agent_name: run.agent_name(),
+        tool_calls: run.events.iter().filter(|e| e.is_tool_call()).count()
             + run.forgotten_tool_calls(),
         detections: run.detections.clone(),
         last_seen: run.last_seen,

@@ -2,12 +2,19 @@
 //! what a [`RunEvent`] says, without what repeats across the run's events.
 //!
 //! - The run key is the run's own (its map key), not stored per event.
-//! - trace_id, `service.name` and agent name live in one shared [`Origin`]: an event takes
-//!   the origin of a neighbour when they are equal (spans of one trace and agent), so a
-//!   run usually holds one origin however many calls it keeps.
-//! - span_id and parent span_id are kept inline up to 8 bytes (every valid OTLP span_id);
-//!   a longer id, an MCP request and message parts (inference spans only) go to a box
-//!   allocated only for the events that have them.
+//! - trace_id, `service.name`, agent name and tool name live in one shared [`Origin`]: an
+//!   event takes an equal origin of a neighbour or of the run's list of recent origins
+//!   ([`MAX_ORIGINS`]), so a run usually holds one origin per tool however many calls it
+//!   keeps.
+//! - The observation is unpacked: its two 32-byte digests inline (a text response's digest
+//!   in the call digest's place), which of them are present and its kind in one flag byte,
+//!   its tool name in the origin.
+//! - The end time is kept as a 40-bit duration after the start (over 18 minutes; an end
+//!   before the start goes to the rare box with its exact value).
+//! - span_id and parent span_id are kept inline up to 8 bytes (every valid OTLP span_id),
+//!   their lengths in one byte; a longer id, an MCP request, an end time that is no
+//!   40-bit duration and message parts (inference spans only) go to a box allocated only
+//!   for the events that have them.
 //! - Call ids and MCP requests are 64-bit keys ([`super::CallKey`]), not strings.
 //!
 //! Every field of the [`RunEvent`] comes back from [`KeptEvent::to_run_event`], so replays,
@@ -18,93 +25,107 @@ use std::sync::Arc;
 use super::merge::{CallKey, ToolCallPart};
 use super::{CallContext, RunEvent, SpanId, TraceId};
 use crate::detector::Observation;
+use crate::fingerprint::Fingerprint;
 
-/// What the spans of a run usually share: trace_id and names (one allocation per run, or
-/// per change of trace or agent along it).
+/// Origins a run lists for sharing (beyond its neighbours): more distinct (trace, agent,
+/// tool) combinations than this still share with equal neighbours, each new one is just not
+/// listed.
+pub const MAX_ORIGINS: usize = 32;
+
+/// What the spans of a run usually share: trace_id, names and the tool name (one
+/// allocation per run and tool, or per change of trace or agent along it).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Origin {
     pub trace_id: TraceId,
     pub service_name: Option<Arc<str>>,
     pub agent_name: Option<Arc<str>>,
+    /// The tool of a tool call; `None` for model responses.
+    pub tool_name: Option<Arc<str>>,
 }
 
 impl Origin {
-    /// True when `event` has this trace_id and these names.
+    /// True when `event` has this trace_id, these names and this tool.
     fn matches(&self, event: &RunEvent) -> bool {
         self.trace_id == event.trace_id
             && self.service_name == event.service_name
             && self.agent_name == event.agent_name
+            && self.tool_name.as_ref() == tool_name(&event.observation)
     }
 }
 
-/// A span id of up to 8 bytes, inline (9 bytes); longer ids are kept in [`Rare`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct ShortId {
-    bytes: [u8; 8],
-    /// Length in bytes, or [`LONG`] when the id is in [`Rare`].
-    len: u8,
-}
-
-/// [`ShortId::len`] of an id longer than 8 bytes.
-const LONG: u8 = u8::MAX;
-
-impl ShortId {
-    /// The inline form of `id`, or `None` when it is longer than 8 bytes.
-    fn of(id: &[u8]) -> Option<ShortId> {
-        let len = id.len();
-        if len > 8 {
-            return None;
-        }
-        let mut bytes = [0; 8];
-        bytes[..len].copy_from_slice(id);
-        Some(ShortId {
-            bytes,
-            len: len as u8,
-        })
-    }
-
-    fn long() -> ShortId {
-        ShortId {
-            bytes: [0; 8],
-            len: LONG,
-        }
-    }
-
-    fn get<'a>(&'a self, long: Option<&'a [u8]>) -> &'a [u8] {
-        match self.len {
-            LONG => long.unwrap_or_default(),
-            n => &self.bytes[..usize::from(n)],
-        }
+fn tool_name(observation: &Observation) -> Option<&Arc<str>> {
+    match observation {
+        Observation::ToolCall { tool_name, .. } => Some(tool_name),
+        _ => None,
     }
 }
 
-/// What few events carry: ids longer than 8 bytes, an MCP request, message parts.
+/// [`KeptEvent::flags`] bits: the observation's kind (two bits), digests present, and
+/// [`CallContext::without_arguments`].
+const KIND: u8 = 0b11;
+const TOOL_CALL: u8 = 0;
+const TEXT_RESPONSE: u8 = 1;
+const TOOL_CALL_RESPONSE: u8 = 2;
+const HAS_CALL: u8 = 1 << 2;
+const HAS_RESULT: u8 = 1 << 3;
+const WITHOUT_ARGUMENTS: u8 = 1 << 4;
+/// The end time is in [`Rare::end_time_unix_nano`], not a 40-bit duration.
+const END_IN_RARE: u8 = 1 << 5;
+
+/// A span id length nibble of an id longer than 8 bytes (kept in [`Rare`]).
+const LONG: u8 = 0xF;
+
+/// The longest duration kept inline: 40 bits of ns (about 18 minutes).
+const MAX_DURATION: u64 = (1 << 40) - 1;
+
+/// An id of up to 8 bytes, inline, and its length nibble ([`LONG`] when it is not).
+fn short_id(id: &[u8]) -> ([u8; 8], u8) {
+    let mut bytes = [0; 8];
+    match bytes.get_mut(..id.len()) {
+        Some(head) => {
+            head.copy_from_slice(id);
+            (bytes, id.len() as u8)
+        }
+        None => (bytes, LONG),
+    }
+}
+
+/// What few events carry: ids longer than 8 bytes, an MCP request, an end time before the
+/// start or over 18 minutes after it, message parts.
 #[derive(Clone, Debug, Default)]
 struct Rare {
     span_id: Option<Box<[u8]>>,
     parent_span_id: Option<Box<[u8]>>,
     mcp_request: Option<CallKey>,
+    end_time_unix_nano: u64,
     parts: Vec<ToolCallPart>,
 }
 
-/// One event as its run keeps it (152 bytes, no heap allocation of its own for a tool
+/// One event as its run keeps it (120 bytes, no heap allocation of its own for a tool
 /// call with valid ids; see the module docs).
 #[derive(Clone, Debug)]
 pub struct KeptEvent {
-    /// Span start and end, ns since the Unix epoch.
+    /// Span start, ns since the Unix epoch.
     pub start_time_unix_nano: u64,
-    pub end_time_unix_nano: u64,
     pub origin: Arc<Origin>,
-    pub observation: Observation,
     /// `gen_ai.tool.call.id` of a tool call, as its key.
     pub call_id: Option<CallKey>,
+    rare: Option<Box<Rare>>,
+    /// The call fingerprint of a tool call, the text fingerprint of a text response (when
+    /// [`HAS_CALL`]); zeros otherwise.
+    call_fingerprint: Fingerprint,
+    /// The result fingerprint of a tool call (when [`HAS_RESULT`]).
+    result_fingerprint: Fingerprint,
+    span_id: [u8; 8],
+    parent_span_id: [u8; 8],
+    /// End minus start: low 32 bits, high 8 bits (unless [`END_IN_RARE`]).
+    duration: u32,
+    duration_high: u8,
     /// How complete this copy is ([`CallContext::completeness`]).
     pub completeness: u8,
-    /// [`CallContext::without_arguments`].
-    pub without_arguments: bool,
-    span_id: ShortId,
-    parent_span_id: ShortId,
-    rare: Option<Box<Rare>>,
+    /// Length of span_id (low nibble) and parent span_id (high nibble), [`LONG`] if in rare.
+    lengths: u8,
+    flags: u8,
 }
 
 impl KeptEvent {
@@ -116,58 +137,115 @@ impl KeptEvent {
             parts: call.parts.clone(),
             ..Rare::default()
         };
-        let span_id = ShortId::of(&event.span_id).unwrap_or_else(|| {
+        let (span_id, span_len) = short_id(&event.span_id);
+        if span_len == LONG {
             rare.span_id = Some(event.span_id.as_slice().into());
-            ShortId::long()
-        });
-        let parent_span_id = ShortId::of(&call.parent_span_id).unwrap_or_else(|| {
+        }
+        let (parent_span_id, parent_len) = short_id(&call.parent_span_id);
+        if parent_len == LONG {
             rare.parent_span_id = Some(call.parent_span_id.as_slice().into());
-            ShortId::long()
-        });
+        }
+        let mut flags = 0;
+        let (call_fingerprint, result_fingerprint) = match &event.observation {
+            Observation::ToolCall {
+                call_fingerprint,
+                result_fingerprint,
+                ..
+            } => (*call_fingerprint, *result_fingerprint),
+            Observation::TextResponse { text_fingerprint } => {
+                flags |= TEXT_RESPONSE;
+                (Some(*text_fingerprint), None)
+            }
+            Observation::ToolCallResponse => {
+                flags |= TOOL_CALL_RESPONSE;
+                (None, None)
+            }
+        };
+        if call_fingerprint.is_some() {
+            flags |= HAS_CALL;
+        }
+        if result_fingerprint.is_some() {
+            flags |= HAS_RESULT;
+        }
+        if call.without_arguments {
+            flags |= WITHOUT_ARGUMENTS;
+        }
+        let duration = event
+            .end_time_unix_nano
+            .checked_sub(event.start_time_unix_nano)
+            .filter(|&d| d <= MAX_DURATION);
+        if duration.is_none() {
+            flags |= END_IN_RARE;
+            rare.end_time_unix_nano = event.end_time_unix_nano;
+        }
+        let duration = duration.unwrap_or(0);
         let is_rare = rare.span_id.is_some()
             || rare.parent_span_id.is_some()
             || rare.mcp_request.is_some()
+            || flags & END_IN_RARE != 0
             || !rare.parts.is_empty();
         KeptEvent {
             start_time_unix_nano: event.start_time_unix_nano,
-            end_time_unix_nano: event.end_time_unix_nano,
             origin,
-            observation: event.observation.clone(),
             call_id: call.call_id,
-            completeness: call.completeness,
-            without_arguments: call.without_arguments,
+            rare: is_rare.then(|| Box::new(rare)),
+            call_fingerprint: call_fingerprint.unwrap_or_default(),
+            result_fingerprint: result_fingerprint.unwrap_or_default(),
             span_id,
             parent_span_id,
-            rare: is_rare.then(|| Box::new(rare)),
+            duration: duration as u32,
+            duration_high: (duration >> 32) as u8,
+            completeness: call.completeness,
+            lengths: span_len | parent_len << 4,
+            flags,
         }
     }
 
-    /// The shared origin for `event` among `candidates` (events of its run), or a new one.
+    /// The shared origin for `event` among `candidates` (origins of its run), or a new one.
     pub fn origin_for<'a>(
         event: &RunEvent,
-        candidates: impl IntoIterator<Item = &'a KeptEvent>,
+        candidates: impl IntoIterator<Item = &'a Arc<Origin>>,
     ) -> Arc<Origin> {
-        for kept in candidates {
-            if kept.origin.matches(event) {
-                return kept.origin.clone();
+        for origin in candidates {
+            if origin.matches(event) {
+                return origin.clone();
             }
         }
         Arc::new(Origin {
             trace_id: event.trace_id.clone(),
             service_name: event.service_name.clone(),
             agent_name: event.agent_name.clone(),
+            tool_name: tool_name(&event.observation).cloned(),
         })
     }
 
+    fn id<'a>(&'a self, inline: &'a [u8; 8], len: u8, long: Option<&'a [u8]>) -> &'a [u8] {
+        match len {
+            LONG => long.unwrap_or_default(),
+            n => inline.get(..usize::from(n)).unwrap_or_default(),
+        }
+    }
+
     pub fn span_id(&self) -> &[u8] {
-        self.span_id
-            .get(self.rare.as_ref().and_then(|r| r.span_id.as_deref()))
+        let long = self.rare.as_ref().and_then(|r| r.span_id.as_deref());
+        self.id(&self.span_id, self.lengths & 0xF, long)
     }
 
     /// The parent span_id (empty for a root span).
     pub fn parent_span_id(&self) -> &[u8] {
-        self.parent_span_id
-            .get(self.rare.as_ref().and_then(|r| r.parent_span_id.as_deref()))
+        let long = self.rare.as_ref().and_then(|r| r.parent_span_id.as_deref());
+        self.id(&self.parent_span_id, self.lengths >> 4, long)
+    }
+
+    /// Span end, ns since the Unix epoch.
+    pub fn end_time_unix_nano(&self) -> u64 {
+        match &self.rare {
+            Some(rare) if self.flags & END_IN_RARE != 0 => rare.end_time_unix_nano,
+            _ => {
+                let duration = u64::from(self.duration) | u64::from(self.duration_high) << 32;
+                self.start_time_unix_nano + duration
+            }
+        }
     }
 
     pub fn trace_id(&self) -> &[u8] {
@@ -184,11 +262,72 @@ impl KeptEvent {
         self.rare.as_ref().map_or(&[], |r| &r.parts)
     }
 
+    /// [`CallContext::without_arguments`].
+    pub fn without_arguments(&self) -> bool {
+        self.flags & WITHOUT_ARGUMENTS != 0
+    }
+
+    pub fn set_without_arguments(&mut self, without: bool) {
+        self.flags =
+            (self.flags & !WITHOUT_ARGUMENTS) | if without { WITHOUT_ARGUMENTS } else { 0 };
+    }
+
+    /// True for a tool call ([`Observation::ToolCall`]).
+    pub fn is_tool_call(&self) -> bool {
+        self.flags & KIND == TOOL_CALL
+    }
+
+    /// The tool name of a tool call.
+    pub fn tool_name(&self) -> Option<&Arc<str>> {
+        self.origin.tool_name.as_ref()
+    }
+
+    /// The call fingerprint of a tool call, if captured.
+    pub fn call_fingerprint(&self) -> Option<&Fingerprint> {
+        (self.is_tool_call() && self.flags & HAS_CALL != 0).then_some(&self.call_fingerprint)
+    }
+
+    /// The result fingerprint of a tool call, if captured.
+    pub fn result_fingerprint(&self) -> Option<&Fingerprint> {
+        (self.is_tool_call() && self.flags & HAS_RESULT != 0).then_some(&self.result_fingerprint)
+    }
+
+    /// Sets the call fingerprint of a tool call (nothing for other events).
+    pub fn set_call_fingerprint(&mut self, fingerprint: Fingerprint) {
+        if self.is_tool_call() {
+            self.call_fingerprint = fingerprint;
+            self.flags |= HAS_CALL;
+        }
+    }
+
+    /// Sets the result fingerprint of a tool call (nothing for other events).
+    pub fn set_result_fingerprint(&mut self, fingerprint: Fingerprint) {
+        if self.is_tool_call() {
+            self.result_fingerprint = fingerprint;
+            self.flags |= HAS_RESULT;
+        }
+    }
+
+    /// The observation as the detectors take it (the tool name shared with the origin).
+    pub fn observation(&self) -> Observation {
+        match self.flags & KIND {
+            TEXT_RESPONSE => Observation::TextResponse {
+                text_fingerprint: self.call_fingerprint,
+            },
+            TOOL_CALL_RESPONSE => Observation::ToolCallResponse,
+            _ => Observation::ToolCall {
+                tool_name: self.tool_name().cloned().unwrap_or_else(|| Arc::from("")),
+                call_fingerprint: self.call_fingerprint().copied(),
+                result_fingerprint: self.result_fingerprint().copied(),
+            },
+        }
+    }
+
     /// Sequence order: start time, end time, span_id.
     pub fn order_key(&self) -> (u64, u64, &[u8]) {
         (
             self.start_time_unix_nano,
-            self.end_time_unix_nano,
+            self.end_time_unix_nano(),
             self.span_id(),
         )
     }
@@ -200,17 +339,17 @@ impl KeptEvent {
             trace_id: self.origin.trace_id.clone(),
             span_id: SpanId::from_slice(self.span_id()),
             start_time_unix_nano: self.start_time_unix_nano,
-            end_time_unix_nano: self.end_time_unix_nano,
+            end_time_unix_nano: self.end_time_unix_nano(),
             service_name: self.origin.service_name.clone(),
             agent_name: self.origin.agent_name.clone(),
-            observation: self.observation.clone(),
+            observation: self.observation(),
             call: CallContext {
                 parent_span_id: SpanId::from_slice(self.parent_span_id()),
                 completeness: self.completeness,
                 call_id: self.call_id,
                 mcp_request: self.mcp_request(),
                 parts: self.parts().to_vec(),
-                without_arguments: self.without_arguments,
+                without_arguments: self.without_arguments(),
             },
         }
     }
@@ -269,32 +408,106 @@ mod tests {
         )
     }
 
+    fn round_trip(event: &RunEvent) -> KeptEvent {
+        let kept = KeptEvent::new(event, KeptEvent::origin_for(event, []));
+        assert!(same(&kept.to_run_event(&event.run_key), event), "{event:?}");
+        kept
+    }
+
     #[test]
     fn a_kept_event_gives_back_the_event_and_valid_ids_stay_inline() {
-        assert_eq!(std::mem::size_of::<KeptEvent>(), 152);
+        assert_eq!(std::mem::size_of::<KeptEvent>(), 120);
         let key: Arc<str> = Arc::from("r");
         let valid = event(&[1; 8], &[2; 8], None);
-        let kept = KeptEvent::new(&valid, KeptEvent::origin_for(&valid, []));
+        let kept = round_trip(&valid);
         assert!(kept.rare.is_none());
-        assert!(same(&kept.to_run_event(&key), &valid));
         assert_eq!(
             (kept.span_id(), kept.parent_span_id()),
             (&[1; 8][..], &[2; 8][..])
         );
         // Long and empty ids, an MCP request: kept exactly, in the rare box.
         let odd = event(&[4; 12], b"", Some(CallKey::of("s\0r")));
-        let kept_odd = KeptEvent::new(&odd, KeptEvent::origin_for(&odd, [&kept]));
+        let kept_odd = KeptEvent::new(&odd, KeptEvent::origin_for(&odd, [&kept.origin]));
         assert!(
             Arc::ptr_eq(&kept.origin, &kept_odd.origin),
-            "same trace and names"
+            "same trace, names and tool"
         );
         assert!(same(&kept_odd.to_run_event(&key), &odd));
         let other_agent = RunEvent {
             agent_name: Some(Arc::from("a")),
             ..valid.clone()
         };
-        let origin = KeptEvent::origin_for(&other_agent, [&kept]);
+        let origin = KeptEvent::origin_for(&other_agent, [&kept.origin]);
         assert!(!Arc::ptr_eq(&kept.origin, &origin));
         assert_eq!(origin.agent_name.as_deref(), Some("a"));
+        let other_tool = RunEvent {
+            observation: Observation::ToolCall {
+                tool_name: Arc::from("u"),
+                call_fingerprint: None,
+                result_fingerprint: None,
+            },
+            ..valid.clone()
+        };
+        let origin = KeptEvent::origin_for(&other_tool, [&kept.origin]);
+        assert_eq!(origin.tool_name.as_deref(), Some("u"));
+    }
+
+    #[test]
+    fn observations_and_end_times_come_back_exactly() {
+        let base = event(&[1; 8], &[2; 8], None);
+        for observation in [
+            Observation::TextResponse {
+                text_fingerprint: [7; 32],
+            },
+            Observation::ToolCallResponse,
+            Observation::ToolCall {
+                tool_name: Arc::from("t"),
+                call_fingerprint: None,
+                result_fingerprint: Some([0; 32]),
+            },
+            Observation::ToolCall {
+                tool_name: Arc::from(""),
+                call_fingerprint: Some([0; 32]),
+                result_fingerprint: Some([9; 32]),
+            },
+        ] {
+            let kept = round_trip(&RunEvent {
+                observation: observation.clone(),
+                ..base.clone()
+            });
+            assert_eq!(kept.observation(), observation);
+            assert!(kept.rare.is_none());
+        }
+        // 40-bit durations inline; an end before the start or later than that, in rare.
+        for (start, end, inline) in [
+            (5, 5, true),
+            (u64::MAX - MAX_DURATION, u64::MAX, true),
+            (0, MAX_DURATION + 1, false),
+            (9, 5, false),
+            (u64::MAX, 0, false),
+        ] {
+            let kept = round_trip(&RunEvent {
+                start_time_unix_nano: start,
+                end_time_unix_nano: end,
+                ..base.clone()
+            });
+            assert_eq!(kept.end_time_unix_nano(), end);
+            assert_eq!(kept.rare.is_none(), inline, "{start} {end}");
+        }
+        let mut kept = round_trip(&RunEvent {
+            call: CallContext {
+                without_arguments: true,
+                ..base.call.clone()
+            },
+            ..base.clone()
+        });
+        assert!(kept.without_arguments());
+        kept.set_without_arguments(false);
+        kept.set_result_fingerprint([4; 32]);
+        assert!(!kept.without_arguments());
+        assert_eq!(
+            (kept.call_fingerprint(), kept.result_fingerprint()),
+            (Some(&[1; 32]), Some(&[4; 32]))
+        );
     }
 }

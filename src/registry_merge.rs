@@ -28,7 +28,6 @@ use std::sync::Arc;
 
 use super::kept::KeptEvent;
 use super::{RunEvent, RunState};
-use crate::detector::Observation;
 use crate::fingerprint::Fingerprint;
 
 /// Events searched on each side of the insertion point for the other span of one call.
@@ -171,43 +170,39 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
     let mut event = keep(run, position, event);
     let mut changed = false;
     let mut replaces_without_arguments = false;
-    match &event.observation {
-        Observation::ToolCall { .. } => {
-            if let Some(part) = event.call_id.and_then(|id| run.calls.get(id)) {
-                fill_from_part(&mut event, part);
-            }
-            let lo = position.saturating_sub(NEAR);
-            if let Some(outer) = (lo..position)
-                .rev()
-                .find(|&j| same_call(&run.events[j], &event))
-            {
-                let filled = fill(&mut run.events[outer], &event);
-                return Placement::Absorbed { changed: filled };
-            }
-            let hi = (position + NEAR).min(run.events.len());
-            let inners: Vec<usize> = (position..hi)
-                .filter(|&j| same_call(&event, &run.events[j]))
-                .collect();
-            for j in inners.into_iter().rev() {
-                let inner = run.events.remove(j);
-                run.seen.remove(inner.span_id());
-                replaces_without_arguments |= inner.without_arguments;
-                fill(&mut event, &inner);
-                changed = true;
-            }
+    if event.is_tool_call() {
+        if let Some(part) = event.call_id.and_then(|id| run.calls.get(id)) {
+            fill_from_part(&mut event, part);
         }
-        _ => {
-            for part in event.parts() {
-                let lo = position.saturating_sub(NEAR);
-                let hi = (position + NEAR).min(run.events.len());
-                let target = (lo..hi).find(|&j| {
-                    matches!(run.events[j].observation, Observation::ToolCall { .. })
-                        && run.events[j].call_id == Some(part.call_id)
-                });
-                match target {
-                    Some(j) => changed |= fill_from_part(&mut run.events[j], part),
-                    None => run.calls.keep(part),
-                }
+        let lo = position.saturating_sub(NEAR);
+        if let Some(outer) = (lo..position)
+            .rev()
+            .find(|&j| same_call(&run.events[j], &event))
+        {
+            let filled = fill(&mut run.events[outer], &event);
+            return Placement::Absorbed { changed: filled };
+        }
+        let hi = (position + NEAR).min(run.events.len());
+        let inners: Vec<usize> = (position..hi)
+            .filter(|&j| same_call(&event, &run.events[j]))
+            .collect();
+        for j in inners.into_iter().rev() {
+            run.seen.removing(&run.events, j);
+            let inner = run.events.remove(j);
+            replaces_without_arguments |= inner.without_arguments();
+            fill(&mut event, &inner);
+            changed = true;
+        }
+    } else {
+        for part in event.parts() {
+            let lo = position.saturating_sub(NEAR);
+            let hi = (position + NEAR).min(run.events.len());
+            let target = (lo..hi).find(|&j| {
+                run.events[j].is_tool_call() && run.events[j].call_id == Some(part.call_id)
+            });
+            match target {
+                Some(j) => changed |= fill_from_part(&mut run.events[j], part),
+                None => run.calls.keep(part),
             }
         }
     }
@@ -219,14 +214,15 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
 }
 
 /// `event` as the run keeps it, sharing the origin of the events around `position` (or
-/// of the last one) when equal.
+/// of the last one, or one the run lists) when equal.
 fn keep(run: &RunState, position: usize, event: &RunEvent) -> KeptEvent {
     let around = [
         position.checked_sub(1).and_then(|i| run.events.get(i)),
         run.events.get(position),
         run.events.last(),
     ];
-    let origin = KeptEvent::origin_for(event, around.into_iter().flatten());
+    let neighbours = around.into_iter().flatten().map(|e| &e.origin);
+    let origin = KeptEvent::origin_for(event, neighbours.chain(&run.origins));
     KeptEvent::new(event, origin)
 }
 
@@ -235,25 +231,24 @@ fn re_export(run: &mut RunState, i: usize, event: &RunEvent) -> Placement {
     if event.call.completeness <= run.events[i].completeness {
         return Placement::Duplicate;
     }
+    run.seen.removing(&run.events, i);
     let old = run.events.remove(i);
-    run.seen.remove(old.span_id());
-    let mut new = KeptEvent::new(event, KeptEvent::origin_for(event, [&old]));
+    let origin = KeptEvent::origin_for(event, [&old.origin].into_iter().chain(&run.origins));
+    let mut new = KeptEvent::new(event, origin);
     fill(&mut new, &old);
     Placement::Insert {
         event: new,
         changed: true,
-        replaces_without_arguments: old.without_arguments,
+        replaces_without_arguments: old.without_arguments(),
     }
 }
 
 /// True when `inner` is the same call as `outer` traced again (see module docs).
 fn same_call(outer: &KeptEvent, inner: &KeptEvent) -> bool {
-    let (Observation::ToolCall { tool_name: a, .. }, Observation::ToolCall { tool_name: b, .. }) =
-        (&outer.observation, &inner.observation)
-    else {
+    if !outer.is_tool_call() || !inner.is_tool_call() {
         return false;
-    };
-    if a != b || outer.span_id() == inner.span_id() {
+    }
+    if outer.tool_name() != inner.tool_name() || outer.span_id() == inner.span_id() {
         return false;
     }
     let nested = !inner.parent_span_id().is_empty()
@@ -267,29 +262,17 @@ fn same_call(outer: &KeptEvent, inner: &KeptEvent) -> bool {
 /// Fills the call and result fingerprints `target` lacks from `source`; true if any was.
 /// `target` has arguments once either had them.
 fn fill(target: &mut KeptEvent, source: &KeptEvent) -> bool {
-    target.without_arguments &= source.without_arguments;
-    let (
-        Observation::ToolCall {
-            call_fingerprint,
-            result_fingerprint,
-            ..
-        },
-        Observation::ToolCall {
-            call_fingerprint: source_call,
-            result_fingerprint: source_result,
-            ..
-        },
-    ) = (&mut target.observation, &source.observation)
-    else {
+    target.set_without_arguments(target.without_arguments() && source.without_arguments());
+    if !target.is_tool_call() || !source.is_tool_call() {
         return false;
-    };
+    }
     let mut changed = false;
-    if call_fingerprint.is_none() && source_call.is_some() {
-        *call_fingerprint = *source_call;
+    if let (None, Some(&call)) = (target.call_fingerprint(), source.call_fingerprint()) {
+        target.set_call_fingerprint(call);
         changed = true;
     }
-    if result_fingerprint.is_none() && source_result.is_some() {
-        *result_fingerprint = *source_result;
+    if let (None, Some(&result)) = (target.result_fingerprint(), source.result_fingerprint()) {
+        target.set_result_fingerprint(result);
         changed = true;
     }
     changed
@@ -298,25 +281,27 @@ fn fill(target: &mut KeptEvent, source: &KeptEvent) -> bool {
 /// Fills what `target` lacks from a message part with its call id; a `tool_call` part of
 /// the same tool name brings the arguments.
 fn fill_from_part(target: &mut KeptEvent, part: &ToolCallPart) -> bool {
-    let Observation::ToolCall {
-        tool_name,
-        call_fingerprint,
-        result_fingerprint,
-    } = &mut target.observation
-    else {
+    if !target.is_tool_call() {
         return false;
-    };
-    let mut changed = false;
-    let name_matches = part.tool_name.as_ref().is_none_or(|n| n == tool_name);
-    if part.call_fingerprint.is_some() && name_matches {
-        target.without_arguments = false;
     }
-    if call_fingerprint.is_none() && part.call_fingerprint.is_some() && name_matches {
-        *call_fingerprint = part.call_fingerprint;
+    let mut changed = false;
+    let name_matches = part
+        .tool_name
+        .as_ref()
+        .is_none_or(|n| Some(n) == target.tool_name());
+    if part.call_fingerprint.is_some() && name_matches {
+        target.set_without_arguments(false);
+    }
+    if let (None, Some(call), true) = (
+        target.call_fingerprint(),
+        part.call_fingerprint,
+        name_matches,
+    ) {
+        target.set_call_fingerprint(call);
         changed = true;
     }
-    if result_fingerprint.is_none() && part.result_fingerprint.is_some() {
-        *result_fingerprint = part.result_fingerprint;
+    if let (None, Some(result)) = (target.result_fingerprint(), part.result_fingerprint) {
+        target.set_result_fingerprint(result);
         changed = true;
     }
     changed
@@ -325,6 +310,7 @@ fn fill_from_part(target: &mut KeptEvent, part: &ToolCallPart) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detector::Observation;
     use crate::registry::{Registry, RegistryConfig};
     use std::time::Instant;
 
@@ -434,7 +420,7 @@ mod tests {
             "the outer span is the call"
         );
         assert_eq!(
-            run.events[0].observation,
+            run.events[0].observation(),
             Observation::ToolCall {
                 tool_name: Arc::from("t"),
                 call_fingerprint: Some([7; 32]),
@@ -462,7 +448,7 @@ mod tests {
             1
         );
         let run = r.runs.get("r").unwrap();
-        assert_eq!(run.events[0].end_time_unix_nano, 110);
+        assert_eq!(run.events[0].end_time_unix_nano(), 110);
     }
 
     #[test]
@@ -494,7 +480,7 @@ mod tests {
         let run = r.runs.get("r").unwrap();
         let call = run.events.iter().find(|e| e.span_id() == [3; 8]).unwrap();
         assert!(matches!(
-            call.observation,
+            call.observation(),
             Observation::ToolCall {
                 call_fingerprint: Some(_),
                 ..

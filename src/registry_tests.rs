@@ -365,3 +365,40 @@ fn run_state_estimate_grows_with_kept_events() {
     let per_call = (hundred - ten) / 90;
     assert!((150..1500).contains(&per_call), "{per_call} bytes per call");
 }
+
+#[test]
+fn runs_share_one_origin_per_tool_and_name_the_first_service_and_agent_past_the_list() {
+    let r = registry(RegistryConfig::default());
+    let now = Instant::now();
+    // Tools 0..=39 with no names (more origins than the list holds), then names.
+    let mut events: Vec<RunEvent> = (0..40)
+        .map(|i| RunEvent {
+            service_name: None,
+            ..call("r", i, 10 * i, i as u8)
+        })
+        .collect();
+    events.push(RunEvent {
+        service_name: None,
+        agent_name: Some(Arc::from("agent")),
+        ..call("r", 40, 400, 0)
+    });
+    events.push(call("r", 41, 410, 1));
+    events.push(RunEvent {
+        service_name: Some(Arc::from("later")),
+        agent_name: Some(Arc::from("later")),
+        ..call("r", 42, 420, 1)
+    });
+    r.observe(events, now);
+    let summary = r.run("r").unwrap();
+    assert_eq!(summary.service_name.as_deref(), Some("svc"));
+    assert_eq!(summary.agent_name.as_deref(), Some("agent"));
+    assert_eq!(summary.tool_calls, 43);
+    let listed = r.runs.get("r").unwrap().origins.len();
+    assert_eq!(listed, kept::MAX_ORIGINS + 2);
+    // A second call of a listed tool shares its origin.
+    r.observe(vec![call("r", 50, 500, 1), call("r", 51, 510, 1)], now);
+    let run = r.runs.get("r").unwrap();
+    let last = &run.events[run.events.len() - 2..];
+    assert!(Arc::ptr_eq(&last[0].origin, &last[1].origin));
+    assert_eq!(last[0].tool_name().map(|t| &**t), Some("tool1"));
+}
