@@ -5,18 +5,16 @@
 //! traffic).
 //!
 //! The answer is the one [`super::message_parts`] reads from the same text parsed as a
-//! `serde_json::Value`: the same parts, and `None` exactly when that parse fails. Skipped
-//! values are checked by serde_json with three gaps, where this falls back to building the
-//! value: nesting past serde_json's limit, invalid UTF-8 (bytes values), and `\uD800`-range
-//! escapes (a lone surrogate fails a `Value`, not a skipped string).
+//! `serde_json::Value`: the same parts, and `None` exactly when that parse fails. Where
+//! skipping could accept what that parse refuses ([`super::json_skip`]), the whole value
+//! is built instead; bytes that are not UTF-8 are not JSON.
 
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
 
-/// serde_json's nesting limit: a `Value` at least this deep fails to parse.
-const SERDE_JSON_DEPTH: usize = 128;
+use super::json_skip::skipping_is_exact;
 
 /// One part of the wanted type: its `id`, `name` and the wanted field (`arguments` of a
 /// `tool_call`, `response` of a `tool_call_response`), each as the last occurrence of its
@@ -35,7 +33,7 @@ pub struct TextPart {
 /// message order, with field `field`; `None` when `text` is not JSON.
 pub fn parts_in_text(text: &str, part_type: &str, field: &str) -> Option<Vec<TextPart>> {
     let wanted = Wanted { part_type, field };
-    if !streams_exactly(text.as_bytes()) {
+    if !skipping_is_exact(text.as_bytes()) {
         let messages: Json = serde_json::from_str(text).ok()?;
         return Some(parts_in_value_for(&messages, wanted));
     }
@@ -77,15 +75,6 @@ fn parts_in_value_for(messages: &Json, wanted: Wanted) -> Vec<TextPart> {
             field: p.get(wanted.field).cloned(),
         })
         .collect()
-}
-
-/// True when skipping what is not wanted checks `text` (valid UTF-8) as building a `Value`
-/// would.
-fn streams_exactly(text: &[u8]) -> bool {
-    let openings = text.iter().filter(|b| matches!(b, b'[' | b'{')).count();
-    openings < SERDE_JSON_DEPTH
-        && !memchr::memmem::find_iter(text, b"\\u")
-            .any(|at| matches!(text.get(at + 2), Some(b'd' | b'D')))
 }
 
 #[derive(Clone, Copy)]
@@ -383,6 +372,7 @@ mod tests {
             r#"[{"parts": [], "x": "\ud800"}]"#,
             r#"[{"parts": [{"type": "tool_call", "id": "\ud83d\ude00"}]}]"#,
             "[1, 2",
+            r#"[1, {"arguments": 1000E0000000000298}]"#,
             "[] x",
             "[\"a\u{1}\"]",
             "",

@@ -20,6 +20,7 @@
 
 use serde_json::{Map, Value as Json};
 
+use super::json_skip::skipping_is_exact;
 use crate::event::Payload;
 
 /// Wrapper layers removed at most (a ToolMessage inside a callback output is two).
@@ -38,16 +39,14 @@ pub fn normalize_arguments(payload: Payload) -> Payload {
     payload
 }
 
-/// True when `text` parses as a `serde_json::Value`, checked without building it: syntax by
-/// skipping the value, and serde_json's nesting limit (127 levels), which skipping does not apply,
-/// only when the text could be that deep.
+/// True when `text` parses as a `serde_json::Value`, checked without building it when
+/// skipping agrees with building ([`super::json_skip`]).
 fn is_json(text: &str) -> bool {
-    const SERDE_JSON_DEPTH: usize = 128;
-    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
-        return false;
+    if skipping_is_exact(text.as_bytes()) {
+        serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+    } else {
+        serde_json::from_str::<Json>(text).is_ok()
     }
-    let openings = text.bytes().filter(|b| matches!(b, b'[' | b'{')).count();
-    openings < SERDE_JSON_DEPTH || serde_json::from_str::<Json>(text).is_ok()
 }
 
 /// A result with framework wrappers removed (see module docs); unchanged when none applies.
