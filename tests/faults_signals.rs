@@ -38,6 +38,9 @@ const N: u32 = 20;
 /// attempt caught by the cut times out and is retried (the path that can duplicate).
 const OUTAGE: Duration = Duration::from_secs(6);
 
+/// Time for a client to see its connection closed by the cut proxy (a local TCP close).
+const NOTICE: Duration = Duration::from_millis(500);
+
 fn config(proxy: SocketAddr, prefix: &str, stream: Option<&str>) -> SignalsConfig {
     let mut config = SignalsConfig::default();
     config.nats.url = Some(format!("nats://{proxy}"));
@@ -134,6 +137,10 @@ async fn publish_across_a_cut(hub: &SignalHub, proxy: &mut CutProxy, name: &str)
     wait_stats(hub, |s| s.delivered == 1).await;
 
     proxy.cut().await;
+    // A core NATS publish flushed into the socket in the instant before the client reads
+    // the proxy's close is gone (core NATS is at-most-once, as documented): the outage
+    // starts once the client can have seen the cut.
+    tokio::time::sleep(NOTICE).await;
     let during = signals(&run, 2, N);
     for s in &during {
         hub.publish(s.clone());
