@@ -26,30 +26,40 @@ pub fn skipping_is_exact(text: &[u8]) -> bool {
 /// True when some number outside strings has an exponent or [`LONG_NUMBER_DIGITS`] digits
 /// (the only numbers that can overflow an `f64`).
 fn may_hold_a_huge_number(text: &[u8]) -> bool {
-    let (mut in_string, mut escaped, mut digits) = (false, false, 0usize);
+    let (mut at, mut digits) = (0, 0usize);
     let mut previous = b' ';
-    for &byte in text {
-        if in_string {
-            match (escaped, byte) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-        } else {
-            match byte {
-                b'"' => in_string = true,
-                b'e' | b'E' if previous.is_ascii_digit() || previous == b'.' => return true,
-                _ => {}
-            }
-            digits = if byte.is_ascii_digit() { digits + 1 } else { 0 };
-            if digits >= LONG_NUMBER_DIGITS {
-                return true;
-            }
+    while let Some(&byte) = text.get(at) {
+        if byte == b'"' {
+            // Jump over the string: most of a message list's bytes are inside strings.
+            at = string_end(text, at + 1);
+            previous = b'"';
+            digits = 0;
+            continue;
+        }
+        if matches!(byte, b'e' | b'E') && (previous.is_ascii_digit() || previous == b'.') {
+            return true;
+        }
+        digits = if byte.is_ascii_digit() { digits + 1 } else { 0 };
+        if digits >= LONG_NUMBER_DIGITS {
+            return true;
         }
         previous = byte;
+        at += 1;
     }
     false
+}
+
+/// The index just past the closing quote of the string whose content starts at `from`
+/// (the text's end when it is not closed).
+fn string_end(text: &[u8], mut from: usize) -> usize {
+    while let Some(found) = memchr::memchr2(b'"', b'\\', &text[from.min(text.len())..]) {
+        let at = from + found;
+        if text[at] == b'"' {
+            return at + 1;
+        }
+        from = at + 2; // an escape: skip the escaped byte
+    }
+    text.len()
 }
 
 #[cfg(test)]
@@ -98,6 +108,16 @@ mod tests {
                     proptest::prop_assert!(agree(text), "{}", text);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn strings_end_at_their_unescaped_quote() {
+        for text in [r#"["a\"b", 1e400]"#, r#"["a\\", 1e400]"#, r#"["", 1E999]"#] {
+            assert!(!skipping_is_exact(text.as_bytes()), "{text}");
+        }
+        for text in [r#"["1e400 \" 1e400"]"#, r#"["a\\\"1e9"]"#, r#"["unclosed 1e9"#] {
+            assert!(skipping_is_exact(text.as_bytes()), "{text}");
         }
     }
 
