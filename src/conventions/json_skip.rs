@@ -116,7 +116,11 @@ mod tests {
         for text in [r#"["a\"b", 1e400]"#, r#"["a\\", 1e400]"#, r#"["", 1E999]"#] {
             assert!(!skipping_is_exact(text.as_bytes()), "{text}");
         }
-        for text in [r#"["1e400 \" 1e400"]"#, r#"["a\\\"1e9"]"#, r#"["unclosed 1e9"#] {
+        for text in [
+            r#"["1e400 \" 1e400"]"#,
+            r#"["a\\\"1e9"]"#,
+            r#"["unclosed 1e9"#,
+        ] {
             assert!(skipping_is_exact(text.as_bytes()), "{text}");
         }
     }

@@ -12,7 +12,9 @@
 
 use std::borrow::Cow;
 
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{
+    any_value::Value, AnyValue, ArrayValue, KeyValue, KeyValueList,
+};
 use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
 
 /// What detection reads of one span, borrowing from a buffer or a decoded `Span`.
@@ -149,6 +151,39 @@ impl<'a> From<&'a AnyValue> for AnyValueView<'a> {
                 }
                 Value::BytesValue(b) => ValueView::BytesValue(b),
                 Value::StringValueStrindex(i) => ValueView::StringValueStrindex(*i),
+            }),
+        }
+    }
+}
+
+/// The owned prost `KeyValue` of a view (`key_strindex` 0: views do not carry it).
+impl From<&KeyValueView<'_>> for KeyValue {
+    fn from(kv: &KeyValueView<'_>) -> Self {
+        KeyValue {
+            key: kv.key.clone().into_owned(),
+            value: kv.value.as_ref().map(AnyValue::from),
+            ..KeyValue::default()
+        }
+    }
+}
+
+/// The owned prost `AnyValue` of a view.
+impl From<&AnyValueView<'_>> for AnyValue {
+    fn from(value: &AnyValueView<'_>) -> Self {
+        AnyValue {
+            value: value.value.as_ref().map(|v| match v {
+                ValueView::StringValue(s) => Value::StringValue(s.clone().into_owned()),
+                ValueView::BoolValue(b) => Value::BoolValue(*b),
+                ValueView::IntValue(i) => Value::IntValue(*i),
+                ValueView::DoubleValue(d) => Value::DoubleValue(*d),
+                ValueView::ArrayValue(values) => Value::ArrayValue(ArrayValue {
+                    values: values.iter().map(AnyValue::from).collect(),
+                }),
+                ValueView::KvlistValue(values) => Value::KvlistValue(KeyValueList {
+                    values: values.iter().map(KeyValue::from).collect(),
+                }),
+                ValueView::BytesValue(b) => Value::BytesValue(b.to_vec()),
+                ValueView::StringValueStrindex(i) => Value::StringValueStrindex(*i),
             }),
         }
     }

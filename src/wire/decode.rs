@@ -1,4 +1,4 @@
-//! Lossy materialisation of resource attributes into opentelemetry-proto types, the
+//! Resource attributes as opentelemetry-proto types (read through the span view), the
 //! [`ValueBudget`] of a request, and the field readers the span view shares
 //! ([`super::view`]).
 //!
@@ -11,13 +11,9 @@
 
 use std::ops::Range;
 
-use opentelemetry_proto::tonic::common::v1::{
-    any_value::Value as AnyValueKind, AnyValue, ArrayValue, KeyValue, KeyValueList,
-};
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 
 use super::reader::{Field, Fields, Value, WireError};
-use super::schema::check_field;
-use super::schema::Msg;
 
 /// Lossy UTF-8 (U+FFFD for invalid sequences). Valid text (the usual case) takes the
 /// standard library's fast validation and one copy.
@@ -95,94 +91,20 @@ impl ValueBudget {
 }
 
 /// Decodes a `KeyValue`, validating it as [`super::schema::check`] would; `budget` is
-/// prost's recursion budget at this message.
+/// prost's recursion budget at this message. Read as a [`super::view`] view and copied into
+/// the owned prost type (`key_strindex`, which detection never reads, is left 0).
 pub fn key_value(buf: &[u8], range: Range<usize>, budget: u32) -> Result<KeyValue, WireError> {
-    key_value_within(buf, range, budget, &mut ValueBudget::new(usize::MAX))
-}
-
-fn key_value_within(
-    buf: &[u8],
-    range: Range<usize>,
-    budget: u32,
-    values: &mut ValueBudget,
-) -> Result<KeyValue, WireError> {
-    values.take()?;
-    let mut kv = KeyValue::default();
-    for field in Fields::new(buf, range, budget) {
-        let field = field?;
-        let nested = check_field(Msg::KeyValue, &field, budget)?;
-        match (field.number, nested) {
-            (1, _) => kv.key = lossy(bytes_of(buf, &field)),
-            (2, Some((_, r, b))) => merge_any_value(
-                kv.value.get_or_insert_with(AnyValue::default),
-                buf,
-                r,
-                b,
-                values,
-            )?,
-            (3, _) => kv.key_strindex = varint(&field) as i32,
-            _ => {}
-        }
-    }
-    Ok(kv)
-}
-
-fn merge_any_value(
-    value: &mut AnyValue,
-    buf: &[u8],
-    range: Range<usize>,
-    budget: u32,
-    values: &mut ValueBudget,
-) -> Result<(), WireError> {
-    for field in Fields::new(buf, range, budget) {
-        let field = field?;
-        let nested = check_field(Msg::AnyValue, &field, budget)?;
-        let kind = match (field.number, nested) {
-            (1, _) => AnyValueKind::StringValue(lossy(bytes_of(buf, &field))),
-            (2, _) => AnyValueKind::BoolValue(varint(&field) != 0),
-            (3, _) => AnyValueKind::IntValue(varint(&field) as i64),
-            (4, _) => AnyValueKind::DoubleValue(f64::from_bits(fixed64(&field))),
-            (5, Some((_, r, b))) => {
-                let mut array = match value.value.take() {
-                    Some(AnyValueKind::ArrayValue(a)) => a,
-                    _ => ArrayValue::default(),
-                };
-                for item in Fields::new(buf, r, b) {
-                    let item = item?;
-                    if let Some((_, ir, ib)) = check_field(Msg::ArrayValue, &item, b)? {
-                        values.take()?;
-                        let mut v = AnyValue::default();
-                        merge_any_value(&mut v, buf, ir, ib, values)?;
-                        array.values.push(v);
-                    }
-                }
-                AnyValueKind::ArrayValue(array)
-            }
-            (6, Some((_, r, b))) => {
-                let mut list = match value.value.take() {
-                    Some(AnyValueKind::KvlistValue(l)) => l,
-                    _ => KeyValueList::default(),
-                };
-                for item in Fields::new(buf, r, b) {
-                    let item = item?;
-                    if let Some((_, ir, ib)) = check_field(Msg::KeyValueList, &item, b)? {
-                        list.values.push(key_value_within(buf, ir, ib, values)?);
-                    }
-                }
-                AnyValueKind::KvlistValue(list)
-            }
-            (7, _) => AnyValueKind::BytesValue(bytes_of(buf, &field).to_vec()),
-            (8, _) => AnyValueKind::StringValueStrindex(varint(&field) as i32),
-            _ => continue,
-        };
-        value.value = Some(kind);
-    }
-    Ok(())
+    super::view::key_value(buf, range, budget, &mut ValueBudget::new(usize::MAX))
+        .map(|kv| KeyValue::from(&kv))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::reader::RECURSION_LIMIT;
+    use opentelemetry_proto::tonic::common::v1::{
+        any_value::Value as AnyValueKind, AnyValue, ArrayValue, KeyValueList,
+    };
     use prost::Message;
 
     fn kv(key: &str, value: AnyValueKind) -> KeyValue {
@@ -191,6 +113,40 @@ mod tests {
             value: Some(AnyValue { value: Some(value) }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn key_value_reads_what_prost_decodes() {
+        let nested = kv(
+            "m",
+            AnyValueKind::KvlistValue(KeyValueList {
+                values: vec![
+                    kv("s", AnyValueKind::StringValue("x".into())),
+                    kv(
+                        "a",
+                        AnyValueKind::ArrayValue(ArrayValue {
+                            values: vec![
+                                AnyValue {
+                                    value: Some(AnyValueKind::IntValue(-1)),
+                                },
+                                AnyValue {
+                                    value: Some(AnyValueKind::BytesValue(vec![0, 255])),
+                                },
+                                AnyValue {
+                                    value: Some(AnyValueKind::DoubleValue(1.5)),
+                                },
+                                AnyValue {
+                                    value: Some(AnyValueKind::BoolValue(true)),
+                                },
+                                AnyValue { value: None },
+                            ],
+                        }),
+                    ),
+                ],
+            }),
+        );
+        let buf = nested.encode_to_vec();
+        assert_eq!(key_value(&buf, 0..buf.len(), RECURSION_LIMIT), Ok(nested));
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub fn span<'a>(
     Ok(span)
 }
 
-fn key_value<'a>(
+pub(super) fn key_value<'a>(
     buf: &'a [u8],
     range: Range<usize>,
     budget: u32,
