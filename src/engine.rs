@@ -642,15 +642,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
-
-    fn kv(key: &str, value: Value) -> KeyValue {
-        KeyValue {
-            key: key.into(),
-            value: Some(AnyValue { value: Some(value) }),
-            ..KeyValue::default()
-        }
-    }
+    use crate::otlp::test_support::kv;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
 
     #[test]
     fn tokens_count_on_inference_spans_only() {

@@ -85,3 +85,18 @@ pub fn hex_id(id: &[u8]) -> String {
 pub fn is_valid_trace_id(trace_id: &[u8]) -> bool {
     trace_id.len() == 16 && trace_id.iter().any(|b| *b != 0)
 }
+
+/// Builders the unit tests of several modules share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+
+    /// A span attribute `key` = `value`.
+    pub fn kv(key: &str, value: Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..KeyValue::default()
+        }
+    }
+}

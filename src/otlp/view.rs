@@ -257,15 +257,8 @@ pub fn any_value_to_json(value: &AnyValueView<'_>) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::otlp::test_support::kv;
     use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
-
-    fn kv(key: &str, value: Value) -> KeyValue {
-        KeyValue {
-            key: key.into(),
-            value: Some(AnyValue { value: Some(value) }),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn a_prost_span_is_borrowed_whole() {

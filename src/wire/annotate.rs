@@ -206,20 +206,13 @@ fn write_span(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::otlp::test_support::kv;
     use crate::otlp::ExportTraceServiceRequest;
     use crate::wire::WireRequest;
     use bytes::Bytes;
-    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
     use opentelemetry_proto::tonic::trace::v1::{span::Event, ResourceSpans, ScopeSpans};
     use prost::Message;
-
-    fn kv(key: &str, value: Value) -> KeyValue {
-        KeyValue {
-            key: key.into(),
-            value: Some(AnyValue { value: Some(value) }),
-            ..Default::default()
-        }
-    }
 
     fn request() -> ExportTraceServiceRequest {
         let span = |id: u8| Span {

@@ -101,19 +101,12 @@ pub fn key_value(buf: &[u8], range: Range<usize>, budget: u32) -> Result<KeyValu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::otlp::test_support::kv;
     use crate::wire::reader::RECURSION_LIMIT;
     use opentelemetry_proto::tonic::common::v1::{
         any_value::Value as AnyValueKind, AnyValue, ArrayValue, KeyValueList,
     };
     use prost::Message;
-
-    fn kv(key: &str, value: AnyValueKind) -> KeyValue {
-        KeyValue {
-            key: key.into(),
-            value: Some(AnyValue { value: Some(value) }),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn key_value_reads_what_prost_decodes() {

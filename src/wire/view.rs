@@ -179,6 +179,7 @@ fn merge_status<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::otlp::test_support::kv;
     use crate::wire::reader::RECURSION_LIMIT;
     use opentelemetry_proto::tonic::common::v1::{
         any_value::Value as AnyValueKind, AnyValue, ArrayValue, KeyValue, KeyValueList,
@@ -186,14 +187,6 @@ mod tests {
     use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
     use prost::Message;
     use std::borrow::Cow;
-
-    fn kv(key: &str, value: AnyValueKind) -> KeyValue {
-        KeyValue {
-            key: key.into(),
-            value: Some(AnyValue { value: Some(value) }),
-            ..Default::default()
-        }
-    }
 
     fn read(buf: &[u8]) -> Result<SpanView<'_>, WireError> {
         span(
