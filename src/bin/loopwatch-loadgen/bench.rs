@@ -11,11 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::client::{measure, Load, Outcome};
 use crate::procfs;
-use crate::servers::{serve, Sink};
+use crate::servers::start_sink;
 use crate::traffic::{self, Run};
 
 /// Options of `bench`.
@@ -410,9 +409,7 @@ pub(crate) async fn measure_once(
     load: Load,
     ticks: f64,
 ) -> anyhow::Result<Sample> {
-    let (stop, stop_rx) = watch::channel(false);
-    let sink = Sink::default();
-    let sink_addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx).await?;
+    let (sink, sink_addr, stop) = start_sink().await?;
     let server = bins.start(setup, sink_addr, cpus, worker_threads)?;
     let pid = server.child.id();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -446,9 +443,7 @@ async fn measure_memory(
     cpus: &str,
     runs: u64,
 ) -> anyhow::Result<MemoryRow> {
-    let (stop, stop_rx) = watch::channel(false);
-    let sink = Sink::default();
-    let sink_addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx).await?;
+    let (sink, sink_addr, stop) = start_sink().await?;
     let server = bins.start(setup, sink_addr, cpus, None)?;
     let pid = server.child.id();
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -9,10 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use loopwatch::config::Config;
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::client::{measure, Load, Outcome};
-use crate::servers::{serve, Passthrough, Sink};
+use crate::servers::{serve, start_sink, Passthrough};
 use crate::traffic::{load_corpus, Run};
 
 /// Options of the in-process comparison.
@@ -126,9 +125,7 @@ fn load(args: &Args) -> Load {
 }
 
 async fn run_loopwatch(runs: &Arc<Vec<Run>>, args: &Args) -> anyhow::Result<SetupReport> {
-    let (stop, stop_rx) = watch::channel(false);
-    let sink = Sink::default();
-    let sink_addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx).await?;
+    let (sink, sink_addr, stop) = start_sink().await?;
     let mut config = Config::default();
     config.receiver.grpc_listen = crate::ANY_LOOPBACK_PORT;
     config.receiver.http_listen = crate::ANY_LOOPBACK_PORT;
@@ -155,11 +152,9 @@ async fn run_loopwatch(runs: &Arc<Vec<Run>>, args: &Args) -> anyhow::Result<Setu
 }
 
 async fn run_passthrough(runs: &Arc<Vec<Run>>, args: &Args) -> anyhow::Result<SetupReport> {
-    let (stop, stop_rx) = watch::channel(false);
-    let sink = Sink::default();
-    let sink_addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx.clone()).await?;
+    let (sink, sink_addr, stop) = start_sink().await?;
     let passthrough = Passthrough::new(&format!("http://{sink_addr}"))?;
-    let addr = serve(passthrough, crate::ANY_LOOPBACK_PORT, stop_rx).await?;
+    let addr = serve(passthrough, crate::ANY_LOOPBACK_PORT, stop.subscribe()).await?;
     let outcome = measure(addr, &sink, runs, load(args)).await;
     let _ = stop.send(true);
     Ok(SetupReport::new("passthrough", &outcome))

@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::bench::{measure_once, median, Binaries, Row, Setup, Traffic};
 use crate::client::Load;
 use crate::open_loop::{measure_paced, Pace};
-use crate::servers::{serve, Sink};
+use crate::servers::start_sink;
 use crate::traffic::{self, Run};
 
 /// Spans per request of the synthetic latency traffic.
@@ -193,9 +192,7 @@ impl Step<'_> {
         runs: &Arc<Vec<Run>>,
         pace: Pace,
     ) -> anyhow::Result<LatencySample> {
-        let (stop, stop_rx) = watch::channel(false);
-        let sink = Sink::default();
-        let sink_addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx).await?;
+        let (sink, sink_addr, stop) = start_sink().await?;
         let server = self.bins.start(setup, sink_addr, self.cpus, None)?;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let outcome = measure_paced(server.addr, &sink, runs, pace).await;

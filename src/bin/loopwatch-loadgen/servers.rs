@@ -81,6 +81,15 @@ impl TraceService for Passthrough {
     }
 }
 
+/// A fresh counting [`Sink`] served on any free loopback port: the sink, its address, and
+/// the sender whose `true` stops it (and anything else served with a receiver of it).
+pub async fn start_sink() -> anyhow::Result<(Sink, SocketAddr, watch::Sender<bool>)> {
+    let (stop, stop_rx) = watch::channel(false);
+    let sink = Sink::default();
+    let addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx).await?;
+    Ok((sink, addr, stop))
+}
+
 /// Serves `service` on `listen` (port 0: any free port) until `stop` turns true; returns
 /// the bound address.
 pub async fn serve<S>(
