@@ -18,8 +18,9 @@ const LONG_NUMBER_DIGITS: usize = 300;
 pub fn skipping_is_exact(text: &[u8]) -> bool {
     let openings = text.iter().filter(|b| matches!(b, b'[' | b'{')).count();
     openings < SERDE_JSON_DEPTH
-        && !memchr::memmem::find_iter(text, b"\\u")
-            .any(|at| matches!(text.get(at + 2), Some(b'd' | b'D')))
+        && !memchr::memchr_iter(b'\\', text).any(|at| {
+            text.get(at + 1) == Some(&b'u') && matches!(text.get(at + 2), Some(b'd' | b'D'))
+        })
         && !may_hold_a_huge_number(text)
 }
 

@@ -18,6 +18,9 @@
 //! A value no rule applies to is returned unchanged (same [`Payload`]), so fingerprints of
 //! every other shape stay as they were.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::{Map, Value as Json};
 
 use super::json_skip::skipping_is_exact;
@@ -76,13 +79,13 @@ pub fn normalize_result(payload: Payload) -> Payload {
 fn may_wrap(text: &str) -> bool {
     // Every wrapper spells `"output"`, `"tool"` or `"content"` (unless its keys or values
     // are escaped): text with none of them and no backslash is no wrapper, unparsed.
+    // The searchers are built once: building one costs more than a short search.
+    static WORDS: LazyLock<[Finder<'static>; 3]> =
+        LazyLock::new(|| [b"\"output\"".as_slice(), b"\"tool\"", b"\"content\""].map(Finder::new));
     let bytes = text.as_bytes();
-    let named = |word: &[u8]| memchr::memmem::find(bytes, word).is_some();
-    if memchr::memchr(b'\\', bytes).is_none()
-        && !named(b"\"output\"")
-        && !named(b"\"tool\"")
-        && !named(b"\"content\"")
-    {
+    let [output, tool, content] = &*WORDS;
+    let named = |word: &Finder| word.find(bytes).is_some();
+    if memchr::memchr(b'\\', bytes).is_none() && !named(output) && !named(tool) && !named(content) {
         return false;
     }
     serde_json::from_str::<WrapperShape>(text).is_ok_and(|shape| shape.may_wrap)
@@ -339,12 +342,55 @@ fn is_field_start(text: &str) -> bool {
     name_len > 0 && text[name_len..].starts_with('=')
 }
 
+/// The deepest bracket nesting [`python_literal`] parses. Tool inputs as LangChain
+/// records them (a dict of arguments) nest two or three levels.
+pub const MAX_LITERAL_DEPTH: usize = 6;
+
+/// The deepest nesting of `(`, `[` and `{` in `text`, outside quoted strings (`'…'` and
+/// `"…"`, with backslash escapes); unbalanced closers are ignored.
+fn literal_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    for &byte in text.as_bytes() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if byte == b'\\' {
+                    escaped = true;
+                } else if byte == q {
+                    quote = None;
+                }
+            }
+            None => match byte {
+                b'\'' | b'"' => quote = Some(byte),
+                b'(' | b'[' | b'{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    deepest
+}
+
 /// A Python literal (`ast.literal_eval` syntax, via `py_literal`) as JSON: dict → object
 /// (keys as their string, or their Python repr when not strings), tuple/list/set → array,
 /// int → number (outside 64 bits: its decimal string), float → number (non-finite →
 /// null), bytes → lowercase hex, None → null. `None` when the text is not a literal.
+///
+/// Text nested deeper than [`MAX_LITERAL_DEPTH`] brackets is not parsed (`None`): the
+/// parser backtracks, and its time doubles with each level (about 1 ms at depth 6, a
+/// second at depth 16), so without the cap one span attribute could hold a worker.
 pub fn python_literal(text: &str) -> Option<Json> {
-    let value: py_literal::Value = text.trim().parse().ok()?;
+    let text = text.trim();
+    if literal_depth(text) > MAX_LITERAL_DEPTH {
+        return None;
+    }
+    let value: py_literal::Value = text.parse().ok()?;
     Some(literal_to_json(&value))
 }
 
@@ -387,6 +433,27 @@ fn literal_to_json(value: &py_literal::Value) -> Json {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn literals_nested_past_the_cap_are_not_parsed() {
+        let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(
+            super::python_literal(&nested(MAX_LITERAL_DEPTH)),
+            serde_json::from_str(&nested(MAX_LITERAL_DEPTH)).ok()
+        );
+        // Deep nesting (seconds of backtracking without the cap) is left unparsed.
+        assert_eq!(super::python_literal(&nested(40)), None);
+        assert_eq!(super::python_literal(&"{1:".repeat(40)), None);
+        // Brackets inside strings do not count.
+        let quoted = format!(
+            "{{'q': '{}', \"r\": \"{}\"}}",
+            "(".repeat(20),
+            "[".repeat(20)
+        );
+        assert_eq!(literal_depth(&quoted), 1);
+        assert!(super::python_literal(&quoted).is_some());
+        assert_eq!(literal_depth(r"['a\'[', ([{}])]"), 4);
+    }
 
     #[test]
     fn python_literal_arguments() {
