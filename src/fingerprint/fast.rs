@@ -168,6 +168,35 @@ fn length_bit(len: usize) -> u64 {
     1 << len.min(63)
 }
 
+/// True when the JSON number `spelled` (valid JSON number syntax, not an integer) is
+/// already in its RFC 8785 form (ECMAScript `Number.prototype.toString` of the nearest
+/// double): a plain decimal `-?I.F` with no exponent, `F` not ending in `0`, at most 15
+/// significant digits, and at least 1e-6 in magnitude. Such a decimal is the shortest one
+/// that reads back as its double (any two decimals of ≤ 15 significant digits are distinct
+/// doubles), and ECMAScript writes numbers from 1e-6 to 1e21 in plain decimal notation,
+/// so parsing and formatting it would write the same bytes.
+fn written_canonically(spelled: &[u8]) -> bool {
+    let unsigned = spelled.strip_prefix(b"-").unwrap_or(spelled);
+    let Some(point) = memchr::memchr(b'.', unsigned) else {
+        return false;
+    };
+    let (int, fraction) = (&unsigned[..point], &unsigned[point + 1..]);
+    if !fraction.iter().all(u8::is_ascii_digit) || fraction.last().is_none_or(|&d| d == b'0') {
+        return false;
+    }
+    let significant = if int == b"0" {
+        let zeros = fraction.iter().take_while(|&&d| d == b'0').count();
+        // 0.000001 (five zeros) is 1e-6, the smallest written without an exponent
+        if zeros > 5 {
+            return false;
+        }
+        fraction.len() - zeros
+    } else {
+        int.len() + fraction.len()
+    };
+    significant <= 15
+}
+
 /// One object member as written: `out[start..end]` is `"key":value`; the key is
 /// `text[key.0..key.1]` (it holds no escape, so its text is its value).
 #[derive(Clone, Copy, Debug)]
@@ -271,6 +300,10 @@ impl Reader<'_, '_, '_> {
             } else {
                 self.out.extend_from_slice(&self.bytes[start..int_end]);
             }
+            return Some(());
+        }
+        if written_canonically(&self.bytes[start..self.pos]) {
+            self.out.extend_from_slice(&self.bytes[start..self.pos]);
             return Some(());
         }
         (self.pos - start <= MAX_NUMBER_LEN).then_some(())?;
@@ -657,6 +690,46 @@ mod tests {
         let mut scratch = Scratch::default();
         assert!(canonical_text("[1,2,3]", &drop(), small, &mut scratch).is_none());
         assert!(canonical_text("[1]", &drop(), small, &mut scratch).is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decimals_kept_as_written_are_what_formatting_writes(
+            negative: bool,
+            int in "0|[1-9][0-9]{0,16}",
+            fraction in "[0-9]{1,20}",
+        ) {
+            let spelled = format!("{}{int}.{fraction}", if negative { "-" } else { "" });
+            let value: f64 = spelled.parse().unwrap();
+            let formatted = ryu_js::Buffer::new().format_finite(value).to_string();
+            if written_canonically(spelled.as_bytes()) {
+                proptest::prop_assert_eq!(&formatted, &spelled);
+            }
+            // A short decimal written canonically is recognised as such.
+            if formatted == spelled && fraction.len() + int.len() <= 12 && !spelled.contains('e') {
+                proptest::prop_assert!(written_canonically(spelled.as_bytes()), "{}", spelled);
+            }
+        }
+    }
+
+    #[test]
+    fn decimals_written_canonically() {
+        for (text, kept) in [
+            ("0.93", true),
+            ("-12.5", true),
+            ("0.000001", true),
+            ("0.0000015", true),
+            ("0.0000001", false),
+            ("1.50", false),
+            ("1.0", false),
+            ("123456789012.345", true),
+            ("1234567890123.456", false),
+            ("0.1234567890123456", false),
+            ("12", false),
+            ("1e5", false),
+        ] {
+            assert_eq!(written_canonically(text.as_bytes()), kept, "{text}");
+        }
     }
 
     #[test]
