@@ -11,7 +11,8 @@ use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 
 use super::decode::bytes_field;
-use super::reader::{put_len_key, put_varint, Fields, WireError};
+use super::reader::{put_len_key, put_varint, Field, Fields, WireError};
+use prost::encoding::encoded_len_varint;
 
 /// Field numbers from the request down to a span: `ExportTraceServiceRequest.resource_spans`,
 /// `ResourceSpans.scope_spans`, `ScopeSpans.spans`.
@@ -62,14 +63,99 @@ impl SpanEdit {
 /// The request in `buf` with `edits` applied. Edits must name span ranges of this request
 /// (from [`super::WireRequest::read`]); an edit that does not is ignored. With no edits the
 /// result equals `buf`.
+///
+/// Two passes over the enclosing messages: the first measures every rewritten message (so
+/// each length prefix is known before its message is written), the second writes the
+/// request once into one buffer of the final size; no nested message is built apart and
+/// copied again.
 pub fn rewrite(buf: &[u8], edits: &[SpanEdit]) -> Result<Vec<u8>, WireError> {
     let mut sorted: Vec<&SpanEdit> = edits.iter().collect();
     sorted.sort_by_key(|e| (e.range.start, e.range.end));
     sorted.dedup_by(|a, b| a.range == b.range);
-    let grown: usize = edits.iter().map(|e| e.append.len() + 16).sum();
-    let mut out = Vec::with_capacity(buf.len() + grown);
-    write_message(buf, 0..buf.len(), 0, &sorted, &mut out)?;
+    let mut lengths = Vec::new();
+    let total = measure(buf, 0..buf.len(), 0, &sorted, &mut lengths)?;
+    let mut out = Vec::with_capacity(total);
+    let mut next = 0;
+    write_message(buf, 0..buf.len(), 0, &sorted, &lengths, &mut next, &mut out)?;
+    debug_assert_eq!(out.len(), total);
     Ok(out)
+}
+
+/// One field on the path to an edited span: the field, its value's range, and the edits
+/// inside it (sorted; at the span level, the one edit naming exactly this span).
+type EditedField<'e, 'a> = (Field, Range<usize>, &'e [&'a SpanEdit]);
+
+/// The fields of the message at `range` (depth `level` on [`PATH`]) that hold an edit, in
+/// wire order.
+fn edited_fields<'b, 'e, 'a>(
+    buf: &'b [u8],
+    range: Range<usize>,
+    level: usize,
+    edits: &'e [&'a SpanEdit],
+) -> impl Iterator<Item = Result<EditedField<'e, 'a>, WireError>> + 'b
+where
+    'e: 'b,
+    'a: 'b,
+{
+    Fields::new(buf, range, u32::MAX).filter_map(move |field| {
+        let field = match field {
+            Ok(field) => field,
+            Err(e) => return Some(Err(e)),
+        };
+        let value = field.len_range().filter(|_| field.number == PATH[level])?;
+        let first = edits.partition_point(|e| e.range.start < value.start);
+        let last = edits.partition_point(|e| e.range.start < value.end);
+        let inside = &edits[first..last];
+        let holds_one = if level + 1 == PATH.len() {
+            inside.iter().any(|e| e.range == value)
+        } else {
+            inside.iter().any(|e| e.range.end <= value.end)
+        };
+        holds_one.then_some(Ok((field, value, inside)))
+    })
+}
+
+/// The length of the message at `range` once its edits are applied; pushes the new length
+/// of every rewritten field value inside it to `lengths`, in the order [`write_message`]
+/// writes them.
+fn measure(
+    buf: &[u8],
+    range: Range<usize>,
+    level: usize,
+    edits: &[&SpanEdit],
+    lengths: &mut Vec<usize>,
+) -> Result<usize, WireError> {
+    let mut len = range.len();
+    for edited in edited_fields(buf, range, level, edits) {
+        let (field, value, inside) = edited?;
+        let slot = lengths.len();
+        lengths.push(0);
+        let new = match span_edit(level, &value, inside) {
+            Some(edit) => {
+                let mut removed = 0;
+                for field in removed_fields(buf, value.clone(), edit) {
+                    removed += field?.len();
+                }
+                value.len() - removed + edit.append.len()
+            }
+            None => measure(buf, value, level + 1, inside, lengths)?,
+        };
+        lengths[slot] = new;
+        let prefix = prost::encoding::key_len(field.number) + encoded_len_varint(new as u64);
+        len = len - field.range.len() + prefix + new;
+    }
+    Ok(len)
+}
+
+/// At the span level, the edit of the span at `value`.
+fn span_edit<'a>(
+    level: usize,
+    value: &Range<usize>,
+    inside: &[&'a SpanEdit],
+) -> Option<&'a SpanEdit> {
+    (level + 1 == PATH.len())
+        .then(|| inside.iter().find(|e| e.range == *value).copied())
+        .flatten()
 }
 
 fn write_message(
@@ -77,40 +163,22 @@ fn write_message(
     range: Range<usize>,
     level: usize,
     edits: &[&SpanEdit],
+    lengths: &[usize],
+    next: &mut usize,
     out: &mut Vec<u8>,
 ) -> Result<(), WireError> {
     let mut copied_to = range.start;
-    for field in Fields::new(buf, range.clone(), u32::MAX) {
-        let field = field?;
-        let Some(value) = field.len_range() else {
-            continue;
-        };
-        if field.number != PATH[level] {
-            continue;
-        }
-        let first = edits.partition_point(|e| e.range.start < value.start);
-        let last = edits.partition_point(|e| e.range.start < value.end);
-        let inside: Vec<&SpanEdit> = edits[first..last]
-            .iter()
-            .copied()
-            .filter(|e| e.range.end <= value.end)
-            .collect();
-        if inside.is_empty() {
-            continue;
-        }
-        let mut body = Vec::with_capacity(value.len() + 64);
-        if level + 1 == PATH.len() {
-            match inside.iter().find(|e| e.range == value) {
-                Some(edit) => write_span(buf, value, edit, &mut body)?,
-                None => continue,
-            }
-        } else {
-            write_message(buf, value, level + 1, &inside, &mut body)?;
-        }
+    for edited in edited_fields(buf, range.clone(), level, edits) {
+        let (field, value, inside) = edited?;
+        let new = lengths[*next];
+        *next += 1;
         out.extend_from_slice(&buf[copied_to..field.range.start]);
         put_len_key(field.number, out);
-        put_varint(body.len() as u64, out);
-        out.extend_from_slice(&body);
+        put_varint(new as u64, out);
+        match span_edit(level, &value, inside) {
+            Some(edit) => write_span(buf, value, edit, out)?,
+            None => write_message(buf, value, level + 1, inside, lengths, next, out)?,
+        }
         copied_to = field.range.end;
     }
     out.extend_from_slice(&buf[copied_to..range.end]);
@@ -175,6 +243,34 @@ impl SpanEdit {
     }
 }
 
+/// The fields of the span at `range` that `edit` drops: attributes with a key it writes,
+/// events with a name it writes (absolute ranges, in wire order).
+fn removed_fields<'b>(
+    buf: &'b [u8],
+    range: Range<usize>,
+    edit: &'b SpanEdit,
+) -> impl Iterator<Item = Result<Range<usize>, WireError>> + 'b {
+    Fields::new(buf, range, u32::MAX).filter_map(move |field| {
+        let field = match field {
+            Ok(field) => field,
+            Err(e) => return Some(Err(e)),
+        };
+        let (names, number) = match field.number {
+            SPAN_ATTRIBUTES => (&edit.remove_keys, 1),
+            SPAN_EVENTS => (&edit.remove_events, EVENT_NAME),
+            _ => return None,
+        };
+        let value = field.len_range()?;
+        match bytes_field(buf, value, number) {
+            Err(e) => Some(Err(e)),
+            Ok(name) => names
+                .iter()
+                .any(|k| k.as_bytes() == name)
+                .then_some(Ok(field.range)),
+        }
+    })
+}
+
 fn write_span(
     buf: &[u8],
     range: Range<usize>,
@@ -182,21 +278,10 @@ fn write_span(
     out: &mut Vec<u8>,
 ) -> Result<(), WireError> {
     let mut copied_to = range.start;
-    for field in Fields::new(buf, range.clone(), u32::MAX) {
-        let field = field?;
-        let (names, number) = match field.number {
-            SPAN_ATTRIBUTES => (&edit.remove_keys, 1),
-            SPAN_EVENTS => (&edit.remove_events, EVENT_NAME),
-            _ => continue,
-        };
-        let Some(value) = field.len_range() else {
-            continue;
-        };
-        let name = bytes_field(buf, value, number)?;
-        if names.iter().any(|k| k.as_bytes() == name) {
-            out.extend_from_slice(&buf[copied_to..field.range.start]);
-            copied_to = field.range.end;
-        }
+    for removed in removed_fields(buf, range.clone(), edit) {
+        let removed = removed?;
+        out.extend_from_slice(&buf[copied_to..removed.start]);
+        copied_to = removed.end;
     }
     out.extend_from_slice(&buf[copied_to..range.end]);
     out.extend_from_slice(&edit.append);
