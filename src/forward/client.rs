@@ -15,12 +15,43 @@ use crate::tls::ClientTlsConfig;
 
 use super::{ForwardCompression, ForwardError};
 
-/// Client codec: encodes `Bytes` as-is, decodes the `ExportTraceServiceResponse`.
+/// The body of one export: serialized `ExportTraceServiceRequest`s sent back to back as
+/// one request (protobuf concatenation appends their `resource_spans`), written into the
+/// gRPC frame part by part, so a batch of queued requests is copied once, not joined first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportBody {
+    parts: Vec<Bytes>,
+}
+
+impl ExportBody {
+    /// A body of `parts`, in order.
+    pub fn new(parts: Vec<Bytes>) -> Self {
+        ExportBody { parts }
+    }
+
+    /// Bytes in all parts.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(Bytes::len).sum()
+    }
+
+    /// True when no part holds a byte (an empty request).
+    pub fn is_empty(&self) -> bool {
+        self.parts.iter().all(Bytes::is_empty)
+    }
+}
+
+impl From<Bytes> for ExportBody {
+    fn from(bytes: Bytes) -> Self {
+        ExportBody { parts: vec![bytes] }
+    }
+}
+
+/// Client codec: encodes an [`ExportBody`] as-is, decodes the `ExportTraceServiceResponse`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RawBytesCodec;
 
 impl Codec for RawBytesCodec {
-    type Encode = Bytes;
+    type Encode = ExportBody;
     type Decode = ExportTraceServiceResponse;
     type Encoder = RawBytesEncoder;
     type Decoder = tonic_prost::ProstDecoder<ExportTraceServiceResponse>;
@@ -39,11 +70,14 @@ impl Codec for RawBytesCodec {
 pub struct RawBytesEncoder;
 
 impl Encoder for RawBytesEncoder {
-    type Item = Bytes;
+    type Item = ExportBody;
     type Error = Status;
 
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
+    fn encode(&mut self, item: ExportBody, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.reserve(item.len());
+        for part in item.parts {
+            dst.put(part);
+        }
         Ok(())
     }
 }
@@ -112,7 +146,11 @@ impl ExportClient {
     ///
     /// # Errors
     /// The downstream's status, or the local timeout/transport status.
-    pub async fn export(&mut self, request: Bytes) -> Result<ExportTraceServiceResponse, Status> {
+    pub async fn export(
+        &mut self,
+        request: impl Into<ExportBody>,
+    ) -> Result<ExportTraceServiceResponse, Status> {
+        let request = request.into();
         let attempt = async {
             self.grpc
                 .ready()

@@ -31,7 +31,7 @@ mod worker;
 
 pub use crate::config::exporter::{ForwardCompression, ForwarderConfig, InvalidExporterConfig};
 pub use crate::retry::{classify, classify_status, Backoff, RetryDecision, RetryPolicy};
-pub use client::{ExportClient, RawBytesCodec};
+pub use client::{ExportBody, ExportClient, RawBytesCodec};
 pub use health::DownstreamHealth;
 pub use queue::{ForwardPermit, ForwardQueue, HeldBytes};
 pub use stats::{DeliveryLatency, DropReason, ForwarderStats, LatencyHook};

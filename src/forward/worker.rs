@@ -17,13 +17,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::retry::{classify_status, is_transport_failure, RetryDecision, RetryPolicy};
 
+use super::client::ExportBody;
 use super::health::DownstreamHealth;
 use super::queue::{ForwardQueue, QueuedRequest};
 use super::stats::{DeliveryLatency, DropReason, ForwarderStats};
@@ -69,16 +69,10 @@ impl Batch {
     fn spans(&self) -> u64 {
         self.items.iter().map(|i| i.spans).sum()
     }
-    /// The items' bytes concatenated (the single item's bytes when alone: no copy).
-    fn body(&self) -> Bytes {
-        if let [only] = self.items.as_slice() {
-            return only.bytes.clone();
-        }
-        let mut body = BytesMut::with_capacity(self.bytes);
-        for item in &self.items {
-            body.extend_from_slice(&item.bytes);
-        }
-        body.freeze()
+    /// The items' bytes, sent back to back as one request (not joined here: the encoder
+    /// copies each part into the gRPC frame).
+    fn body(&self) -> ExportBody {
+        ExportBody::new(self.items.iter().map(|i| i.bytes.clone()).collect())
     }
 }
 
