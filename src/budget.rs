@@ -33,7 +33,7 @@ struct RunBudget {
 pub struct BudgetTracker {
     budgets: Budgets,
     profile: Arc<ProfileSettings>,
-    runs: DashMap<Arc<str>, RunBudget>,
+    runs: DashMap<Arc<str>, RunBudget, foldhash::fast::RandomState>,
     max_runs: usize,
 }
 
@@ -48,7 +48,7 @@ impl BudgetTracker {
         BudgetTracker {
             budgets,
             profile: Arc::new(profile),
-            runs: DashMap::new(),
+            runs: DashMap::with_hasher(foldhash::fast::RandomState::default()),
             max_runs: max_runs.max(1),
         }
     }

@@ -577,8 +577,8 @@ fn place_detections<'d, L>(
         return (Vec::new(), Vec::new());
     }
     // (trace_id, span_id) → the detections that span completes, and whether it is here.
-    type BySpan<'a, 'd> = HashMap<(&'a [u8], &'a [u8]), (Vec<&'d RunDetection>, bool)>;
-    let mut by_span: BySpan = HashMap::new();
+    type BySpan<'a, 'd> = foldhash::HashMap<(&'a [u8], &'a [u8]), (Vec<&'d RunDetection>, bool)>;
+    let mut by_span: BySpan = BySpan::default();
     for d in detections {
         by_span
             .entry((d.trace_id.as_slice(), d.span_id.as_slice()))

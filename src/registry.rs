@@ -18,7 +18,7 @@
 //! list of a run's detections keeps those of kept events plus at most `max_events_per_run`
 //! of forgotten ones (it grows by at most one per call and profile).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -353,7 +353,7 @@ pub enum EvictionCause {
 /// bytes, and their sum. Held only briefly, and always after (never before) a map shard
 /// lock, so it cannot deadlock with the map.
 struct Recency {
-    order: lru::LruCache<Arc<str>, u64>,
+    order: lru::LruCache<Arc<str>, u64, foldhash::fast::RandomState>,
     bytes: u64,
 }
 
@@ -378,7 +378,7 @@ pub struct RegistryStats {
 pub struct Registry {
     /// Boxed: a map slot is then a key and a pointer, so the table's spare slots (up to
     /// half of them after it grows) cost 24 bytes each rather than a whole `RunState`.
-    runs: DashMap<Arc<str>, Box<RunState>>,
+    runs: DashMap<Arc<str>, Box<RunState>, foldhash::fast::RandomState>,
     recency: Mutex<Recency>,
     profiles: Vec<Arc<ProfileSettings>>,
     config: RegistryConfig,
@@ -389,9 +389,9 @@ impl Registry {
     /// A registry running `profiles` side by side on every run.
     pub fn new(profiles: Vec<ProfileSettings>, config: RegistryConfig) -> Self {
         Registry {
-            runs: DashMap::new(),
+            runs: DashMap::with_hasher(foldhash::fast::RandomState::default()),
             recency: Mutex::new(Recency {
-                order: lru::LruCache::unbounded(),
+                order: lru::LruCache::unbounded_with_hasher(foldhash::fast::RandomState::default()),
                 bytes: 0,
             }),
             profiles: profiles.into_iter().map(Arc::new).collect(),
@@ -528,7 +528,7 @@ impl Registry {
     pub fn rehome(
         &self,
         from: &str,
-        moves: &HashMap<Vec<u8>, Arc<str>>,
+        moves: &std::collections::HashMap<Vec<u8>, Arc<str>>,
         now: Instant,
     ) -> Vec<RunDetection> {
         let mut out = Vec::new();

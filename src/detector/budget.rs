@@ -2,7 +2,7 @@
 //! many tokens a run may use. Exceeding one is a `budget_exceeded` detection, once per
 //! budget per run. Pure: the figures come from spans (times, `gen_ai.usage.*`).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 

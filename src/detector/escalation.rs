@@ -2,7 +2,7 @@
 //! fingerprints), so the k-th detection of the same loop can be a kill (the warn → block
 //! → halt ladder of the in-process guards).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::Pattern;
 use crate::fingerprint::Fingerprint;

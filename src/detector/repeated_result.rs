@@ -3,7 +3,9 @@
 //! With `repeated_result_scope = "run"`, [`RunStreaks`] counts the occurrences since the
 //! last detection instead, however far apart.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 use super::{CallRecord, Match, Pattern};
 use crate::fingerprint::Fingerprint;
