@@ -135,6 +135,52 @@ fn fingerprint_cpu(fingerprinter: &Fingerprinter) {
     println!("sha256 of the 5 KB text alone: {ns:.0} ns per call on CPU");
 }
 
+/// Time of every corpus request on the span path (bytes → wire reader → engine →
+/// bytes) next to prost's decode + encode of the same bytes, best of 5 passes over the
+/// corpus (wall time: run it on a quiet machine) (a fresh engine per pass, so detections repeat): prints the totals and the ten
+/// requests with the most time added, to find where the tail latency comes from.
+fn corpus_time(config: &loopwatch::config::Config, raw: &[Bytes]) {
+    let mut ours = vec![u64::MAX; raw.len()];
+    let mut prost = vec![u64::MAX; raw.len()];
+    let now = Instant::now();
+    for _ in 0..5 {
+        let engine = Engine::from_config(config).expect("default config");
+        for (i, request) in raw.iter().enumerate() {
+            let start = Instant::now();
+            let read = WireRequest::read(request.clone()).expect("corpus request reads");
+            black_box(
+                engine
+                    .process_wire(read, now)
+                    .expect("annotates")
+                    .bytes
+                    .len(),
+            );
+            ours[i] = ours[i].min(start.elapsed().as_nanos() as u64);
+            let start = Instant::now();
+            let decoded = ExportTraceServiceRequest::decode(request.clone()).expect("decodes");
+            black_box(decoded.encode_to_vec().len());
+            prost[i] = prost[i].min(start.elapsed().as_nanos() as u64);
+        }
+    }
+    let total = |v: &[u64]| v.iter().sum::<u64>() as f64 / 1e6;
+    println!(
+        "corpus: {} requests, span path {:.2} ms, prost decode + encode {:.2} ms",
+        raw.len(),
+        total(&ours),
+        total(&prost)
+    );
+    let mut order: Vec<usize> = (0..raw.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(ours[i].saturating_sub(prost[i])));
+    for &i in order.iter().take(10) {
+        println!(
+            "request {i}: {} bytes, span path {:.3} ms, prost {:.3} ms",
+            raw[i].len(),
+            ours[i] as f64 / 1e6,
+            prost[i] as f64 / 1e6
+        );
+    }
+}
+
 fn main() {
     let name = std::env::args()
         .skip(1)
@@ -177,6 +223,10 @@ fn main() {
                 false => black_box(workload_fingerprint(&fingerprinter, &payload)),
                 true => black_box(workload_fingerprint_call(&fingerprinter, &payload) > 0),
             };
+            return;
+        }
+        "corpus_time" => {
+            corpus_time(&config, &raw);
             return;
         }
         "fingerprint_cpu" => {
