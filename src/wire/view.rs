@@ -65,6 +65,11 @@ pub(super) fn key_value<'a>(
     values: &mut ValueBudget,
 ) -> Result<KeyValueView<'a>, WireError> {
     values.take()?;
+    if budget >= 1 {
+        if let Some(kv) = plain_key_value(&buf[range.clone()]) {
+            return Ok(kv);
+        }
+    }
     let mut kv = KeyValueView::default();
     for field in Fields::new(buf, range, budget) {
         let field = field?;
@@ -82,6 +87,58 @@ pub(super) fn key_value<'a>(
         }
     }
     Ok(kv)
+}
+
+/// The most common attribute, read directly: a `KeyValue` of exactly a key (field 1) and
+/// a value (field 2) whose `AnyValue` holds exactly one string, bool, int or double, each
+/// well formed and in that order. `None` for any other shape, which the field walk of
+/// [`key_value`] reads (and validates) instead; where this returns a view, the walk would
+/// return the same one (the recursion budget is checked by the caller: at least 1).
+fn plain_key_value(bytes: &[u8]) -> Option<KeyValueView<'_>> {
+    let (key, rest) = len_field(bytes, 0x0a)?;
+    let (value, rest) = len_field(rest, 0x12)?;
+    if !rest.is_empty() {
+        return None;
+    }
+    let (&tag, body) = value.split_first()?;
+    let kind = match tag {
+        // string_value (1, length-delimited)
+        0x0a => match len_field(value, 0x0a)? {
+            (text_bytes, []) => ValueView::StringValue(text(text_bytes)),
+            _ => return None,
+        },
+        // bool_value (2) and int_value (3), varints
+        0x10 | 0x18 => {
+            let mut rest = body;
+            let v = prost::encoding::decode_varint(&mut rest).ok()?;
+            if !rest.is_empty() {
+                return None;
+            }
+            match tag {
+                0x10 => ValueView::BoolValue(v != 0),
+                _ => ValueView::IntValue(v as i64),
+            }
+        }
+        // double_value (4, fixed64)
+        0x21 => ValueView::DoubleValue(f64::from_le_bytes(body.try_into().ok()?)),
+        _ => return None,
+    };
+    Some(KeyValueView {
+        key: text(key),
+        value: Some(AnyValueView { value: Some(kind) }),
+    })
+}
+
+/// A length-delimited field with the one-byte key `key` at the start of `bytes`: its value
+/// and what follows it. `None` when `bytes` starts otherwise or the length runs past.
+fn len_field(bytes: &[u8], key: u8) -> Option<(&[u8], &[u8])> {
+    let (&first, mut rest) = bytes.split_first()?;
+    if first != key {
+        return None;
+    }
+    let len = prost::encoding::decode_varint(&mut rest).ok()?;
+    let len = usize::try_from(len).ok().filter(|&len| len <= rest.len())?;
+    Some(rest.split_at(len))
 }
 
 fn merge_any_value<'a>(
@@ -246,6 +303,63 @@ mod tests {
         // Valid text is borrowed from the buffer, not copied.
         assert!(matches!(view.name, Cow::Borrowed("execute_tool search")));
         assert_eq!(view.trace_id.as_ptr(), buf[2..].as_ptr());
+    }
+
+    #[test]
+    fn plain_attributes_read_as_the_field_walk_reads_them() {
+        let plain = [
+            kv("s", AnyValueKind::StringValue("text".into())),
+            kv("e", AnyValueKind::StringValue(String::new())),
+            kv("b", AnyValueKind::BoolValue(true)),
+            kv("f", AnyValueKind::BoolValue(false)),
+            kv("i", AnyValueKind::IntValue(-7)),
+            kv("z", AnyValueKind::IntValue(0)),
+            kv("d", AnyValueKind::DoubleValue(-0.25)),
+            kv("long", AnyValueKind::StringValue("x".repeat(300))),
+        ];
+        for attribute in &plain {
+            let buf = attribute.encode_to_vec();
+            let direct = plain_key_value(&buf);
+            assert_eq!(
+                direct.as_ref(),
+                Some(&KeyValueView::from(attribute)),
+                "{attribute:?}"
+            );
+        }
+        // Other shapes are left to the field walk: an empty key (prost leaves the field
+        // out), no value, bytes, an array; below, an empty value, a value field seen
+        // twice, a truncated string, a second int.
+        let other = [
+            kv("", AnyValueKind::StringValue("x".into())),
+            KeyValue {
+                key: "k".into(),
+                value: None,
+                ..Default::default()
+            },
+            kv("y", AnyValueKind::BytesValue(vec![1])),
+            kv(
+                "a",
+                AnyValueKind::ArrayValue(ArrayValue {
+                    values: vec![AnyValue::default()],
+                }),
+            ),
+        ];
+        for attribute in &other {
+            assert_eq!(plain_key_value(&attribute.encode_to_vec()), None);
+        }
+        assert_eq!(plain_key_value(&[0x0a, 1, b'k', 0x12, 0]), None);
+        assert_eq!(
+            plain_key_value(&[0x0a, 1, b'k', 0x12, 3, 0x0a, 1, b'a', 0x12, 0]),
+            None
+        );
+        assert_eq!(
+            plain_key_value(&[0x0a, 1, b'k', 0x12, 3, 0x0a, 5, b'a']),
+            None
+        );
+        assert_eq!(
+            plain_key_value(&[0x0a, 1, b'k', 0x12, 2, 0x18, 1, 0x18, 2]),
+            None
+        );
     }
 
     #[test]
