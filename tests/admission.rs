@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::downstream::Downstream;
 use http::uri::PathAndQuery;
-use loopwatch::forward::RawBytesCodec;
+use loopwatch::forward::{ExportBody, RawBytesCodec};
 use loopwatch::receiver::rpc_status::retry_delay;
 use loopwatch::receiver::RejectReason;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
@@ -104,7 +104,7 @@ async fn export_raw(grpc: std::net::SocketAddr, body: &'static [u8]) -> Result<(
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     grpc.unary(
-        tonic::Request::new(Bytes::from_static(body)),
+        tonic::Request::new(ExportBody::from(Bytes::from_static(body))),
         PathAndQuery::from_static(loopwatch::otlp::EXPORT_PATH),
         RawBytesCodec,
     )

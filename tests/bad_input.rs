@@ -381,7 +381,9 @@ async fn invalid_utf8_in_one_span_costs_no_span_and_the_loop_is_still_found() {
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     grpc.unary(
-        tonic::Request::new(bytes::Bytes::from(bytes.clone())),
+        tonic::Request::new(loopwatch::forward::ExportBody::from(bytes::Bytes::from(
+            bytes.clone(),
+        ))),
         http::uri::PathAndQuery::from_static(loopwatch::receiver::grpc::EXPORT_PATH),
         loopwatch::forward::RawBytesCodec,
     )

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use loopwatch::forward::RawBytesCodec;
+use loopwatch::forward::{ExportBody, RawBytesCodec};
 use loopwatch::ingest::{AcceptError, Admission, IncomingRequest, SpanSink};
 use loopwatch::receiver::grpc::{GrpcReceiver, EXPORT_PATH};
 use loopwatch::receiver::rpc_status::retry_delay;
@@ -163,7 +163,7 @@ async fn export_raw(ch: &Channel, bytes: Bytes) -> Result<(), tonic::Status> {
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
     grpc.unary(
-        tonic::Request::new(bytes),
+        tonic::Request::new(ExportBody::from(bytes)),
         PathAndQuery::from_static(EXPORT_PATH),
         RawBytesCodec,
     )

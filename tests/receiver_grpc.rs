@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{big_request, corpus, decode_pb, read, RecordingSink};
 use http::uri::PathAndQuery;
-use loopwatch::forward::RawBytesCodec;
+use loopwatch::forward::{ExportBody, RawBytesCodec};
 use loopwatch::receiver::grpc::{GrpcReceiver, EXPORT_PATH, TRACE_SERVICE_NAME};
 use loopwatch::receiver::rpc_status::retry_delay;
 use loopwatch::receiver::{ReceiverOptions, ReceiverStats, RejectReason};
@@ -100,7 +100,7 @@ async fn send_raw(
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-    let mut req = tonic::Request::new(bytes);
+    let mut req = tonic::Request::new(ExportBody::from(bytes));
     if let Some(enc) = grpc_encoding {
         req.metadata_mut().insert(
             "grpc-encoding",
@@ -333,7 +333,7 @@ async fn health_extra_services_and_graceful_shutdown() {
     grpc.ready().await.unwrap_or_else(|e| panic!("{e}"));
     let status = grpc
         .unary(
-            tonic::Request::new(Bytes::new()),
+            tonic::Request::new(ExportBody::default()),
             PathAndQuery::from_static("/test.Echo/Ping"),
             RawBytesCodec,
         )
