@@ -14,6 +14,7 @@ use crate::detector::Pattern;
 use crate::fingerprint::Fingerprint;
 use crate::otlp::Span;
 use crate::registry::RunDetection;
+use crate::wire::annotate::{value as wire_value, EncodedAttributes};
 
 /// One sentence explaining a detection, e.g. "read_file was called 5 times with the same
 /// arguments in the last 10 tool calls".
@@ -110,6 +111,49 @@ pub fn loop_attributes(
     detections: &[&RunDetection],
     short_fingerprint: &dyn Fn(&Fingerprint) -> String,
 ) -> Option<(Vec<KeyValue>, u64)> {
+    let (values, time) = loop_values(detections, short_fingerprint)?;
+    let attributes = values
+        .into_iter()
+        .map(|(key, value)| KeyValue {
+            key: key.to_string(),
+            value: Some(AnyValue {
+                value: Some(value.into_otlp()),
+            }),
+            ..KeyValue::default()
+        })
+        .collect();
+    Some((attributes, time))
+}
+
+/// [`loop_attributes`] as the protobuf encoding of each `KeyValue` (the bytes prost writes
+/// for it), written directly without building the `KeyValue`s, for the wire path.
+pub fn encoded_loop_attributes(
+    detections: &[&RunDetection],
+    short_fingerprint: &dyn Fn(&Fingerprint) -> String,
+) -> Option<(EncodedAttributes, u64)> {
+    let (values, time) = loop_values(detections, short_fingerprint)?;
+    let mut encoded = EncodedAttributes::default();
+    for (key, value) in &values {
+        encoded.push(key, |out| value.encode_any_value(out));
+    }
+    Some((encoded, time))
+}
+
+/// The value of one `loop.*` attribute (an OTLP `AnyValue` of one of these kinds).
+enum LoopValue {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+    Strings(Vec<String>),
+}
+
+/// `loop.*` keys and values of [`loop_attributes`], in the order they are written.
+type LoopValues = [(&'static str, LoopValue); 12];
+
+fn loop_values(
+    detections: &[&RunDetection],
+    short_fingerprint: &dyn Fn(&Fingerprint) -> String,
+) -> Option<(LoopValues, u64)> {
     let main = most_severe(detections)?;
     let det = &main.detection;
     let mut profiles: Vec<String> = Vec::new();
@@ -122,55 +166,61 @@ pub fn loop_attributes(
         .span_ids
         .first()
         .map_or_else(|| hex::encode(&main.span_id), hex::encode);
-    let attributes = [
-        ("loop.detected", Value::BoolValue(true)),
-        ("loop.pattern", string(det.pattern.as_str())),
-        ("loop.count", Value::IntValue(det.count as i64)),
-        ("loop.window", Value::IntValue(det.window as i64)),
+    let values = [
+        ("loop.detected", LoopValue::Bool(true)),
+        ("loop.pattern", LoopValue::Str(det.pattern.as_str().into())),
+        ("loop.count", LoopValue::Int(det.count as i64)),
+        ("loop.window", LoopValue::Int(det.window as i64)),
         (
             "loop.tool_names",
-            strings(det.tool_names.iter().map(|t| t.to_string())),
+            LoopValue::Strings(det.tool_names.iter().map(|t| t.to_string()).collect()),
         ),
         (
             "loop.fingerprints",
-            strings(det.fingerprints.iter().map(short_fingerprint)),
+            LoopValue::Strings(det.fingerprints.iter().map(short_fingerprint).collect()),
         ),
-        ("loop.first_span_id", Value::StringValue(first_span_id)),
-        ("loop.severity", string(det.severity.as_str())),
+        ("loop.first_span_id", LoopValue::Str(first_span_id)),
         (
-            "loop.profile",
-            Value::StringValue(main.profile.name.clone()),
+            "loop.severity",
+            LoopValue::Str(det.severity.as_str().into()),
         ),
+        ("loop.profile", LoopValue::Str(main.profile.name.clone())),
         (
             "loop.occurrence",
-            Value::IntValue(i64::from(main.occurrence)),
+            LoopValue::Int(i64::from(main.occurrence)),
         ),
-        ("loop.reason", Value::StringValue(reason(main))),
-        ("loop.profiles", strings(profiles.into_iter())),
+        ("loop.reason", LoopValue::Str(reason(main))),
+        ("loop.profiles", LoopValue::Strings(profiles)),
     ];
-    let attributes = attributes
-        .into_iter()
-        .map(|(key, value)| KeyValue {
-            key: key.to_string(),
-            value: Some(AnyValue { value: Some(value) }),
-            ..KeyValue::default()
-        })
-        .collect();
-    Some((attributes, main.time_unix_nano))
+    Some((values, main.time_unix_nano))
 }
 
-fn string(s: &str) -> Value {
-    Value::StringValue(s.to_string())
-}
+impl LoopValue {
+    fn into_otlp(self) -> Value {
+        match self {
+            LoopValue::Bool(b) => Value::BoolValue(b),
+            LoopValue::Int(i) => Value::IntValue(i),
+            LoopValue::Str(s) => Value::StringValue(s),
+            LoopValue::Strings(items) => Value::ArrayValue(ArrayValue {
+                values: items
+                    .into_iter()
+                    .map(|s| AnyValue {
+                        value: Some(Value::StringValue(s)),
+                    })
+                    .collect(),
+            }),
+        }
+    }
 
-fn strings(items: impl Iterator<Item = String>) -> Value {
-    Value::ArrayValue(ArrayValue {
-        values: items
-            .map(|s| AnyValue {
-                value: Some(Value::StringValue(s)),
-            })
-            .collect(),
-    })
+    /// Writes the `AnyValue` message body prost writes for [`LoopValue::into_otlp`].
+    fn encode_any_value(&self, out: &mut Vec<u8>) {
+        match self {
+            LoopValue::Bool(b) => wire_value::put_bool(*b, out),
+            LoopValue::Int(i) => wire_value::put_int(*i, out),
+            LoopValue::Str(s) => wire_value::put_string(s, out),
+            LoopValue::Strings(items) => wire_value::put_string_array(items, out),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +228,52 @@ mod tests {
     use super::*;
     use crate::detector::{Detection, ProfileSettings, Severity};
     use std::sync::Arc;
+
+    fn detection(tool_names: &[&str], count: usize, severity: Severity) -> RunDetection {
+        RunDetection {
+            profile_index: 0,
+            profile: Arc::new(ProfileSettings::nudge()),
+            detection: Detection {
+                pattern: Pattern::Cycle,
+                tool_names: tool_names.iter().map(|t| Arc::from(*t)).collect(),
+                count,
+                window: 0,
+                severity,
+                fingerprints: vec![[7; 32]; tool_names.len()],
+                members: vec![],
+                call: None,
+                response: None,
+                budget: None,
+            },
+            run_key: Arc::from("run"),
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            span_ids: vec![],
+            time_unix_nano: 0,
+            occurrence: 0,
+            service_name: None,
+            agent_name: None,
+        }
+    }
+
+    #[test]
+    fn encoded_attributes_are_the_bytes_prost_writes() {
+        let short = |fp: &Fingerprint| hex::encode(&fp[..8]);
+        let long_name = "t".repeat(200);
+        let cases = [
+            detection(&[], 0, Severity::Info),
+            detection(&["a"], 3, Severity::Warn),
+            detection(&["read_file", "", &long_name], 1 << 40, Severity::Kill),
+        ];
+        for (i, d) in cases.iter().enumerate() {
+            let pair = [d, &cases[(i + 1) % cases.len()]];
+            let (attributes, time) = loop_attributes(&pair, &short).unwrap();
+            let (encoded, encoded_time) = encoded_loop_attributes(&pair, &short).unwrap();
+            assert_eq!(encoded_time, time);
+            assert_eq!(encoded, EncodedAttributes::from_key_values(&attributes));
+        }
+        assert!(encoded_loop_attributes(&[], &short).is_none());
+    }
 
     #[test]
     fn replaces_its_own_keys_and_keeps_every_other_attribute() {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::annotate::{annotate_span, loop_attributes};
+use crate::annotate::{annotate_span, encoded_loop_attributes};
 use crate::budget::{BudgetTracker, SpanContext};
 use crate::conventions;
 use crate::detector::budget::SpanFigures;
@@ -297,8 +297,8 @@ impl Engine {
             .into_iter()
             .filter_map(|(range, here)| {
                 let short = |fp: &crate::fingerprint::Fingerprint| self.fingerprint_key.short(fp);
-                let (attributes, time) = loop_attributes(&here, &short)?;
-                Some(SpanEdit::adding_with_event(
+                let (attributes, time) = encoded_loop_attributes(&here, &short)?;
+                Some(SpanEdit::adding_encoded_with_event(
                     range,
                     &attributes,
                     crate::annotate::EVENT_NAME,

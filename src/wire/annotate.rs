@@ -5,6 +5,7 @@
 //! enclosing `scope_spans` and `resource_spans` are rewritten. Every other byte is copied
 //! as received; nothing is re-encoded.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use opentelemetry_proto::tonic::common::v1::KeyValue;
@@ -32,7 +33,7 @@ pub struct SpanEdit {
     /// Absolute byte range of the span message (as in [`super::WireSpan::range`]).
     pub range: Range<usize>,
     /// Attribute keys to drop from the span (the keys being written).
-    pub remove_keys: Vec<String>,
+    pub remove_keys: Vec<Cow<'static, str>>,
     /// Names of events to drop from the span (the events being written).
     pub remove_events: Vec<String>,
     /// Encoded `Span` fields to append (attributes, events).
@@ -53,7 +54,11 @@ impl SpanEdit {
         }
         SpanEdit {
             range,
-            remove_keys: added.attributes.iter().map(|kv| kv.key.clone()).collect(),
+            remove_keys: added
+                .attributes
+                .iter()
+                .map(|kv| Cow::Owned(kv.key.clone()))
+                .collect(),
             remove_events: added.events.iter().map(|e| e.name.clone()).collect(),
             append,
         }
@@ -185,6 +190,104 @@ fn write_message(
     Ok(())
 }
 
+/// Encoded `KeyValue` messages (their bodies, as prost writes them) and their keys, to be
+/// written on a span and inside its event ([`SpanEdit::adding_encoded_with_event`]).
+#[derive(Debug, Clone, Default)]
+pub struct EncodedAttributes {
+    bytes: Vec<u8>,
+    /// Each attribute's key and the range of its body in `bytes`.
+    entries: Vec<(Cow<'static, str>, Range<usize>)>,
+    /// Reused for the `AnyValue` body of [`EncodedAttributes::push`].
+    scratch: Vec<u8>,
+}
+
+/// Equal when they hold the same keys and encoded bytes.
+impl PartialEq for EncodedAttributes {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes && self.entries == other.entries
+    }
+}
+
+impl EncodedAttributes {
+    /// Appends the attribute `key` whose `AnyValue` body `write_value` writes (see
+    /// [`value`]); the key must not be empty (prost would leave it out).
+    pub fn push(&mut self, key: &'static str, write_value: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.bytes.len();
+        put_len_key(1, &mut self.bytes);
+        put_varint(key.len() as u64, &mut self.bytes);
+        self.bytes.extend_from_slice(key.as_bytes());
+        self.scratch.clear();
+        write_value(&mut self.scratch);
+        put_len_key(2, &mut self.bytes);
+        put_varint(self.scratch.len() as u64, &mut self.bytes);
+        self.bytes.extend_from_slice(&self.scratch);
+        self.entries
+            .push((Cow::Borrowed(key), start..self.bytes.len()));
+    }
+
+    /// `attributes` encoded with prost.
+    pub fn from_key_values(attributes: &[KeyValue]) -> Self {
+        use prost::Message;
+        let mut encoded = EncodedAttributes::default();
+        for kv in attributes {
+            let start = encoded.bytes.len();
+            kv.encode_raw(&mut encoded.bytes);
+            let end = encoded.bytes.len();
+            encoded
+                .entries
+                .push((Cow::Owned(kv.key.clone()), start..end));
+        }
+        encoded
+    }
+
+    fn bodies(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.entries.iter().map(|(_, r)| &self.bytes[r.clone()])
+    }
+}
+
+/// `AnyValue` message bodies, written as prost writes them (a oneof field is written even
+/// when it holds its default).
+pub mod value {
+    use prost::encoding::encoded_len_varint;
+
+    use super::{put_len_key, put_varint};
+
+    /// `bool_value` (field 2).
+    pub fn put_bool(value: bool, out: &mut Vec<u8>) {
+        out.push(0x10);
+        put_varint(u64::from(value), out);
+    }
+
+    /// `int_value` (field 3).
+    pub fn put_int(value: i64, out: &mut Vec<u8>) {
+        out.push(0x18);
+        put_varint(value as u64, out);
+    }
+
+    /// `string_value` (field 1).
+    pub fn put_string(value: &str, out: &mut Vec<u8>) {
+        put_len_key(1, out);
+        put_varint(value.len() as u64, out);
+        out.extend_from_slice(value.as_bytes());
+    }
+
+    /// `array_value` (field 5) of `string_value`s.
+    pub fn put_string_array(items: &[String], out: &mut Vec<u8>) {
+        let element = |s: &String| 1 + encoded_len_varint(s.len() as u64) + s.len();
+        let array_len: usize = items
+            .iter()
+            .map(|s| 1 + encoded_len_varint(element(s) as u64) + element(s))
+            .sum();
+        put_len_key(5, out);
+        put_varint(array_len as u64, out);
+        for item in items {
+            put_len_key(1, out);
+            put_varint(element(item) as u64, out);
+            put_string(item, out);
+        }
+    }
+}
+
 impl SpanEdit {
     /// The edit that adds `attributes` and one event `event_name` at `time_unix_nano`
     /// carrying the same attributes (what [`crate::annotate::annotate_span`] writes), to
@@ -196,28 +299,28 @@ impl SpanEdit {
         event_name: &str,
         time_unix_nano: u64,
     ) -> SpanEdit {
-        use prost::encoding::{encode_key, encoded_len_varint, WireType};
-        use prost::Message;
+        let encoded = EncodedAttributes::from_key_values(attributes);
+        Self::adding_encoded_with_event(range, &encoded, event_name, time_unix_nano)
+    }
 
-        let mut encoded = Vec::new();
-        let mut bodies = Vec::with_capacity(attributes.len());
-        for kv in attributes {
-            let start = encoded.len();
-            kv.encode_raw(&mut encoded);
-            bodies.push(start..encoded.len());
-        }
+    /// As [`SpanEdit::adding_with_event`], for attributes already encoded.
+    pub fn adding_encoded_with_event(
+        range: Range<usize>,
+        attributes: &EncodedAttributes,
+        event_name: &str,
+        time_unix_nano: u64,
+    ) -> SpanEdit {
+        use prost::encoding::{encode_key, WireType};
+
         let field_len = |len: usize| 1 + encoded_len_varint(len as u64) + len;
+        let fields_len: usize = attributes.bodies().map(|b| field_len(b.len())).sum();
         let time_len = if time_unix_nano == 0 { 0 } else { 1 + 8 };
-        let event_len = time_len
-            + field_len(event_name.len())
-            + bodies.iter().map(|b| field_len(b.len())).sum::<usize>();
-        let mut append = Vec::with_capacity(
-            bodies.iter().map(|b| field_len(b.len())).sum::<usize>() + 1 + 10 + event_len,
-        );
-        for body in &bodies {
+        let event_len = time_len + field_len(event_name.len()) + fields_len;
+        let mut append = Vec::with_capacity(fields_len + 1 + 10 + event_len);
+        for body in attributes.bodies() {
             put_len_key(SPAN_ATTRIBUTES, &mut append);
             put_varint(body.len() as u64, &mut append);
-            append.extend_from_slice(&encoded[body.clone()]);
+            append.extend_from_slice(body);
         }
         put_len_key(SPAN_EVENTS, &mut append);
         put_varint(event_len as u64, &mut append);
@@ -229,14 +332,14 @@ impl SpanEdit {
         put_len_key(EVENT_NAME, &mut append);
         put_varint(event_name.len() as u64, &mut append);
         append.extend_from_slice(event_name.as_bytes());
-        for body in &bodies {
+        for body in attributes.bodies() {
             put_len_key(EVENT_ATTRIBUTES, &mut append);
             put_varint(body.len() as u64, &mut append);
-            append.extend_from_slice(&encoded[body.clone()]);
+            append.extend_from_slice(body);
         }
         SpanEdit {
             range,
-            remove_keys: attributes.iter().map(|kv| kv.key.clone()).collect(),
+            remove_keys: attributes.entries.iter().map(|(k, _)| k.clone()).collect(),
             remove_events: vec![event_name.to_owned()],
             append,
         }
@@ -255,18 +358,21 @@ fn removed_fields<'b>(
             Ok(field) => field,
             Err(e) => return Some(Err(e)),
         };
-        let (names, number) = match field.number {
-            SPAN_ATTRIBUTES => (&edit.remove_keys, 1),
-            SPAN_EVENTS => (&edit.remove_events, EVENT_NAME),
+        let number = match field.number {
+            SPAN_ATTRIBUTES => 1,
+            SPAN_EVENTS => EVENT_NAME,
             _ => return None,
         };
         let value = field.len_range()?;
         match bytes_field(buf, value, number) {
             Err(e) => Some(Err(e)),
-            Ok(name) => names
-                .iter()
-                .any(|k| k.as_bytes() == name)
-                .then_some(Ok(field.range)),
+            Ok(name) => {
+                let removed = match field.number {
+                    SPAN_ATTRIBUTES => edit.remove_keys.iter().any(|k| k.as_bytes() == name),
+                    _ => edit.remove_events.iter().any(|k| k.as_bytes() == name),
+                };
+                removed.then_some(Ok(field.range))
+            }
         }
     })
 }
