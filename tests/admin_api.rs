@@ -343,6 +343,20 @@ async fn corpus_through_the_admin_api() {
     })
     .await;
     assert!(forwarded, "spans forwarded = spans sent");
+    // The reporter task publishes signals after Export has returned.
+    let warn_or_kill: usize = by_labels
+        .iter()
+        .filter(|((_, _, severity), _)| severity != "info")
+        .map(|(_, n)| n)
+        .sum();
+    let published = eventually(Duration::from_secs(10), || async {
+        scrape(admin)
+            .await
+            .sum("loopwatch_signals_published_total", &[])
+            == warn_or_kill as f64
+    })
+    .await;
+    assert!(published, "one signal published per warn/kill detection");
     let m = scrape(admin).await;
     let total = |name: &str| m.sum(name, &[]);
     assert_eq!(total("loopwatch_spans_received_total"), spans_sent as f64);
@@ -393,11 +407,7 @@ async fn corpus_through_the_admin_api() {
     );
     assert!(total("loopwatch_forward_latency_seconds_sum") > 0.0);
     assert_eq!(m.types["loopwatch_forward_latency_seconds"], "histogram");
-    let signals: usize = by_labels
-        .iter()
-        .filter(|((_, _, severity), _)| severity != "info")
-        .map(|(_, n)| n)
-        .sum();
+    let signals = warn_or_kill;
     assert_eq!(
         total("loopwatch_signals_published_total"),
         signals as f64,

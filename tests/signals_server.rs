@@ -143,6 +143,19 @@ async fn recent(admin: SocketAddr, trace_id: &str) -> Vec<Signal> {
     serde_json::from_value(body["data"].clone()).expect("signals")
 }
 
+/// The recent signals of `trace_id` once there are at least `count` (or after 5 s, as they
+/// are then): the reporter task publishes detections after Export has returned.
+async fn recent_at_least(admin: SocketAddr, trace_id: &str, count: usize) -> Vec<Signal> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let signals = recent(admin, trace_id).await;
+        if signals.len() >= count || tokio::time::Instant::now() >= deadline {
+            return signals;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Tool spans of a run, in start order.
 fn tool_spans(requests: &[ExportTraceServiceRequest]) -> Vec<Span> {
     let mut spans: Vec<Span> = requests
@@ -222,8 +235,8 @@ async fn stuck_run_signals_reach_redis_nats_grpc_and_http() {
 
     export_all(server.grpc_addr, &requests).await;
 
-    // Detection and publishing happen before Export returns: the ring has them now.
-    let signals = by_key(recent(admin, &trace_id).await);
+    // Detection happens before Export returns, publishing just after (the reporter task).
+    let signals = by_key(recent_at_least(admin, &trace_id, 3).await);
     let tools = tool_spans(&requests);
     assert_eq!(tools.len(), 6);
     let loops = get_json(admin, &format!("/v1/traces/{trace_id}/loops")).await;
@@ -460,7 +473,7 @@ async fn signals_can_be_switched_off_per_profile() {
     let requests = run_requests(STUCK);
     let trace_id = trace_id_of(&requests[0]);
     export_all(server.grpc_addr, &requests).await;
-    let signals = recent(admin, &trace_id).await;
+    let signals = recent_at_least(admin, &trace_id, 1).await;
     assert_eq!(
         signals
             .iter()
