@@ -230,30 +230,9 @@ mod tests {
     use std::sync::Arc;
 
     fn detection(tool_names: &[&str], count: usize, severity: Severity) -> RunDetection {
-        RunDetection {
-            profile_index: 0,
-            profile: Arc::new(ProfileSettings::nudge()),
-            detection: Detection {
-                pattern: Pattern::Cycle,
-                tool_names: tool_names.iter().map(|t| Arc::from(*t)).collect(),
-                count,
-                window: 0,
-                severity,
-                fingerprints: vec![[7; 32]; tool_names.len()],
-                members: vec![],
-                call: None,
-                response: None,
-                budget: None,
-            },
-            run_key: Arc::from("run"),
-            trace_id: vec![1; 16],
-            span_id: vec![2; 8],
-            span_ids: vec![],
-            time_unix_nano: 0,
-            occurrence: 0,
-            service_name: None,
-            agent_name: None,
-        }
+        let mut d = RunDetection::sample(Pattern::Cycle, tool_names, severity);
+        d.detection.count = count;
+        d
     }
 
     #[test]

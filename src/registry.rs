@@ -142,6 +142,43 @@ pub struct RunDetection {
     pub agent_name: Option<Arc<str>>,
 }
 
+#[cfg(test)]
+impl RunDetection {
+    /// A detection for tests: `pattern` over `tool_names` (one fingerprint `[7; 32]` each)
+    /// at `severity` under the built-in nudge profile, completed by span `[2; 8]` of trace
+    /// `[1; 16]` in run `run`; counts, times, members and names zero or empty.
+    pub(crate) fn sample(
+        pattern: crate::detector::Pattern,
+        tool_names: &[&str],
+        severity: crate::detector::Severity,
+    ) -> RunDetection {
+        RunDetection {
+            profile_index: 0,
+            profile: Arc::new(ProfileSettings::nudge()),
+            detection: Detection {
+                pattern,
+                tool_names: tool_names.iter().map(|t| Arc::from(*t)).collect(),
+                count: 0,
+                window: 0,
+                severity,
+                fingerprints: vec![[7; 32]; tool_names.len()],
+                members: vec![],
+                call: None,
+                response: None,
+                budget: None,
+            },
+            run_key: Arc::from("run"),
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            span_ids: vec![],
+            time_unix_nano: 0,
+            occurrence: 0,
+            service_name: None,
+            agent_name: None,
+        }
+    }
+}
+
 impl RunDetection {
     fn identity(&self) -> Identity {
         (

@@ -160,33 +160,12 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::detector::{Detection, Pattern, ProfileSettings};
+    use crate::detector::Pattern;
 
     fn detection(severity: Severity, occurrence: u32) -> RunDetection {
-        RunDetection {
-            profile_index: 0,
-            profile: Arc::new(ProfileSettings::nudge()),
-            detection: Detection {
-                pattern: Pattern::RepeatedCall,
-                tool_names: vec![Arc::from("t")],
-                count: 5,
-                window: 10,
-                severity,
-                fingerprints: vec![[0; 32]],
-                members: vec![0],
-                call: Some(1),
-                response: None,
-                budget: None,
-            },
-            run_key: Arc::from("run"),
-            trace_id: vec![1; 16],
-            span_id: vec![2; 8],
-            span_ids: vec![],
-            time_unix_nano: 0,
-            occurrence,
-            service_name: None,
-            agent_name: None,
-        }
+        let mut d = RunDetection::sample(Pattern::RepeatedCall, &["t"], severity);
+        d.occurrence = occurrence;
+        d
     }
 
     fn drain(queue: &ReportQueue) -> Vec<(Severity, u32)> {
