@@ -276,7 +276,10 @@ pub mod value {
         let element = |s: &String| 1 + encoded_len_varint(s.len() as u64) + s.len();
         let array_len: usize = items
             .iter()
-            .map(|s| 1 + encoded_len_varint(element(s) as u64) + element(s))
+            .map(|s| {
+                let len = element(s);
+                1 + encoded_len_varint(len as u64) + len
+            })
             .sum();
         put_len_key(5, out);
         put_varint(array_len as u64, out);
