@@ -26,6 +26,8 @@ use prost::Message;
 
 #[path = "engine_calls.rs"]
 mod calls;
+#[path = "engine_conversations.rs"]
+pub mod conversations;
 
 /// Calls to move out of a run keyed by a trace alone (hex): span_id → their agent's run key.
 type AgentMove = (Arc<str>, HashMap<Vec<u8>, Arc<str>>);
@@ -90,6 +92,8 @@ pub struct Engine {
     pub names: crate::intern::Interner,
     /// Span → parent → agent links, with `run_key_by_agent` ([`crate::run_key`]).
     agents: Option<Mutex<AgentIndex>>,
+    /// Message parts of the conversations read so far, by trace ([`conversations`]).
+    conversations: conversations::Conversations,
 }
 
 /// What processing one request read from its bytes found.
@@ -128,6 +132,7 @@ impl Engine {
             budgets: None,
             names: crate::intern::Interner::default(),
             agents,
+            conversations: conversations::Conversations::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! (DESIGN §2 "One call, one event", "Joins").
 
 use super::Engine;
-use crate::conventions::message_parts::{tool_call_parts, MessagePart};
+use crate::conventions::message_parts::{self, MessagePart};
 use crate::conventions::wrappers;
 use crate::event::{CallStatus, EventKind, ExtractedEvent};
 use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
@@ -35,42 +35,66 @@ impl Engine {
         context
     }
 
+    /// The tool-call parts of an inference span: its output messages' `tool_call` parts,
+    /// then its input messages' `tool_call_response` parts, of which only those the
+    /// conversation gained since the trace's last inference span are read when the input
+    /// messages are a JSON list ([`super::conversations`]).
     fn parts(&self, span: &SpanView) -> Vec<ToolCallPart> {
-        tool_call_parts(span)
+        let mut parts: Vec<ToolCallPart> = message_parts::output_parts(span)
             .into_iter()
-            .map(|part| match part {
-                MessagePart::Call {
-                    id,
-                    name,
-                    arguments,
-                } => ToolCallPart {
-                    call_id: CallKey::of(&id),
-                    call_fingerprint: name.as_ref().zip(arguments).map(|(name, arguments)| {
-                        let arguments = wrappers::normalize_arguments(arguments);
-                        // The tool's own volatile keys, as for its tool spans.
-                        match self.tool_fingerprints.treatment(name) {
-                            Some(rule) => self.fingerprinter.call_fingerprint_with(
-                                name,
-                                &arguments,
-                                &rule.volatile_keys,
-                            ),
-                            None => self.fingerprinter.call_fingerprint(name, &arguments),
-                        }
-                    }),
-                    tool_name: name.as_deref().map(|n| self.names.get(n)),
-                    result_fingerprint: None,
-                },
-                MessagePart::Response { id, response } => ToolCallPart {
-                    call_id: CallKey::of(&id),
-                    tool_name: None,
-                    call_fingerprint: None,
-                    result_fingerprint: self.fingerprinter.result_fingerprint(
-                        &CallStatus::Ok,
-                        Some(&wrappers::normalize_result(response)),
-                    ),
-                },
-            })
-            .collect()
+            .map(|part| self.part(part))
+            .collect();
+        let read = |text: &str| {
+            let found = message_parts::input_parts_in_text(text)?;
+            Some(found.into_iter().map(|part| self.part(part)).collect())
+        };
+        let input = message_parts::input_messages_text(span)
+            .and_then(|text| self.conversations.parts(span.trace_id, text, read));
+        match input {
+            Some(input) => parts.extend(input),
+            None => parts.extend(
+                message_parts::input_parts(span)
+                    .into_iter()
+                    .map(|part| self.part(part)),
+            ),
+        }
+        parts
+    }
+
+    /// A message part as the registry joins it: call and result fingerprinted as a tool
+    /// span's would be (the tool's own volatile keys for a call's arguments).
+    fn part(&self, part: MessagePart) -> ToolCallPart {
+        match part {
+            MessagePart::Call {
+                id,
+                name,
+                arguments,
+            } => ToolCallPart {
+                call_id: CallKey::of(&id),
+                call_fingerprint: name.as_ref().zip(arguments).map(|(name, arguments)| {
+                    let arguments = wrappers::normalize_arguments(arguments);
+                    match self.tool_fingerprints.treatment(name) {
+                        Some(rule) => self.fingerprinter.call_fingerprint_with(
+                            name,
+                            &arguments,
+                            &rule.volatile_keys,
+                        ),
+                        None => self.fingerprinter.call_fingerprint(name, &arguments),
+                    }
+                }),
+                tool_name: name.as_deref().map(|n| self.names.get(n)),
+                result_fingerprint: None,
+            },
+            MessagePart::Response { id, response } => ToolCallPart {
+                call_id: CallKey::of(&id),
+                tool_name: None,
+                call_fingerprint: None,
+                result_fingerprint: self.fingerprinter.result_fingerprint(
+                    &CallStatus::Ok,
+                    Some(&wrappers::normalize_result(response)),
+                ),
+            },
+        }
     }
 }
 

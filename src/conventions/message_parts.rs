@@ -29,32 +29,67 @@ pub enum MessagePart {
     Response { id: String, response: Payload },
 }
 
-/// The tool-call parts of a span's input and output messages, in message order.
+/// `gen_ai.output.messages`: `tool_call` parts and their `arguments`.
+const OUTPUT: Source = ("gen_ai.output.messages", "tool_call", "arguments");
+/// `gen_ai.input.messages`: `tool_call_response` parts and their `response`.
+const INPUT: Source = ("gen_ai.input.messages", "tool_call_response", "response");
+
+/// A messages attribute, the part type wanted in it, and the field of that part.
+type Source = (&'static str, &'static str, &'static str);
+
+/// The tool-call parts of a span's input and output messages, in message order
+/// ([`output_parts`], then [`input_parts`]).
 pub fn tool_call_parts(span: &SpanView) -> Vec<MessagePart> {
+    let mut parts = output_parts(span);
+    parts.extend(input_parts(span));
+    parts
+}
+
+/// The `tool_call` parts of the span's output messages.
+pub fn output_parts(span: &SpanView) -> Vec<MessagePart> {
+    messages(span, OUTPUT).map_or_else(Vec::new, |found| message_parts(found, OUTPUT))
+}
+
+/// The `tool_call_response` parts of the span's input messages.
+pub fn input_parts(span: &SpanView) -> Vec<MessagePart> {
+    messages(span, INPUT).map_or_else(Vec::new, |found| message_parts(found, INPUT))
+}
+
+/// The span's `gen_ai.input.messages` attribute when it holds text (JSON, normally the
+/// whole conversation so far); `None` when absent or not a string.
+pub fn input_messages_text<'s>(span: &'s SpanView) -> Option<&'s str> {
+    match attr(&span.attributes, INPUT.0)?.value.as_ref()? {
+        ValueView::StringValue(s) => Some(s.as_ref()),
+        _ => None,
+    }
+}
+
+/// The `tool_call_response` parts of input-messages JSON `text`; `None` when `text` is
+/// not JSON. For text from [`input_messages_text`], `Some` is exactly what
+/// [`input_parts`] reads (an attribute that is not JSON falls back to the span's events).
+pub fn input_parts_in_text(text: &str) -> Option<Vec<MessagePart>> {
+    let (_, wanted, field) = INPUT;
+    parts_in_text(text, wanted, field).map(|found| message_parts(found, INPUT))
+}
+
+/// The parts of `found` that can be joined: with an `id`, and for a response its value.
+fn message_parts(found: Vec<TextPart>, (_, wanted, _): Source) -> Vec<MessagePart> {
     let mut parts = Vec::new();
-    for (key, wanted, field) in [
-        ("gen_ai.output.messages", "tool_call", "arguments"),
-        ("gen_ai.input.messages", "tool_call_response", "response"),
-    ] {
-        let Some(found) = messages(span, key, wanted, field) else {
+    for part in found {
+        let Some(id) = part.id.filter(|s| !s.is_empty()) else {
             continue;
         };
-        for part in found {
-            let Some(id) = part.id.filter(|s| !s.is_empty()) else {
-                continue;
-            };
-            if wanted == "tool_call" {
-                parts.push(MessagePart::Call {
-                    id,
-                    name: part.name,
-                    arguments: part.field.map(payload),
-                });
-            } else if let Some(response) = part.field {
-                parts.push(MessagePart::Response {
-                    id,
-                    response: payload(response),
-                });
-            }
+        if wanted == "tool_call" {
+            parts.push(MessagePart::Call {
+                id,
+                name: part.name,
+                arguments: part.field.map(payload),
+            });
+        } else if let Some(response) = part.field {
+            parts.push(MessagePart::Response {
+                id,
+                response: payload(response),
+            });
         }
     }
     parts
@@ -62,7 +97,7 @@ pub fn tool_call_parts(span: &SpanView) -> Vec<MessagePart> {
 
 /// The `wanted` parts of messages attribute `key`, on the span or, when absent or not
 /// JSON there, on an operation-details event.
-fn messages(span: &SpanView, key: &str, wanted: &str, field: &str) -> Option<Vec<TextPart>> {
+fn messages(span: &SpanView, (key, wanted, field): Source) -> Option<Vec<TextPart>> {
     let read = |value: &AnyValueView| match value.value.as_ref()? {
         // JSON text is read without building the conversation ([`message_parts_text`]).
         ValueView::StringValue(s) => parts_in_text(s, wanted, field),

@@ -144,7 +144,9 @@ fn walk<'a>(
     resources: &mut Vec<WireResource>,
 ) -> Result<WireSpans<'a>, WireError> {
     let buf = bytes.as_ref();
-    let mut spans = Vec::new();
+    // Sized for spans of ~256 bytes or more (GenAI tool spans are larger), so that a large
+    // request does not move its views while they are read.
+    let mut spans = Vec::with_capacity((buf.len() / 256).min(max_spans));
     // One validating pass: spans are validated while their view is read, everything
     // else is checked without being read.
     let mut r = 0;

@@ -1,0 +1,201 @@
+use std::cell::RefCell;
+
+use proptest::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::*;
+use crate::conventions::message_parts::{input_parts_in_text, MessagePart};
+use crate::registry::CallKey;
+
+const TRACE: [u8; 16] = [7; 16];
+const OTHER_TRACE: [u8; 16] = [9; 16];
+
+/// The parts of a message list's text as the engine builds them (response fingerprinted).
+fn read_parts(text: &str) -> Option<Vec<ToolCallPart>> {
+    let parts = input_parts_in_text(text)?;
+    Some(
+        parts
+            .into_iter()
+            .map(|part| match part {
+                MessagePart::Response { id, response } => ToolCallPart {
+                    call_id: CallKey::of(&id),
+                    tool_name: None,
+                    call_fingerprint: None,
+                    result_fingerprint: Some(Sha256::digest(format!("{response:?}")).into()),
+                },
+                MessagePart::Call { .. } => unreachable!("input messages hold responses"),
+            })
+            .collect(),
+    )
+}
+
+/// `read_parts`, recording every text it was asked to read.
+struct Recorder(RefCell<Vec<String>>);
+
+impl Recorder {
+    fn new() -> Recorder {
+        Recorder(RefCell::new(Vec::new()))
+    }
+
+    fn read(&self) -> impl Fn(&str) -> Option<Vec<ToolCallPart>> + '_ {
+        |text| {
+            self.0.borrow_mut().push(text.to_owned());
+            read_parts(text)
+        }
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut self.0.borrow_mut())
+    }
+}
+
+fn message(i: usize) -> String {
+    format!(
+        r#"{{"role":"tool","parts":[{{"type":"tool_call_response","id":"call_{i}","response":{{"n":{i}}}}}]}}"#
+    )
+}
+
+fn list(messages: &[String]) -> String {
+    format!("[{}]", messages.join(","))
+}
+
+#[test]
+fn a_growing_conversation_reads_only_the_messages_it_gained() {
+    let cache = Conversations::default();
+    let recorder = Recorder::new();
+    let turns: Vec<String> = (0..4).map(message).collect();
+
+    let first = list(&turns[..2]);
+    let parts = cache.parts(&TRACE, &first, recorder.read());
+    assert_eq!(parts, read_parts(&first));
+    assert_eq!(parts.as_ref().map(Vec::len), Some(2));
+    assert_eq!(recorder.take(), vec![first.clone()]);
+
+    let second = list(&turns);
+    let parts = cache.parts(&TRACE, &second, recorder.read());
+    assert_eq!(parts, read_parts(&second));
+    assert_eq!(parts.as_ref().map(Vec::len), Some(4));
+    assert_eq!(
+        recorder.take(),
+        vec![format!("[{},{}]", turns[2], turns[3])]
+    );
+
+    // The same list again reads nothing; an earlier, shorter list is read whole.
+    assert_eq!(
+        cache.parts(&TRACE, &second, recorder.read()),
+        read_parts(&second)
+    );
+    assert!(recorder.take().is_empty());
+    assert_eq!(
+        cache.parts(&TRACE, &first, recorder.read()),
+        read_parts(&first)
+    );
+    assert_eq!(recorder.take(), vec![first.clone()]);
+
+    // Another trace shares nothing.
+    assert_eq!(
+        cache.parts(&OTHER_TRACE, &second, recorder.read()),
+        read_parts(&second)
+    );
+    assert_eq!(recorder.take(), vec![second]);
+}
+
+#[test]
+fn text_that_does_not_continue_the_list_is_read_whole() {
+    let cache = Conversations::default();
+    let recorder = Recorder::new();
+    let turns: Vec<String> = (0..3).map(message).collect();
+    let first = list(&turns[..2]);
+    cache.parts(&TRACE, &first, recorder.read());
+    recorder.take();
+
+    for text in [
+        // A changed earlier message.
+        list(&[message(5), turns[1].clone(), turns[2].clone()]),
+        // One message, not a list.
+        turns[0].clone(),
+    ] {
+        assert_eq!(
+            cache.parts(&TRACE, &text, recorder.read()),
+            read_parts(&text)
+        );
+        assert_eq!(recorder.take().last(), Some(&text), "{text}");
+    }
+    // The remembered bytes followed by more of the same element, not by `,` or `]`.
+    let short = format!("[{},1]", turns[0]);
+    let longer = format!("[{},12]", turns[0]);
+    cache.parts(&OTHER_TRACE, &short, recorder.read());
+    assert_eq!(
+        cache.parts(&OTHER_TRACE, &longer, recorder.read()),
+        read_parts(&longer)
+    );
+    assert_eq!(recorder.take(), vec![short, longer]);
+}
+
+#[test]
+fn not_json_is_none_as_the_whole_read_says() {
+    let cache = Conversations::default();
+    let recorder = Recorder::new();
+    let turns: Vec<String> = (0..2).map(message).collect();
+    cache.parts(&TRACE, &list(&turns[..1]), recorder.read());
+    let broken = format!("[{},{{\"role\":]", turns[0]);
+    assert_eq!(read_parts(&broken), None);
+    assert_eq!(cache.parts(&TRACE, &broken, recorder.read()), None);
+    // Trailing text after the list is not JSON either.
+    let trailing = format!("{} x", list(&turns[..1]));
+    assert_eq!(read_parts(&trailing), None);
+    assert_eq!(cache.parts(&TRACE, &trailing, recorder.read()), None);
+    // An invalid trace_id is never remembered.
+    let text = list(&turns);
+    assert_eq!(
+        cache.parts(&[1, 2], &text, recorder.read()),
+        read_parts(&text)
+    );
+}
+
+#[test]
+fn memory_is_bounded_by_parts_and_lists_per_trace() {
+    let cache = Conversations::new(16);
+    let recorder = Recorder::new();
+    let turns: Vec<String> = (0..5).map(message).collect();
+    // Five different conversations of one trace: at most MAX_PER_TRACE kept.
+    for i in 0..5 {
+        cache.parts(&TRACE, &list(&turns[i..i + 1]), recorder.read());
+    }
+    assert_eq!(cache.remembered_parts(), MAX_PER_TRACE);
+    // Traces beyond 16 parts in all drop the least recently used.
+    for t in 0..10u8 {
+        cache.parts(&[t + 20; 16], &list(&turns[..3]), recorder.read());
+    }
+    assert!(
+        cache.remembered_parts() <= 16,
+        "{}",
+        cache.remembered_parts()
+    );
+    // A list of more than a quarter of the bound is read, not remembered.
+    let before = cache.remembered_parts();
+    cache.parts(&[99; 16], &list(&turns), recorder.read());
+    assert_eq!(cache.remembered_parts(), before);
+}
+
+proptest! {
+    /// Over conversations that grow, repeat, restart or break, in any order and with any
+    /// whitespace, the answer is always the whole text's.
+    #[test]
+    fn always_the_answer_of_reading_the_whole_text(
+        steps in prop::collection::vec((0usize..2, 0usize..8, 0usize..4, any::<bool>()), 1..24),
+    ) {
+        let cache = Conversations::new(64);
+        let messages: Vec<String> = (0..8).map(message).collect();
+        let space = ["", " ", "\n  ", "\t"];
+        for (trace, len, ws, broken) in steps {
+            let sep = format!("{},{}", space[ws], space[(ws + 1) % 4]);
+            let mut text = format!("{}[{}{}]{}", space[ws], space[ws], messages[..len].join(&sep), space[ws]);
+            if broken {
+                text.insert_str(text.len() / 2, "\"");
+            }
+            let trace_id = [trace as u8 + 1; 16];
+            prop_assert_eq!(cache.parts(&trace_id, &text, read_parts), read_parts(&text), "{}", text);
+        }
+    }
+}
