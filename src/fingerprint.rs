@@ -310,16 +310,18 @@ impl FingerprintKey {
 
     /// Lowercase hex (64 chars) of HMAC-SHA256(key, fingerprint).
     pub fn hex(&self, fingerprint: &Fingerprint) -> String {
-        let mut mac = self.keyed.clone();
-        mac.update(fingerprint);
-        hex::encode(mac.finalize().into_bytes())
+        crate::otlp::lower_hex(&self.mac(fingerprint))
     }
 
     /// The short external form: the first 16 hex chars of [`FingerprintKey::hex`].
     pub fn short(&self, fingerprint: &Fingerprint) -> String {
-        let mut full = self.hex(fingerprint);
-        full.truncate(16);
-        full
+        crate::otlp::lower_hex(&self.mac(fingerprint)[..8])
+    }
+
+    fn mac(&self, fingerprint: &Fingerprint) -> [u8; 32] {
+        let mut mac = self.keyed.clone();
+        mac.update(fingerprint);
+        mac.finalize().into_bytes().into()
     }
 }
 
@@ -667,6 +669,9 @@ mod tests {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         assert_eq!(key.short(&fp), hex[..16]);
+        let mut manual = <Hmac<Sha256> as Mac>::new_from_slice(b"secret").unwrap();
+        manual.update(&fp);
+        assert_eq!(hex, hex::encode(manual.finalize().into_bytes()));
         assert_ne!(hex, FingerprintKey::new(b"other").hex(&fp));
         assert_ne!(hex, FingerprintKey::random().hex(&fp));
         assert_ne!(hex, hex::encode(fp));

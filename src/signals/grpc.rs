@@ -2,6 +2,7 @@
 //! over the hub's broadcast channel.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
@@ -166,7 +167,9 @@ impl proto::signals_server::Signals for SignalsService {
             .map_err(|e| Status::invalid_argument(format!("Watch filter: {e}")))?;
         let stream = BroadcastStream::new(self.hub.subscribe()).filter_map(move |item| {
             let out = match item {
-                Ok(signal) if filter.matches(&signal) => Some(Ok(proto::Signal::from(signal))),
+                Ok(signal) if filter.matches(&signal) => {
+                    Some(Ok(proto::Signal::from(Arc::unwrap_or_clone(signal))))
+                }
                 Ok(_) => None,
                 Err(BroadcastStreamRecvError::Lagged(skipped)) => {
                     tracing::warn!(skipped, "gRPC signal watcher lagging, skipped signals");

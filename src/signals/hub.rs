@@ -53,9 +53,9 @@ pub struct SignalHub {
 struct Inner {
     sinks: Vec<Arc<SinkQueue>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    recent: Mutex<VecDeque<Signal>>,
+    recent: Mutex<VecDeque<Arc<Signal>>>,
     recent_capacity: usize,
-    broadcast: broadcast::Sender<Signal>,
+    broadcast: broadcast::Sender<Arc<Signal>>,
 }
 
 /// Sink queues and their tasks, gathered before the hub is built.
@@ -130,15 +130,17 @@ impl SignalHub {
     /// Synchronous; never blocks on I/O and never fails (overflow drops a sink's oldest
     /// queued signal and counts it in [`SinkStats::dropped`]).
     pub fn publish(&self, signal: Signal) {
+        // One copy, shared by the sinks, the ring and the stream.
+        let signal = Arc::new(signal);
         for queue in &self.inner.sinks {
-            queue.push(signal.clone());
+            queue.push(Arc::clone(&signal));
         }
         {
             let mut recent = lock(&self.inner.recent);
             if recent.len() >= self.inner.recent_capacity {
                 recent.pop_front();
             }
-            recent.push_back(signal.clone());
+            recent.push_back(Arc::clone(&signal));
         }
         // An error only means nobody is watching right now.
         let _ = self.inner.broadcast.send(signal);
@@ -154,12 +156,12 @@ impl SignalHub {
             .iter()
             .filter(|s| trace_id.is_none_or(|t| s.trace_id == t))
             .filter(|s| since_unix_nano.is_none_or(|since| s.time_unix_nano >= since))
-            .cloned()
+            .map(|s| Signal::clone(s))
             .collect()
     }
 
     /// A receiver of every signal published from now on (used by the gRPC stream).
-    pub fn subscribe(&self) -> broadcast::Receiver<Signal> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Signal>> {
         self.inner.broadcast.subscribe()
     }
 

@@ -45,7 +45,7 @@ pub trait Sink: Send + 'static {
 pub struct SinkQueue {
     pub(crate) name: &'static str,
     capacity: usize,
-    items: Mutex<VecDeque<Signal>>,
+    items: Mutex<VecDeque<Arc<Signal>>>,
     notify: Notify,
     closed: AtomicBool,
     in_flight: AtomicBool,
@@ -80,7 +80,7 @@ impl SinkQueue {
         }
     }
 
-    fn items(&self) -> MutexGuard<'_, VecDeque<Signal>> {
+    fn items(&self) -> MutexGuard<'_, VecDeque<Arc<Signal>>> {
         // A panic while holding this lock cannot leave the deque inconsistent.
         self.items
             .lock()
@@ -90,7 +90,8 @@ impl SinkQueue {
     /// Enqueues `signal`; when full, drops (and counts) the oldest queued warn/info
     /// signal, or the oldest kill when only kills are queued (a new warn/info is then
     /// dropped itself rather than push out a kill).
-    pub fn push(&self, signal: Signal) {
+    /// Shared with the other sinks and the recent ring (one copy per detection).
+    pub fn push(&self, signal: Arc<Signal>) {
         let dropped = {
             let mut items = self.items();
             if items.len() < self.capacity {
@@ -126,7 +127,7 @@ impl SinkQueue {
         self.notify.notify_one();
     }
 
-    fn pop(&self) -> Option<Signal> {
+    fn pop(&self) -> Option<Arc<Signal>> {
         let mut items = self.items();
         let next = items.pop_front();
         // Set under the lock so `depth` never misses a signal moving to in-flight.
@@ -246,14 +247,14 @@ mod tests {
     fn full_queue_drops_oldest_and_counts() {
         let queue = SinkQueue::new("test", 2);
         for id in ["a", "b", "c", "d"] {
-            queue.push(signal(id));
+            queue.push(Arc::new(signal(id)));
         }
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
         assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 0);
         assert_eq!(queue.depth(), 2);
-        assert_eq!(queue.pop().map(|s| s.id), Some("c".to_owned()));
+        assert_eq!(queue.pop().map(|s| s.id.clone()), Some("c".to_owned()));
         assert_eq!(queue.depth(), 2, "in-flight signal counts toward depth");
-        assert_eq!(queue.pop().map(|s| s.id), Some("d".to_owned()));
+        assert_eq!(queue.pop().map(|s| s.id.clone()), Some("d".to_owned()));
         assert_eq!(queue.pop(), None);
         assert_eq!(queue.depth(), 0);
     }
@@ -269,22 +270,22 @@ mod tests {
     #[test]
     fn full_queue_drops_warnings_before_kills() {
         let queue = SinkQueue::new("test", 3);
-        queue.push(kill("k1"));
-        queue.push(signal("w1"));
-        queue.push(kill("k2"));
+        queue.push(Arc::new(kill("k1")));
+        queue.push(Arc::new(signal("w1")));
+        queue.push(Arc::new(kill("k2")));
         // Full: the warning goes, though k1 is older.
-        queue.push(kill("k3"));
+        queue.push(Arc::new(kill("k3")));
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 1);
         assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 0);
         // Only kills queued: a new warning is the one dropped.
-        queue.push(signal("w2"));
+        queue.push(Arc::new(signal("w2")));
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
         assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 0);
         // Only kills queued and a kill comes: the oldest kill goes.
-        queue.push(kill("k4"));
+        queue.push(Arc::new(kill("k4")));
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 3);
         assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 1);
-        let order: Vec<String> = std::iter::from_fn(|| queue.pop().map(|s| s.id)).collect();
+        let order: Vec<String> = std::iter::from_fn(|| queue.pop().map(|s| s.id.clone())).collect();
         assert_eq!(order, ["k2", "k3", "k4"]);
     }
 
