@@ -46,6 +46,28 @@ fn workload_wire(engine: &Engine, raw: &[Bytes]) -> usize {
         .sum()
 }
 
+/// [`workload_wire`] outside the collected workloads (its name has no `workload`).
+#[inline(never)]
+fn warm_up_wire(engine: &Engine, raw: &[Bytes]) -> usize {
+    let now = Instant::now();
+    raw.iter()
+        .map(|request| {
+            let read = WireRequest::read(request.clone()).expect("corpus request reads");
+            engine
+                .process_wire(read, now)
+                .expect("annotates")
+                .bytes
+                .len()
+        })
+        .sum()
+}
+
+/// prost decode + encode of `raw`, under its own name for `corpus_request`.
+#[inline(never)]
+fn workload_passthrough_request(raw: &[Bytes]) -> usize {
+    workload_passthrough(raw)
+}
+
 #[inline(never)]
 fn workload_prost(engine: &Engine, raw: &[Bytes]) -> usize {
     let now = Instant::now();
@@ -227,6 +249,22 @@ fn main() {
         }
         "corpus_time" => {
             corpus_time(&config, &raw);
+            return;
+        }
+        "corpus_request" => {
+            // `corpus_request <i>`: the requests before i uncollected (the engine's state as
+            // the whole corpus leaves it), then request i alone in the workload, with its
+            // prost decode + encode (`passthrough_request`) for comparison.
+            let i: usize = std::env::args()
+                .filter_map(|a| a.parse().ok())
+                .next()
+                .unwrap_or(0)
+                .min(raw.len() - 1);
+            let engine = engine();
+            black_box(warm_up_wire(&engine, &raw[..i]));
+            println!("request {i}: {} bytes", raw[i].len());
+            black_box(workload_wire(&engine, &raw[i..=i]));
+            black_box(workload_passthrough_request(&raw[i..=i]));
             return;
         }
         "fingerprint_cpu" => {

@@ -48,16 +48,22 @@ impl Engine {
             let found = message_parts::input_parts_in_text(text)?;
             Some(found.into_iter().map(|part| self.part(part)).collect())
         };
-        let input = message_parts::input_messages_text(span)
-            .and_then(|text| self.conversations.parts(span.trace_id, text, read));
-        match input {
-            Some(input) => parts.extend(input),
-            None => parts.extend(
-                message_parts::input_parts(span)
-                    .into_iter()
-                    .map(|part| self.part(part)),
-            ),
-        }
+        // The first input-messages value holding JSON gives the parts, as
+        // `message_parts::input_parts` reads them; text goes through the conversations.
+        let input = message_parts::input_message_values(span).find_map(|value| {
+            match value.value.as_ref() {
+                Some(ValueView::StringValue(text)) => {
+                    self.conversations.parts(span.trace_id, text, read)
+                }
+                _ => Some(
+                    message_parts::input_parts_in_value(value)?
+                        .into_iter()
+                        .map(|part| self.part(part))
+                        .collect(),
+                ),
+            }
+        });
+        parts.extend(input.unwrap_or_default());
         parts
     }
 

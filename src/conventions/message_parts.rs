@@ -55,18 +55,23 @@ pub fn input_parts(span: &SpanView) -> Vec<MessagePart> {
     messages(span, INPUT).map_or_else(Vec::new, |found| message_parts(found, INPUT))
 }
 
-/// The span's `gen_ai.input.messages` attribute when it holds text (JSON, normally the
-/// whole conversation so far); `None` when absent or not a string.
-pub fn input_messages_text<'s>(span: &'s SpanView) -> Option<&'s str> {
-    match attr(&span.attributes, INPUT.0)?.value.as_ref()? {
-        ValueView::StringValue(s) => Some(s.as_ref()),
-        _ => None,
-    }
+/// The `gen_ai.input.messages` values of a span in the order [`input_parts`] reads them:
+/// the span's attribute, then the attribute on each operation-details event; the first
+/// that holds JSON gives the parts.
+pub fn input_message_values<'s, 'a>(
+    span: &'s SpanView<'a>,
+) -> impl Iterator<Item = &'s AnyValueView<'a>> + 's {
+    message_values(span, INPUT.0)
+}
+
+/// The `tool_call_response` parts of one input-messages value; `None` when it holds no
+/// JSON (then [`input_parts`] reads the next of [`input_message_values`]).
+pub fn input_parts_in_value(value: &AnyValueView) -> Option<Vec<MessagePart>> {
+    read_value(value, INPUT).map(|found| message_parts(found, INPUT))
 }
 
 /// The `tool_call_response` parts of input-messages JSON `text`; `None` when `text` is
-/// not JSON. For text from [`input_messages_text`], `Some` is exactly what
-/// [`input_parts`] reads (an attribute that is not JSON falls back to the span's events).
+/// not JSON (as [`input_parts_in_value`] of a string value).
 pub fn input_parts_in_text(text: &str) -> Option<Vec<MessagePart>> {
     let (_, wanted, field) = INPUT;
     parts_in_text(text, wanted, field).map(|found| message_parts(found, INPUT))
@@ -97,19 +102,32 @@ fn message_parts(found: Vec<TextPart>, (_, wanted, _): Source) -> Vec<MessagePar
 
 /// The `wanted` parts of messages attribute `key`, on the span or, when absent or not
 /// JSON there, on an operation-details event.
-fn messages(span: &SpanView, (key, wanted, field): Source) -> Option<Vec<TextPart>> {
-    let read = |value: &AnyValueView| match value.value.as_ref()? {
+fn messages(span: &SpanView, source: Source) -> Option<Vec<TextPart>> {
+    message_values(span, source.0).find_map(|value| read_value(value, source))
+}
+
+/// The values of messages attribute `key`: the span's, then each operation-details
+/// event's.
+fn message_values<'s, 'a>(
+    span: &'s SpanView<'a>,
+    key: &'static str,
+) -> impl Iterator<Item = &'s AnyValueView<'a>> + 's {
+    let on_events = span
+        .events
+        .iter()
+        .filter(|e| e.name == OPERATION_DETAILS_EVENT)
+        .filter_map(move |e| attr(&e.attributes, key));
+    attr(&span.attributes, key).into_iter().chain(on_events)
+}
+
+/// The `wanted` parts of one messages value; `None` when it holds no JSON.
+fn read_value(value: &AnyValueView, (_, wanted, field): Source) -> Option<Vec<TextPart>> {
+    match value.value.as_ref()? {
         // JSON text is read without building the conversation ([`message_parts_text`]).
         ValueView::StringValue(s) => parts_in_text(s, wanted, field),
         ValueView::BytesValue(b) => parts_in_bytes(b, wanted, field),
         _ => json_from_any_value(value).map(|json| parts_in_value(&json, wanted, field)),
-    };
-    attr(&span.attributes, key).and_then(read).or_else(|| {
-        span.events
-            .iter()
-            .filter(|e| e.name == OPERATION_DETAILS_EVENT)
-            .find_map(|e| attr(&e.attributes, key).and_then(read))
-    })
+    }
 }
 
 fn payload(value: Json) -> Payload {
