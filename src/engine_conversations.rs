@@ -60,7 +60,7 @@ impl Default for Conversations {
 }
 
 impl Conversations {
-    /// Remembers at most `max_parts` parts in all (0: nothing is remembered).
+    /// Remembers at most `max_parts` parts in all (0: nothing, every list is read whole).
     pub fn new(max_parts: usize) -> Conversations {
         Conversations {
             traces: Mutex::new(Traces {
@@ -102,7 +102,7 @@ impl Conversations {
             Some((k, parts)) => (parts, Some(k.elements_hash)),
             None => (read(text)?, None),
         };
-        if parts.len() <= self.max_parts / 4 {
+        if self.max_parts > 0 && parts.len() <= self.max_parts / 4 {
             let known = Known {
                 elements_len,
                 elements_hash: self.hash(&text[..elements_len]),

@@ -178,6 +178,48 @@ fn memory_is_bounded_by_parts_and_lists_per_trace() {
     assert_eq!(cache.remembered_parts(), before);
 }
 
+/// The recorded corpus through two engines, one remembering conversations and one not:
+/// the same forwarded bytes and the same detections, request by request.
+#[test]
+fn the_corpus_gives_the_same_requests_and_detections_as_reading_every_list_whole() {
+    use crate::engine::Engine;
+    use crate::wire::WireRequest;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
+    let files: Vec<_> = crate::scan::request_files(&[root])
+        .expect("corpus folder")
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pb"))
+        .collect();
+    assert!(files.len() > 100, "{} corpus requests", files.len());
+    let mut config = crate::config::Config::default();
+    config.detection.fingerprint_key = Some("test".into());
+    let remembering = Engine::from_config(&config).expect("default config");
+    let mut reading = Engine::from_config(&config).expect("default config");
+    reading.conversations = Conversations::new(0);
+    let now = std::time::Instant::now();
+    let mut detections = 0;
+    for file in &files {
+        let bytes = bytes::Bytes::from(std::fs::read(file).expect("corpus request"));
+        let process = |engine: &Engine| {
+            let read = WireRequest::read(bytes.clone()).expect("reads");
+            engine.process_wire(read, now).expect("processes")
+        };
+        let (a, b) = (process(&remembering), process(&reading));
+        assert_eq!(a.bytes, b.bytes, "{}", file.display());
+        let a_detections = format!("{:?}", a.processed.detections);
+        assert_eq!(
+            a_detections,
+            format!("{:?}", b.processed.detections),
+            "{}",
+            file.display()
+        );
+        detections += a.processed.detections.len();
+    }
+    assert!(detections > 10, "{detections} detections");
+    assert!(remembering.conversations.remembered_parts() > 0);
+    assert_eq!(reading.conversations.remembered_parts(), 0);
+}
+
 proptest! {
     /// Over conversations that grow, repeat, restart or break, in any order and with any
     /// whitespace, the answer is always the whole text's.
