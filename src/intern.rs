@@ -16,7 +16,8 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 /// A bounded set of shared names.
 #[derive(Debug)]
 pub struct Interner {
-    names: DashSet<Arc<str>>,
+    /// foldhash: looked up for every tool call (SipHash showed in the per-span profile).
+    names: DashSet<Arc<str>, foldhash::fast::RandomState>,
     capacity: usize,
 }
 
@@ -30,7 +31,7 @@ impl Interner {
     /// An empty interner keeping at most `capacity` names.
     pub fn new(capacity: usize) -> Self {
         Interner {
-            names: DashSet::new(),
+            names: DashSet::with_hasher(foldhash::fast::RandomState::default()),
             capacity,
         }
     }

@@ -22,7 +22,7 @@
 //! keeps detections independent of arrival order).
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::hash::BuildHasher;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
@@ -30,23 +30,26 @@ use super::kept::KeptEvent;
 use super::{RunEvent, RunState};
 use crate::fingerprint::Fingerprint;
 
+/// The seed of [`CallKey`]'s hash.
+const CALL_KEY_SEED: u64 = 0x6c6f_6f70_7761_7463;
+
 /// Events searched on each side of the insertion point for the other span of one call.
 pub const NEAR: usize = 64;
 
 /// Message parts kept per run while no tool call has claimed them.
 pub const MAX_PENDING_PARTS: usize = 1024;
 
-/// A `gen_ai.tool.call.id` or MCP request as a run compares it: a fixed 64-bit SipHash
-/// of the string (8 bytes, no allocation per call). Two different ids share a key with
-/// probability 2⁻⁶⁴ per pair, and only ids of one run near each other in time (or pending
-/// in it) are ever compared.
+/// A `gen_ai.tool.call.id` or MCP request as a run compares it: a fixed-seed 64-bit
+/// foldhash of the string (8 bytes, no allocation per call; the same key in every process).
+/// Two different ids share a key with probability about 2⁻⁶⁴ per pair, and only ids of one
+/// run near each other in time (or pending in it) are ever compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CallKey(NonZeroU64);
 
 impl CallKey {
     /// The key of `id`.
     pub fn of(id: &str) -> CallKey {
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(id);
+        let hash = foldhash::fast::FixedState::with_seed(CALL_KEY_SEED).hash_one(id);
         CallKey(NonZeroU64::new(hash).unwrap_or(NonZeroU64::MIN))
     }
 }
