@@ -112,7 +112,7 @@ pub(crate) fn read_tool_call(span: &SpanView, tool_name: &str) -> ToolCall {
     let arguments =
         payload_attr(attrs, arg_keys).or_else(|| arguments_from_events(span, id.as_deref()));
     let result = payload_attr(attrs, result_keys)
-        .filter(|r| *r != Payload::Text("<not specified>".into()))
+        .filter(|r| !matches!(r, Payload::Text(t) if t == "<not specified>"))
         .or_else(|| result_from_events(span, id.as_deref()));
     ToolCall {
         tool_name: tool_name.to_owned(),
