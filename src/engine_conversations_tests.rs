@@ -234,7 +234,7 @@ proptest! {
             let sep = format!("{},{}", space[ws], space[(ws + 1) % 4]);
             let mut text = format!("{}[{}{}]{}", space[ws], space[ws], messages[..len].join(&sep), space[ws]);
             if broken {
-                text.insert_str(text.len() / 2, "\"");
+                text.insert(text.len() / 2, '"');
             }
             let trace_id = [trace as u8 + 1; 16];
             prop_assert_eq!(cache.parts(&trace_id, &text, read_parts), read_parts(&text), "{}", text);
