@@ -33,22 +33,12 @@ mod support;
 
 #[inline(never)]
 fn workload_wire(engine: &Engine, raw: &[Bytes]) -> usize {
-    let now = Instant::now();
-    raw.iter()
-        .map(|request| {
-            let read = WireRequest::read(request.clone()).expect("corpus request reads");
-            engine
-                .process_wire(read, now)
-                .expect("annotates")
-                .bytes
-                .len()
-        })
-        .sum()
+    process_wire_all(engine, raw)
 }
 
-/// [`workload_wire`] outside the collected workloads (its name has no `workload`).
-#[inline(never)]
-fn warm_up_wire(engine: &Engine, raw: &[Bytes]) -> usize {
+/// Reads and processes every request of `raw` (called outside the collected workloads too:
+/// its name has no `workload`).
+fn process_wire_all(engine: &Engine, raw: &[Bytes]) -> usize {
     let now = Instant::now();
     raw.iter()
         .map(|request| {
@@ -261,7 +251,7 @@ fn main() {
                 .unwrap_or(0)
                 .min(raw.len() - 1);
             let engine = engine();
-            black_box(warm_up_wire(&engine, &raw[..i]));
+            black_box(process_wire_all(&engine, &raw[..i]));
             println!("request {i}: {} bytes", raw[i].len());
             black_box(workload_wire(&engine, &raw[i..=i]));
             black_box(workload_passthrough_request(&raw[i..=i]));

@@ -395,7 +395,9 @@ async fn stuck_run_signals_reach_redis_nats_grpc_and_http() {
     config.detection.fingerprint_key = Some(KEY.into());
     let again = loopwatch::server::start(config).await.unwrap();
     export_all(again.grpc_addr, &requests).await;
-    let replayed = by_key(recent(again.admin_addr.unwrap(), &trace_id).await);
+    // Published by the reporter task just after Export returns: wait for all of them.
+    let replayed = recent_at_least(again.admin_addr.unwrap(), &trace_id, signals.len()).await;
+    let replayed = by_key(replayed);
     let strip_time = |v: &[Signal]| {
         v.iter()
             .map(|s| {
