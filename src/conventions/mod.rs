@@ -14,6 +14,7 @@
 pub mod custom;
 pub mod dspy;
 pub mod genai;
+pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
 pub mod llamaindex;

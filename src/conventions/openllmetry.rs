@@ -15,6 +15,7 @@
 //! for that shape the arguments are `inputs` (else `input_str`) and the result is `output`.
 //! Otherwise two identical calls would never fingerprint alike.
 
+use super::json_fields::object_fields;
 use super::model_response::{Found, ResponseReader};
 use super::{agent_name, call_status, first_str, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, ToolCall};
@@ -59,24 +60,21 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
 }
 
 /// For the LangChain callback shape (a JSON object holding `marker`), the first non-null
-/// of `fields`; any other payload unchanged.
+/// of `fields`; any other payload unchanged. Text is read for those fields only
+/// ([`super::json_fields`]).
 fn unwrap_callback(payload: Payload, fields: &[&str], marker: &str) -> Payload {
-    let object = match &payload {
-        Payload::Text(text) => serde_json::from_str::<serde_json::Value>(text).ok(),
-        Payload::Json(value) => Some(value.clone()),
-        Payload::Bytes(_) => None,
+    let picked = match &payload {
+        Payload::Text(text) => object_fields(text, fields, marker)
+            .filter(|(marked, _)| *marked)
+            .and_then(|(_, values)| values.into_iter().flatten().find(|v| !v.is_null())),
+        Payload::Json(serde_json::Value::Object(map)) if map.contains_key(marker) => fields
+            .iter()
+            .filter_map(|f| map.get(*f))
+            .find(|v| !v.is_null())
+            .cloned(),
+        _ => None,
     };
-    let Some(serde_json::Value::Object(map)) = object else {
-        return payload;
-    };
-    if !map.contains_key(marker) {
-        return payload;
-    }
-    fields
-        .iter()
-        .filter_map(|f| map.get(*f))
-        .find(|v| !v.is_null())
-        .map_or(payload, |v| Payload::Json(v.clone()))
+    picked.map_or(payload, Payload::Json)
 }
 
 /// OpenLLMetry's response source of an inference span ([`super::model_response`]).
