@@ -152,24 +152,8 @@ mod tests {
             (-1e6f64..1e6).prop_map(|n| json!(n)),
             "[a-z\\\\\"{}]{0,4}".prop_map(|s| json!(s)),
         ];
-        leaf.prop_recursive(4, 32, 5, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Json::Array),
-                prop::collection::vec(
-                    (
-                        prop::sample::select(vec!["inputs", "input_str", "kwargs", "tags", "x"]),
-                        inner
-                    ),
-                    0..5
-                )
-                .prop_map(|entries| Json::Object(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.to_owned(), v))
-                        .collect()
-                )),
-            ]
-        })
+        let keys = vec!["inputs", "input_str", "kwargs", "tags", "x"];
+        crate::conventions::test_support::json_value(leaf, keys)
     }
 
     proptest! {

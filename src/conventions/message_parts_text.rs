@@ -402,33 +402,17 @@ mod tests {
             ])
             .prop_map(|s| json!(s)),
         ];
-        leaf.prop_recursive(5, 48, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..5).prop_map(Json::Array),
-                prop::collection::vec(
-                    (
-                        prop::sample::select(vec![
-                            "parts",
-                            "type",
-                            "id",
-                            "name",
-                            "arguments",
-                            "response",
-                            "role",
-                            "x"
-                        ]),
-                        inner
-                    ),
-                    0..5
-                )
-                .prop_map(|entries| Json::Object(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.to_owned(), v))
-                        .collect()
-                )),
-            ]
-        })
+        let keys = vec![
+            "parts",
+            "type",
+            "id",
+            "name",
+            "arguments",
+            "response",
+            "role",
+            "x",
+        ];
+        crate::conventions::test_support::json_value(leaf, keys)
     }
 
     proptest! {

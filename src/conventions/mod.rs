@@ -243,7 +243,31 @@ mod status_tests {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    //! Span builders for the convention unit tests.
+    //! Span builders and JSON generators for the convention unit tests.
+
+    /// JSON values up to 5 levels deep built from `leaf`, whose objects have up to 4 keys
+    /// taken from `keys` (repeats possible: the last is kept, as `serde_json::Map` does).
+    pub fn json_value(
+        leaf: impl proptest::strategy::Strategy<Value = serde_json::Value> + 'static,
+        keys: Vec<&'static str>,
+    ) -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::Value as Json;
+        leaf.prop_recursive(5, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Json::Array),
+                prop::collection::vec((prop::sample::select(keys.clone()), inner), 0..5).prop_map(
+                    |entries| Json::Object(
+                        entries
+                            .into_iter()
+                            .map(|(k, v)| (k.to_owned(), v))
+                            .collect()
+                    )
+                ),
+            ]
+        })
+    }
+
     use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
     use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
 
