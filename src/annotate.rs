@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::trace::v1::span::Event;
 
 use crate::detector::Pattern;
 use crate::fingerprint::Fingerprint;
-use crate::otlp::Span;
+use crate::otlp::{hex_id, Span};
 use crate::registry::RunDetection;
 use crate::wire::annotate::{value as wire_value, EncodedAttributes};
 
@@ -165,7 +165,7 @@ fn loop_values(
     let first_span_id = main
         .span_ids
         .first()
-        .map_or_else(|| hex::encode(&main.span_id), hex::encode);
+        .map_or_else(|| hex_id(&main.span_id), |id| hex_id(id));
     let values = [
         ("loop.detected", LoopValue::Bool(true)),
         ("loop.pattern", LoopValue::Str(det.pattern.as_str().into())),

@@ -40,14 +40,11 @@ impl Engine {
     /// conversation gained since the trace's last inference span are read when the input
     /// messages are a JSON list ([`super::conversations`]).
     fn parts(&self, span: &SpanView) -> Vec<ToolCallPart> {
-        let mut parts: Vec<ToolCallPart> = message_parts::output_parts(span)
-            .into_iter()
-            .map(|part| self.part(part))
-            .collect();
-        let read = |text: &str| {
-            let found = message_parts::input_parts_in_text(text)?;
-            Some(found.into_iter().map(|part| self.part(part)).collect())
+        let joined = |found: Vec<MessagePart>| -> Vec<ToolCallPart> {
+            found.into_iter().map(|part| self.part(part)).collect()
         };
+        let mut parts = joined(message_parts::output_parts(span));
+        let read = |text: &str| message_parts::input_parts_in_text(text).map(joined);
         // The first input-messages value holding JSON gives the parts, as
         // `message_parts::input_parts` reads them; text goes through the conversations.
         let input = message_parts::input_message_values(span).find_map(|value| {
@@ -55,12 +52,7 @@ impl Engine {
                 Some(ValueView::StringValue(text)) => {
                     self.conversations.parts(span.trace_id, text, read)
                 }
-                _ => Some(
-                    message_parts::input_parts_in_value(value)?
-                        .into_iter()
-                        .map(|part| self.part(part))
-                        .collect(),
-                ),
+                _ => message_parts::input_parts_in_value(value).map(joined),
             }
         });
         parts.extend(input.unwrap_or_default());

@@ -123,17 +123,8 @@ impl Conversations {
         let replaced = superseded
             .and_then(|hash| list.iter().position(|k| k.elements_hash == hash))
             .or_else(|| (list.len() >= MAX_PER_TRACE).then_some(0));
-        let removed = match replaced {
-            Some(i) => {
-                let old = list.remove(i);
-                list.push(known);
-                old.parts.len()
-            }
-            None => {
-                list.push(known);
-                0
-            }
-        };
+        let removed = replaced.map_or(0, |i| list.remove(i).parts.len());
+        list.push(known);
         traces.parts = traces.parts + added - removed;
         while traces.parts > self.max_parts {
             let Some((_, dropped)) = traces.by_trace.pop_lru() else {

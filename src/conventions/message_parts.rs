@@ -37,14 +37,6 @@ const INPUT: Source = ("gen_ai.input.messages", "tool_call_response", "response"
 /// A messages attribute, the part type wanted in it, and the field of that part.
 type Source = (&'static str, &'static str, &'static str);
 
-/// The tool-call parts of a span's input and output messages, in message order
-/// ([`output_parts`], then [`input_parts`]).
-pub fn tool_call_parts(span: &SpanView) -> Vec<MessagePart> {
-    let mut parts = output_parts(span);
-    parts.extend(input_parts(span));
-    parts
-}
-
 /// The `tool_call` parts of the span's output messages.
 pub fn output_parts(span: &SpanView) -> Vec<MessagePart> {
     messages(span, OUTPUT).map_or_else(Vec::new, |found| message_parts(found, OUTPUT))
@@ -152,14 +144,16 @@ mod tests {
                 r#"[{"role":"assistant","parts":[{"type":"text","content":"x"},{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}},{"type":"tool_call","name":"no_id"}]}]"#,
             )],
         );
+        let view = SpanView::from(&sp);
         assert_eq!(
-            tool_call_parts(&SpanView::from(&sp)),
+            output_parts(&view),
             vec![MessagePart::Call {
                 id: "c1".into(),
                 name: Some("f".into()),
                 arguments: Some(Payload::Json(json!({"a": 1}))),
             }]
         );
+        assert_eq!(input_parts(&view), vec![]);
         let mut sp = span("chat m", vec![]);
         sp.events = vec![event(
             OPERATION_DETAILS_EVENT,
@@ -168,8 +162,10 @@ mod tests {
                 r#"[{"role":"tool","parts":[{"type":"tool_call_response","id":"c1","response":"boom"}]}]"#,
             )],
         )];
+        let view = SpanView::from(&sp);
+        assert_eq!(output_parts(&view), vec![]);
         assert_eq!(
-            tool_call_parts(&SpanView::from(&sp)),
+            input_parts(&view),
             vec![MessagePart::Response {
                 id: "c1".into(),
                 response: Payload::Text("boom".into()),
