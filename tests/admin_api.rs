@@ -335,13 +335,8 @@ async fn corpus_through_the_admin_api() {
     assert_eq!(get(admin, "/v1/runs?looping=maybe").await.0, 400);
 
     // --- /metrics ---
-    let forwarded = eventually(Duration::from_secs(10), || async {
-        scrape(admin)
-            .await
-            .sum("loopwatch_spans_forwarded_total", &[])
-            == spans_sent as f64
-    })
-    .await;
+    let forwarded =
+        metric_sum_reaches(admin, "loopwatch_spans_forwarded_total", spans_sent as f64).await;
     assert!(forwarded, "spans forwarded = spans sent");
     // The reporter task publishes signals after Export has returned.
     let warn_or_kill: usize = by_labels
@@ -349,12 +344,11 @@ async fn corpus_through_the_admin_api() {
         .filter(|((_, _, severity), _)| severity != "info")
         .map(|(_, n)| n)
         .sum();
-    let published = eventually(Duration::from_secs(10), || async {
-        scrape(admin)
-            .await
-            .sum("loopwatch_signals_published_total", &[])
-            == warn_or_kill as f64
-    })
+    let published = metric_sum_reaches(
+        admin,
+        "loopwatch_signals_published_total",
+        warn_or_kill as f64,
+    )
     .await;
     assert!(published, "one signal published per warn/kill detection");
     let m = scrape(admin).await;

@@ -500,10 +500,22 @@ async fn signals_can_be_switched_off_per_profile() {
 }
 
 /// A TCP proxy to Redis on a fixed address, closed (connection refused) until opened.
+///
+/// The port may be briefly held, e.g. by the sink's own reconnect attempts (a connect to a closed
+/// loopback port whose ephemeral source port is that port connects to itself), so binding
+/// is retried for up to 5 s.
 async fn open_proxy(addr: SocketAddr) {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .expect("re-bind proxy port");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let listener = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => break listener,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                eprintln!("re-bind proxy port {addr}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("re-bind proxy port {addr}: {e}"),
+        }
+    };
     tokio::spawn(async move {
         while let Ok((mut inbound, _)) = listener.accept().await {
             tokio::spawn(async move {
@@ -581,13 +593,8 @@ async fn a_redis_sink_that_is_down_delays_nothing_and_catches_up() {
     .await;
     assert!(failing, "failed attempts counted while down");
     // The downstream records a request before the forwarder counts its answer.
-    let forwarded = eventually(Duration::from_secs(10), || async {
-        scrape(admin)
-            .await
-            .sum("loopwatch_spans_forwarded_total", &[])
-            == spans as f64
-    })
-    .await;
+    let forwarded =
+        metric_sum_reaches(admin, "loopwatch_spans_forwarded_total", spans as f64).await;
     assert!(
         forwarded,
         "spans forwarded = spans sent while the sink is down"

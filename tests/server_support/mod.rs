@@ -373,6 +373,15 @@ pub async fn scrape(admin: SocketAddr) -> Scrape {
     parse_openmetrics(&body).unwrap_or_else(|e| panic!("/metrics does not parse: {e}\n{body}"))
 }
 
+/// Polls `/metrics` for up to 10 s until the sum of `name` over all its series is `value`
+/// (counters the server updates after answering, e.g. from its reporter or forwarder).
+pub async fn metric_sum_reaches(admin: SocketAddr, name: &str, value: f64) -> bool {
+    eventually(Duration::from_secs(10), || async move {
+        scrape(admin).await.sum(name, &[]) == value
+    })
+    .await
+}
+
 /// Polls `check` every 20 ms until it is true or `timeout` passes; returns its last value.
 pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
 where
