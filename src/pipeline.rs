@@ -115,15 +115,7 @@ impl Pipeline {
     /// [`Pipeline::reports`] is closed and drained.
     pub fn spawn_reporter(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let pipeline = self.clone();
-        tokio::spawn(async move {
-            while let Some(detection) = pipeline.reports.next().await {
-                pipeline.report(&detection);
-                // `next` returns at once while detections are queued: without a yield, a
-                // loop storm's thousands of log lines and signals would hold this worker
-                // thread (and every request waiting on it) until the queue is empty.
-                tokio::task::yield_now().await;
-            }
-        })
+        tokio::spawn(async move { pipeline.reports.serve(|d| pipeline.report(d)).await })
     }
 
     /// Logs one detection (one line, structured fields) and publishes its signal.

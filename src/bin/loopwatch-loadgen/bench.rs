@@ -163,6 +163,9 @@ pub struct Sample {
     pub refused: u64,
     pub failed: u64,
     pub annotated: u64,
+    /// loopwatch's detection reports (log line and signal) dropped because its report
+    /// queue was full (`loopwatch_detection_reports_dropped_total`); 0 for the others.
+    pub reports_dropped: u64,
     pub spans: u64,
 }
 
@@ -211,6 +214,8 @@ pub struct BenchReport {
 pub(crate) struct ServerProcess {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
+    /// loopwatch's admin listener (`/metrics`); `None` for the other setups.
+    pub(crate) admin: Option<SocketAddr>,
 }
 
 impl Drop for ServerProcess {
@@ -299,17 +304,16 @@ impl Binaries {
         worker_threads: Option<usize>,
     ) -> anyhow::Result<ServerProcess> {
         let addr = free_port()?;
+        let admin = matches!(setup, Setup::Loopwatch)
+            .then(free_port)
+            .transpose()?;
         let downstream = format!("http://{sink}");
         let mut command = match setup {
             Setup::Loopwatch => {
                 let mut c = self.command(&self.loopwatch, cpus);
+                let admin = admin.map(|a| a.to_string()).unwrap_or_default();
                 c.args(["serve", "--grpc-listen", &addr.to_string()])
-                    .args([
-                        "--http-listen",
-                        "127.0.0.1:0",
-                        "--admin-listen",
-                        "127.0.0.1:0",
-                    ])
+                    .args(["--http-listen", "127.0.0.1:0", "--admin-listen", &admin])
                     .args(["--exporter-endpoint", &downstream])
                     .env("LOOPWATCH_DETECTION__FINGERPRINT_KEY", "loopwatch-bench");
                 if let Some(n) = worker_threads {
@@ -353,7 +357,7 @@ impl Binaries {
         let child = command
             .spawn()
             .with_context(|| format!("starting {}", setup.name()))?;
-        let mut server = ServerProcess { child, addr };
+        let mut server = ServerProcess { child, addr, admin };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
@@ -393,6 +397,7 @@ fn aggregate(samples: &[Sample]) -> Sample {
         p99_ms: m(|s| s.p99_ms),
         refused: m(|s| s.refused as f64) as u64,
         annotated: m(|s| s.annotated as f64) as u64,
+        reports_dropped: samples.iter().map(|s| s.reports_dropped).sum(),
         spans: m(|s| s.spans as f64) as u64,
         lost: samples.iter().map(|s| s.lost).sum(),
         failed: samples.iter().map(|s| s.failed).sum(),
@@ -417,6 +422,12 @@ pub(crate) async fn measure_once(
     let cpu_before = procfs::cpu_seconds(pid, ticks)?;
     let client_before = procfs::cpu_seconds(me, ticks)?;
     let outcome: Outcome = measure(server.addr, &sink, runs, load).await;
+    // loopwatch logs and signals its detections on a task of its own: the CPU is read once
+    // that task has caught up, so it includes every report of the load.
+    let reports_dropped = match server.admin {
+        Some(admin) => reports_settled(admin).await?,
+        None => 0,
+    };
     let cpu = procfs::cpu_seconds(pid, ticks)? - cpu_before;
     let client_cpu = procfs::cpu_seconds(me, ticks)? - client_before;
     drop(server);
@@ -432,8 +443,35 @@ pub(crate) async fn measure_once(
         refused: outcome.refused,
         failed: outcome.failed,
         annotated: outcome.annotated,
+        reports_dropped,
         spans: outcome.spans,
     })
+}
+
+/// Waits (up to 30 s) until loopwatch's detection report queue is empty, read from its
+/// `/metrics` at `admin`; returns the detection reports it dropped (queue full), all
+/// severities.
+async fn reports_settled(admin: SocketAddr) -> anyhow::Result<u64> {
+    let url = format!("http://{admin}/metrics");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = client.get(&url).send().await?.error_for_status()?.text().await?;
+        let sum = |name: &str| -> f64 {
+            text.lines()
+                .filter(|line| {
+                    line.strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with([' ', '{']))
+                })
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        let queued = sum("loopwatch_detection_reports_queued");
+        if queued == 0.0 || Instant::now() >= deadline {
+            return Ok(sum("loopwatch_detection_reports_dropped_total") as u64);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Idle RSS, then RSS after `runs` one-call traces (1000 per request, 4 clients).

@@ -194,16 +194,16 @@ pub fn markdown(r: &BenchReport) -> String {
     );
     let _ = writeln!(
         out,
-        "- spans/s: spans at the sink per second, from the first send until the sink had every acknowledged span. Per CPU-s: spans at the sink per second of server CPU (utime + stime from `/proc/<pid>/stat`). ×pass: loopwatch or rotel per CPU-s ÷ pass-through per CPU-s. Latency: client send → acknowledgement. Lost: acknowledged spans that never reached the sink (sum over rounds). Refused: retryable refusals (each retried after 1 ms). Annotated: spans arriving with a `loop.*` attribute. Client CPU: CPU of the clients and sink per second of load (100 % = one CPU busy: then the clients, not the server, set spans/s).\n"
+        "- spans/s: spans at the sink per second, from the first send until the sink had every acknowledged span. Per CPU-s: spans at the sink per second of server CPU (utime + stime from `/proc/<pid>/stat`). ×pass: loopwatch or rotel per CPU-s ÷ pass-through per CPU-s. Latency: client send → acknowledgement. Lost: acknowledged spans that never reached the sink (sum over rounds). Refused: retryable refusals (each retried after 1 ms). Annotated: spans arriving with a `loop.*` attribute. Reports dropped: loopwatch's detections whose log line and signal it dropped with its report queue full (sum over rounds; its CPU is read once the queue is empty). Client CPU: CPU of the clients and sink per second of load (100 % = one CPU busy: then the clients, not the server, set spans/s).\n"
     );
     let (matrix, scaling): (Vec<&Row>, Vec<&Row>) = r
         .rows
         .iter()
         .partition(|row| row.cell.worker_threads.is_none());
     out.push_str(
-        "| traffic | spans/req | clients | setup | spans/s | per CPU-s | ×pass | p50 ms | p99 ms | lost | refused | annotated | client CPU |\n",
+        "| traffic | spans/req | clients | setup | spans/s | per CPU-s | ×pass | p50 ms | p99 ms | lost | refused | annotated | reports dropped | client CPU |\n",
     );
-    out.push_str("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for row in matrix {
         let s = &row.median;
         let ratio = passthrough_of(&r.rows, row)
@@ -217,7 +217,7 @@ pub fn markdown(r: &BenchReport) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {:.0} % |",
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {:.0} % |",
             row.cell.traffic.label(),
             row.cell.spans_per_request,
             row.cell.clients,
@@ -230,6 +230,7 @@ pub fn markdown(r: &BenchReport) -> String {
             s.lost,
             s.refused,
             s.annotated,
+            s.reports_dropped,
             s.client_cpu_percent
         );
     }
