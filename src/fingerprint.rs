@@ -318,6 +318,11 @@ impl FingerprintKey {
         crate::otlp::lower_hex(&self.mac(fingerprint)[..8])
     }
 
+    /// [`FingerprintKey::short`] held inline (no allocation), as signals carry it.
+    pub fn short_compact(&self, fingerprint: &Fingerprint) -> compact_str::CompactString {
+        crate::otlp::compact_hex(&self.mac(fingerprint)[..8])
+    }
+
     fn mac(&self, fingerprint: &Fingerprint) -> [u8; 32] {
         let mut mac = self.keyed.clone();
         mac.update(fingerprint);
@@ -669,6 +674,7 @@ mod tests {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         assert_eq!(key.short(&fp), hex[..16]);
+        assert_eq!(key.short_compact(&fp), hex[..16]);
         let mut manual = <Hmac<Sha256> as Mac>::new_from_slice(b"secret").unwrap();
         manual.update(&fp);
         assert_eq!(hex, hex::encode(manual.finalize().into_bytes()));

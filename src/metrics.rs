@@ -135,7 +135,7 @@ impl Metrics {
     pub fn record_signal(&self, signal: &crate::signals::Signal) {
         self.signals_published
             .get_or_create(&SignalLabels {
-                profile: signal.profile.clone(),
+                profile: signal.profile.to_string(),
                 action: signal.action.as_str().to_owned(),
             })
             .inc();

@@ -92,6 +92,20 @@ pub fn lower_hex(bytes: &[u8]) -> String {
     }
 }
 
+/// [`lower_hex`] as a [`compact_str::CompactString`]: up to 12 bytes (24 characters: a
+/// span_id, a short fingerprint) without an allocation.
+pub fn compact_hex(bytes: &[u8]) -> compact_str::CompactString {
+    let mut buffer = [0u8; 64];
+    match buffer.get_mut(..bytes.len() * 2) {
+        Some(out) => match hex::encode_to_slice(bytes, out) {
+            // Hex digits are ASCII.
+            Ok(()) => std::str::from_utf8(out).map_or_else(|_| lower_hex(bytes).into(), Into::into),
+            Err(_) => lower_hex(bytes).into(),
+        },
+        None => lower_hex(bytes).into(),
+    }
+}
+
 /// True when `trace_id` is a valid W3C/OTLP trace id: 16 bytes, not all zero.
 pub fn is_valid_trace_id(trace_id: &[u8]) -> bool {
     trace_id.len() == 16 && trace_id.iter().any(|b| *b != 0)

@@ -21,9 +21,9 @@ use prost::Message;
 use crate::detector::{Action, Severity};
 use crate::engine::Engine;
 use crate::forward::ForwardQueue;
-use crate::otlp::hex_id;
+use crate::otlp::compact_hex;
 use crate::registry::RunDetection;
-use crate::signals::{signal_id, Signal, SignalHub};
+use crate::signals::{signal_id, CompactString, Signal, SignalHub};
 
 /// The sidecar's span path: reserve a forward slot, detect, annotate, forward; then count
 /// the new detections and queue them for the reporter, which logs and signals them.
@@ -121,8 +121,8 @@ impl Pipeline {
     /// Logs one detection (one line, structured fields) and publishes its signal.
     fn report(&self, d: &RunDetection) {
         let reason = crate::annotate::reason(d);
-        let trace_id = hex_id(&d.trace_id);
-        let span_id = hex_id(&d.span_id);
+        let trace_id = compact_hex(&d.trace_id);
+        let span_id = compact_hex(&d.span_id);
         let tools = d
             .detection
             .tool_names
@@ -156,7 +156,7 @@ impl Pipeline {
             .copied()
             .unwrap_or(true);
         if let (Some(hub), true) = (&self.signals, wants_signal) {
-            if let Some(signal) = signal_of(d, &self.engine, reason) {
+            if let Some(signal) = signal_of(d, &self.engine, reason, trace_id) {
                 self.metrics.record_signal(&signal);
                 hub.publish(signal);
             }
@@ -165,15 +165,20 @@ impl Pipeline {
 }
 
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which
-/// never signals.
-pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Signal> {
+/// never signals. `trace_id`: the detection's trace_id in lowercase hex (the log line has
+/// it already).
+pub fn signal_of(
+    d: &RunDetection,
+    engine: &Engine,
+    reason: String,
+    trace_id: CompactString,
+) -> Option<Signal> {
     let action = d.detection.severity.action()?;
     let tool = d
         .detection
         .tool_names
         .first()
-        .map(|t| t.to_string())
-        .unwrap_or_else(|| "the same tool".into());
+        .map_or("the same tool", |t| t.as_ref());
     let message = match action {
         Action::Kill => format!("loopwatch stopped this run: {reason}."),
         Action::Warn => format!(
@@ -181,44 +186,38 @@ pub fn signal_of(d: &RunDetection, engine: &Engine, reason: String) -> Option<Si
              try a different approach, or stop and report what is blocking you."
         ),
     };
+    let compact = |s: &str| CompactString::new(s);
     Some(Signal {
-        schema: "loopwatch.signal.v1".into(),
+        schema: CompactString::const_new(crate::signals::SIGNAL_SCHEMA),
         id: signal_id(
             &d.run_key,
             &d.profile.name,
             d.detection.pattern.as_str(),
             &d.detection.fingerprints,
             d.occurrence,
-        ),
+        )
+        .into(),
         occurrence: d.occurrence,
         severity: d.detection.severity,
         time_unix_nano: d.time_unix_nano,
-        trace_id: hex_id(&d.trace_id),
-        run_key: d.run_key.to_string(),
-        service_name: d.service_name.as_deref().map(str::to_string),
-        agent_name: d.agent_name.as_deref().map(str::to_string),
-        profile: d.profile.name.clone(),
+        trace_id,
+        run_key: compact(&d.run_key),
+        service_name: d.service_name.as_deref().map(compact),
+        agent_name: d.agent_name.as_deref().map(compact),
+        profile: compact(&d.profile.name),
         action,
-        pattern: d.detection.pattern.as_str().into(),
-        tool_names: d
-            .detection
-            .tool_names
-            .iter()
-            .map(|t| t.to_string())
-            .collect(),
+        pattern: CompactString::const_new(d.detection.pattern.as_str()),
+        tool_names: d.detection.tool_names.iter().map(|t| compact(t)).collect(),
         count: d.detection.count as u32,
         window: d.detection.window as u32,
         fingerprints: d
             .detection
             .fingerprints
             .iter()
-            .map(|f| engine.fingerprint_key.short(f))
+            .map(|f| engine.fingerprint_key.short_compact(f))
             .collect(),
-        span_ids: d.span_ids.iter().map(|s| hex_id(s)).collect(),
-        first_span_id: d
-            .span_ids
-            .first()
-            .map_or_else(|| hex_id(&d.span_id), |s| hex_id(s)),
+        span_ids: d.span_ids.iter().map(|s| compact_hex(s)).collect(),
+        first_span_id: compact_hex(d.span_ids.first().unwrap_or(&d.span_id)),
         message,
     })
 }

@@ -98,9 +98,9 @@ where
         };
         match tokio::time::timeout(wait, messages.next()).await {
             Ok(Some(signal)) => {
-                let count = seen.entry(signal.id.clone()).or_insert(0);
+                let count = seen.entry(signal.id.to_string()).or_insert(0);
                 if *count == 0 {
-                    order.push(signal.id.clone());
+                    order.push(signal.id.to_string());
                 }
                 *count += 1;
             }
@@ -117,7 +117,7 @@ where
 fn print_figures(name: &str, published: &[Signal], seen: &HashMap<String, u32>) {
     let delivered = published
         .iter()
-        .filter(|s| seen.contains_key(&s.id))
+        .filter(|s| seen.contains_key(s.id.as_str()))
         .count();
     let duplicated: u32 = seen.values().map(|n| n - 1).sum();
     println!(
@@ -191,7 +191,7 @@ async fn core_nats_down_from_the_start_delivers_every_signal_once_in_order_when_
     assert_eq!((up.dropped, up.rejected, up.queue_depth), (0, 0, 0));
     let (order, seen) = collect(&mut messages, N as usize).await;
     print_figures("nats-core-down-from-start", &published, &seen);
-    let ids: Vec<String> = published.iter().map(|s| s.id.clone()).collect();
+    let ids: Vec<String> = published.iter().map(|s| s.id.to_string()).collect();
     assert_eq!(order, ids, "every signal, in order");
     assert!(seen.values().all(|&n| n == 1), "no duplicate: {seen:?}");
     hub.shutdown(Duration::from_secs(2)).await;
@@ -211,7 +211,7 @@ async fn core_nats_cut_after_connecting_loses_no_signal() {
     let (_, seen) = collect(&mut messages, N as usize + 1).await;
     print_figures("nats-core-cut-after-connect", &published, &seen);
     for s in &published {
-        assert!(seen.contains_key(&s.id), "lost {}", s.id);
+        assert!(seen.contains_key(s.id.as_str()), "lost {}", s.id);
     }
     // at-least-once: at most one extra copy per signal (a buffered publish plus its retry)
     assert!(seen.values().all(|&n| n <= 2), "{seen:?}");
@@ -254,7 +254,7 @@ async fn jetstream_cut_after_connecting_keeps_each_signal_exactly_once() {
     }));
     let (order, seen) = collect(&mut messages, N as usize + 1).await;
     print_figures("nats-jetstream-cut-after-connect", &published, &seen);
-    let ids: Vec<String> = published.iter().map(|s| s.id.clone()).collect();
+    let ids: Vec<String> = published.iter().map(|s| s.id.to_string()).collect();
     assert_eq!(order, ids, "every signal, in order");
     assert!(seen.values().all(|&n| n == 1), "stored once: {seen:?}");
     hub.shutdown(Duration::from_secs(2)).await;
@@ -289,7 +289,7 @@ async fn redis_cut_after_connecting_loses_no_signal() {
     let (_, seen) = collect(&mut messages, N as usize + 1).await;
     print_figures("redis-cut-after-connect", &published, &seen);
     for s in &published {
-        assert!(seen.contains_key(&s.id), "lost {}", s.id);
+        assert!(seen.contains_key(s.id.as_str()), "lost {}", s.id);
     }
     assert!(seen.values().all(|&n| n <= 2), "{seen:?}");
     hub.shutdown(Duration::from_secs(2)).await;

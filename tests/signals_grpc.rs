@@ -79,7 +79,7 @@ async fn watch_streams_only_signals_matching_the_filters() {
     let mut by_trace = watch(
         &mut client,
         WatchRequest {
-            trace_id: billing_kill.trace_id.clone(),
+            trace_id: billing_kill.trace_id.to_string(),
             ..Default::default()
         },
     )

@@ -280,7 +280,7 @@ async fn stuck_run_signals_reach_redis_nats_grpc_and_http() {
         "a nudge text: {}",
         signals[0].message
     );
-    let ids: HashSet<&String> = signals.iter().map(|s| &s.id).collect();
+    let ids: HashSet<&str> = signals.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids.len(), 3, "distinct ids");
 
     // Redis: PUBLISH of each, SET of the kill flag.
@@ -649,7 +649,10 @@ async fn a_redis_sink_that_is_down_delays_nothing_and_catches_up() {
         let key = format!("{}{trace_id}", names.key_prefix);
         let flag: Signal =
             serde_json::from_str(&redis_get(&key).await.expect("kill flag")).unwrap();
-        assert_eq!((&flag.trace_id, flag.action.as_str()), (trace_id, "kill"));
+        assert_eq!(
+            (flag.trace_id.as_str(), flag.action.as_str()),
+            (trace_id.as_str(), "kill")
+        );
         keys.push(key);
     }
     server.shutdown().await.unwrap();
@@ -694,7 +697,7 @@ async fn signal_latency_median_of_100() {
                 serde_json::from_slice::<Signal>(&m.get_payload::<Vec<u8>>().unwrap_or_default())
             {
                 if s.action == Action::Kill {
-                    let _ = tx_redis.send((s.trace_id, at));
+                    let _ = tx_redis.send((s.trace_id.to_string(), at));
                 }
             }
         }
@@ -709,7 +712,7 @@ async fn signal_latency_median_of_100() {
         while let Some(m) = nats_messages.next().await {
             let at = Instant::now();
             if let Ok(s) = serde_json::from_slice::<Signal>(&m.payload) {
-                let _ = tx_nats.send((s.trace_id, at));
+                let _ = tx_nats.send((s.trace_id.to_string(), at));
             }
         }
     });

@@ -270,9 +270,14 @@ mod tests {
     #[test]
     fn pop_many_takes_the_oldest_in_arrival_order() {
         let queue = ReportQueue::new(8);
-        for (i, s) in [Severity::Kill, Severity::Info, Severity::Warn, Severity::Info]
-            .into_iter()
-            .enumerate()
+        for (i, s) in [
+            Severity::Kill,
+            Severity::Info,
+            Severity::Warn,
+            Severity::Info,
+        ]
+        .into_iter()
+        .enumerate()
         {
             queue.push(detection(s, i as u32));
         }

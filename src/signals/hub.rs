@@ -228,24 +228,24 @@ mod tests {
 
     fn signal(trace: char, time_unix_nano: u64) -> Signal {
         Signal {
-            schema: super::super::SIGNAL_SCHEMA.to_owned(),
-            id: format!("{time_unix_nano:032x}"),
+            schema: super::super::SIGNAL_SCHEMA.into(),
+            id: format!("{time_unix_nano:032x}").into(),
             occurrence: 1,
             severity: super::super::Severity::Kill,
             time_unix_nano,
-            trace_id: trace.to_string().repeat(32),
-            run_key: trace.to_string().repeat(32),
-            service_name: Some("svc".to_owned()),
+            trace_id: trace.to_string().repeat(32).into(),
+            run_key: trace.to_string().repeat(32).into(),
+            service_name: Some("svc".into()),
             agent_name: None,
-            profile: "stop".to_owned(),
+            profile: "stop".into(),
             action: super::super::Action::Kill,
-            pattern: "cycle".to_owned(),
-            tool_names: vec!["a".to_owned()],
+            pattern: "cycle".into(),
+            tool_names: vec!["a".into()],
             count: 6,
             window: 20,
             fingerprints: vec![],
             span_ids: vec![],
-            first_span_id: "0".repeat(16),
+            first_span_id: "0".repeat(16).into(),
             message: "stop".to_owned(),
         }
     }

@@ -20,6 +20,7 @@ pub use config::{NatsSinkConfig, RedisSinkConfig, RetryConfig, SignalsConfig, We
 pub use grpc::signals_service;
 pub use hub::{SignalHub, SinkStats};
 
+pub use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -29,13 +30,18 @@ pub use crate::detector::{Action, Severity};
 pub const SIGNAL_SCHEMA: &str = "loopwatch.signal.v1";
 
 /// A loop signal, schema `loopwatch.signal.v1` (`schemas/loopwatch.signal.v1.json`).
+///
+/// Text fields are [`CompactString`]s: ids, names and short fingerprints of up to 24 bytes
+/// are held inline, so a signal is a handful of allocations (a loop storm publishes one
+/// per detection). They serialize as plain JSON strings and convert from and into
+/// `String` and `&str` with `.into()`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Signal {
     /// Always `"loopwatch.signal.v1"`.
-    pub schema: String,
+    pub schema: CompactString,
     /// Stable for the same (run_key, profile, pattern, loop fingerprints, occurrence):
     /// lowercase hex, 32 chars ([`signal_id`]).
-    pub id: String,
+    pub id: CompactString,
     /// 1-based count of detections of this loop (same profile, pattern, fingerprints) in the run.
     pub occurrence: u32,
     /// The detection's severity; on the wire `"info"`, `"warn"` or `"kill"` (a published
@@ -44,23 +50,23 @@ pub struct Signal {
     /// End time (ns since the Unix epoch) of the span that completed the detection.
     pub time_unix_nano: u64,
     /// Lowercase hex trace_id of the completing span.
-    pub trace_id: String,
+    pub trace_id: CompactString,
     /// The run key (trace_id hex by default, or the configured attribute's value).
-    pub run_key: String,
-    pub service_name: Option<String>,
-    pub agent_name: Option<String>,
-    pub profile: String,
+    pub run_key: CompactString,
+    pub service_name: Option<CompactString>,
+    pub agent_name: Option<CompactString>,
+    pub profile: CompactString,
     /// What the agent runtime is asked to do; on the wire `"warn"` or `"kill"`.
     pub action: Action,
-    pub pattern: String,
-    pub tool_names: Vec<String>,
+    pub pattern: CompactString,
+    pub tool_names: Vec<CompactString>,
     pub count: u32,
     pub window: u32,
     /// Short external fingerprints (16 hex chars) of the repeated calls.
-    pub fingerprints: Vec<String>,
+    pub fingerprints: Vec<CompactString>,
     /// Hex span_ids of the calls that formed the loop, in start order.
-    pub span_ids: Vec<String>,
-    pub first_span_id: String,
+    pub span_ids: Vec<CompactString>,
+    pub first_span_id: CompactString,
     /// A nudge text an agent runtime can inject into the conversation.
     pub message: String,
 }
@@ -138,24 +144,24 @@ mod tests {
                 .expect("schema is JSON");
         assert_eq!(schema["properties"]["schema"]["const"], SIGNAL_SCHEMA);
         let signal = Signal {
-            schema: SIGNAL_SCHEMA.to_owned(),
-            id: signal_id("r", "stop", "cycle", &[], 1),
+            schema: SIGNAL_SCHEMA.into(),
+            id: signal_id("r", "stop", "cycle", &[], 1).into(),
             occurrence: 1,
             severity: Severity::Kill,
             time_unix_nano: 1,
-            trace_id: "0".repeat(32),
-            run_key: "r".to_owned(),
+            trace_id: "0".repeat(32).into(),
+            run_key: "r".into(),
             service_name: None,
             agent_name: None,
-            profile: "stop".to_owned(),
+            profile: "stop".into(),
             action: Action::Kill,
-            pattern: "cycle".to_owned(),
+            pattern: "cycle".into(),
             tool_names: vec![],
             count: 6,
             window: 20,
             fingerprints: vec![],
             span_ids: vec![],
-            first_span_id: "0".repeat(16),
+            first_span_id: "0".repeat(16).into(),
             message: String::new(),
         };
         let json = serde_json::to_value(&signal).expect("signal serializes");

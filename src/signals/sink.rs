@@ -221,24 +221,24 @@ mod tests {
 
     fn signal(id: &str) -> Signal {
         Signal {
-            schema: super::super::SIGNAL_SCHEMA.to_owned(),
-            id: id.to_owned(),
+            schema: super::super::SIGNAL_SCHEMA.into(),
+            id: id.into(),
             occurrence: 1,
             severity: super::super::Severity::Warn,
             time_unix_nano: 1,
-            trace_id: "00".repeat(16),
-            run_key: "run".to_owned(),
+            trace_id: "00".repeat(16).into(),
+            run_key: "run".into(),
             service_name: None,
             agent_name: None,
-            profile: "nudge".to_owned(),
+            profile: "nudge".into(),
             action: super::super::Action::Warn,
-            pattern: "repeated_call".to_owned(),
+            pattern: "repeated_call".into(),
             tool_names: vec![],
             count: 5,
             window: 10,
             fingerprints: vec![],
             span_ids: vec![],
-            first_span_id: "00".repeat(8),
+            first_span_id: "00".repeat(8).into(),
             message: String::new(),
         }
     }
@@ -252,9 +252,9 @@ mod tests {
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
         assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 0);
         assert_eq!(queue.depth(), 2);
-        assert_eq!(queue.pop().map(|s| s.id.clone()), Some("c".to_owned()));
+        assert_eq!(queue.pop().map(|s| s.id.clone()), Some("c".into()));
         assert_eq!(queue.depth(), 2, "in-flight signal counts toward depth");
-        assert_eq!(queue.pop().map(|s| s.id.clone()), Some("d".to_owned()));
+        assert_eq!(queue.pop().map(|s| s.id.clone()), Some("d".into()));
         assert_eq!(queue.pop(), None);
         assert_eq!(queue.depth(), 0);
     }
@@ -285,7 +285,8 @@ mod tests {
         queue.push(Arc::new(kill("k4")));
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 3);
         assert_eq!(queue.dropped_kills.load(Ordering::Relaxed), 1);
-        let order: Vec<String> = std::iter::from_fn(|| queue.pop().map(|s| s.id.clone())).collect();
+        let order: Vec<super::super::CompactString> =
+            std::iter::from_fn(|| queue.pop().map(|s| s.id.clone())).collect();
         assert_eq!(order, ["k2", "k3", "k4"]);
     }
 

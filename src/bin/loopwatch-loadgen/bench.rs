@@ -456,7 +456,13 @@ async fn reports_settled(admin: SocketAddr) -> anyhow::Result<u64> {
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let text = client.get(&url).send().await?.error_for_status()?.text().await?;
+        let text = client
+            .get(&url)
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await?;
         let sum = |name: &str| -> f64 {
             text.lines()
                 .filter(|line| {
