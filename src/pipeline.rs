@@ -102,10 +102,11 @@ impl SpanSink for Pipeline {
         };
         // Reported even when the forwarder closed in between: the run state already holds
         // these spans, so the client's retry is a duplicate and would not detect again.
-        for detection in processed.detections {
-            self.metrics.record_detection(&detection);
-            self.reports.push(detection);
+        for detection in &processed.detections {
+            self.metrics.record_detection(detection);
         }
+        self.reports
+            .push_helping(processed.detections, |d| self.report(d));
         queued
     }
 }

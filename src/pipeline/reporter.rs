@@ -2,7 +2,13 @@
 //! hands each new detection over and returns; a task logs it and publishes its signal, so
 //! a loop storm does not slow ingestion (issue 8 item 4).
 //!
-//! Full queue policy: the oldest queued detection of the lowest severity goes first (info,
+//! Past half full, a request that brings detections reports a batch of the oldest itself
+//! before it queues more ([`ReportQueue::push_helping`]): when the reporter task cannot keep
+//! up (a loop storm while many requests hold the CPU), the storm slows ingestion instead of
+//! losing log lines and signals.
+//!
+//! Full queue policy (reached only when detections arrive faster than the requests that
+//! bring them can help): the oldest queued detection of the lowest severity goes first (info,
 //! then warn, then kill), and only if it is not more severe than the one arriving; else the
 //! arriving one is dropped. So a kill is never dropped while a warn or an info is queued.
 //! Drops are counted per severity and warned about once.
@@ -153,6 +159,27 @@ impl ReportQueue {
             out.extend(state.queues[c].pop_front().map(|(_, d)| d));
         }
         out
+    }
+
+    /// Queues `detections` like [`ReportQueue::push`], and whenever more than half the
+    /// queue is waiting, reports the oldest [`REPORT_BATCH`] itself with `report` first:
+    /// a reporter task that cannot keep up (a loop storm while many requests hold the
+    /// CPU) is helped by the requests that bring the detections, so ingestion slows down
+    /// with the storm and reports are not dropped. Below half the queue, nothing but a
+    /// push happens here.
+    pub fn push_helping(
+        &self,
+        detections: impl IntoIterator<Item = RunDetection>,
+        mut report: impl FnMut(&RunDetection),
+    ) {
+        for detection in detections {
+            if self.len() * 2 > self.capacity {
+                for queued in self.pop_many(REPORT_BATCH) {
+                    report(&queued);
+                }
+            }
+            self.push(detection);
+        }
     }
 
     /// The reporter task's loop: waits for detections and hands each to `report`, in
@@ -314,6 +341,29 @@ mod tests {
         reporter.await.unwrap();
         assert_eq!(queue.dropped(), (0, 0, 0));
         assert_eq!(reported.load(Ordering::Relaxed), 9_000);
+    }
+
+    /// With no reporter task at all, requests that bring 9 000 detections report what
+    /// the queue cannot hold themselves: nothing is dropped and at most half the queue
+    /// waits.
+    #[test]
+    fn push_helping_reports_instead_of_dropping() {
+        let queue = ReportQueue::new(REPORT_QUEUE_CAPACITY);
+        let mut reported = Vec::new();
+        for request in 0..30u32 {
+            let detections = (0..300).map(|i| detection(Severity::Warn, request * 300 + i));
+            queue.push_helping(detections, |d| reported.push(d.occurrence));
+        }
+        assert_eq!(queue.dropped(), (0, 0, 0));
+        assert!(
+            queue.len() <= REPORT_QUEUE_CAPACITY / 2 + 1,
+            "{}",
+            queue.len()
+        );
+        assert_eq!(reported.len() + queue.len(), 9_000);
+        // The oldest are reported first, in arrival order.
+        assert!(reported.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(reported.first(), Some(&0));
     }
 
     #[tokio::test]
