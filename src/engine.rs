@@ -222,7 +222,10 @@ impl Engine {
             let Some(run_key) = self.run_key(span, *resource) else {
                 continue;
             };
-            let extracted = conventions::extract_with(&self.options.custom_conventions, span);
+            let extracted = conventions::extract_with_recorded_arguments(
+                &self.options.custom_conventions,
+                span,
+            );
             let tool_name = match extracted.as_ref().map(|e| &e.kind) {
                 Some(EventKind::ToolCall(call)) => Some(call.tool_name.as_str()),
                 _ => None,
@@ -359,8 +362,10 @@ impl Engine {
         let mut last_trace: Option<(&[u8], Arc<str>)> = None;
         for (location, span, resource, service_name) in spans {
             self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
-            let Some(extracted) = conventions::extract_with(&self.options.custom_conventions, span)
-            else {
+            let Some(extracted) = conventions::extract_with_recorded_arguments(
+                &self.options.custom_conventions,
+                span,
+            ) else {
                 continue;
             };
             let run_key = match &last_trace {
@@ -478,16 +483,14 @@ impl Engine {
                 self.stats.tool_calls.fetch_add(1, Ordering::Relaxed);
                 let rule = self.tool_fingerprints.treatment(&call.tool_name);
                 let call_fingerprint = match &call.arguments {
-                    Some(arguments) => Some(match rule {
-                        Some(rule) => self.fingerprinter.call_fingerprint_with(
-                            &call.tool_name,
-                            arguments,
-                            &rule.volatile_keys,
-                        ),
-                        None => self
-                            .fingerprinter
-                            .call_fingerprint(&call.tool_name, arguments),
-                    }),
+                    // Arguments as recorded (`extract_with_recorded_arguments`): Python
+                    // literals are read as JSON here.
+                    Some(arguments) => Some(self.fingerprinter.call_fingerprint_normalized(
+                        &call.tool_name,
+                        arguments,
+                        rule.map(|rule| &rule.volatile_keys),
+                        conventions::wrappers::python_literal_arguments,
+                    )),
                     None => self.options.match_tool_name_without_arguments.then(|| {
                         self.fingerprinter.call_fingerprint(
                             &call.tool_name,

@@ -70,15 +70,14 @@ impl Engine {
             } => ToolCallPart {
                 call_id: CallKey::of(&id),
                 call_fingerprint: name.as_ref().zip(arguments).map(|(name, arguments)| {
-                    let arguments = wrappers::normalize_arguments(arguments);
-                    match self.tool_fingerprints.treatment(name) {
-                        Some(rule) => self.fingerprinter.call_fingerprint_with(
-                            name,
-                            &arguments,
-                            &rule.volatile_keys,
-                        ),
-                        None => self.fingerprinter.call_fingerprint(name, &arguments),
-                    }
+                    self.fingerprinter.call_fingerprint_normalized(
+                        name,
+                        &arguments,
+                        self.tool_fingerprints
+                            .treatment(name)
+                            .map(|rule| &rule.volatile_keys),
+                        wrappers::python_literal_arguments,
+                    )
                 }),
                 tool_name: name.as_deref().map(|n| self.names.get(n)),
                 result_fingerprint: None,

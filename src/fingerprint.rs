@@ -164,6 +164,58 @@ impl Fingerprinter {
         hasher.finalize().into()
     }
 
+    /// [`Fingerprinter::call_fingerprint`] (or, with `volatile_keys`,
+    /// [`Fingerprinter::call_fingerprint_with`]) of `normalize(arguments)` when that gives
+    /// a value, else of `arguments`, where `normalize` reads arguments a framework recorded
+    /// in another syntax (the conventions' Python literals:
+    /// `conventions::wrappers::python_literal_arguments`) and returns `None` for text that
+    /// is JSON already.
+    ///
+    /// Arguments that are a JSON object or array (text whose first byte past JSON
+    /// whitespace is `{` or `[`) are fingerprinted by the one-pass path first: what it
+    /// accepts is JSON as `serde_json` reads it ([`fast`]), which `normalize` leaves as it
+    /// is, so `normalize` runs only for the rest and such arguments are parsed once, not
+    /// once to tell whether they are JSON and again to fingerprint them.
+    pub fn call_fingerprint_normalized(
+        &self,
+        tool_name: &str,
+        arguments: &Payload,
+        volatile_keys: Option<&HashSet<String>>,
+        normalize: impl FnOnce(&Payload) -> Option<Payload>,
+    ) -> Fingerprint {
+        let drop = volatile_keys.unwrap_or_else(|| {
+            self.tool_volatile_keys
+                .get(tool_name)
+                .unwrap_or(&self.volatile_keys)
+        });
+        let mut hasher = Sha256::new();
+        hasher.update(tool_name.as_bytes());
+        hasher.update([0u8]);
+        if let Payload::Text(text) = arguments {
+            let json_container = text
+                .trim_start_matches([' ', '\t', '\n', '\r'])
+                .starts_with(['{', '[']);
+            if json_container && text.len() <= self.max_bytes {
+                let limits = Limits {
+                    max_depth: self.max_depth,
+                    max_bytes: self.max_bytes,
+                };
+                let done = fast::with_scratch(|scratch| {
+                    fast::canonical_text(text, drop, limits, scratch)
+                        .map(|canonical| hasher.update(canonical))
+                });
+                if done.is_some() {
+                    return hasher.finalize().into();
+                }
+            }
+        }
+        match normalize(arguments) {
+            Some(normalized) => self.feed_canonical(&normalized, drop, &mut hasher),
+            None => self.feed_canonical(arguments, drop, &mut hasher),
+        }
+        hasher.finalize().into()
+    }
+
     /// SHA-256(status ‖ 0x00 ‖ canonical result or error message), status `ok`/`error`;
     /// an error is the hash of its message whether or not a result was captured. `None`
     /// when the call succeeded but its result was not captured (reference `rfp`).

@@ -276,3 +276,75 @@ proptest! {
         prop_assert_ne!(plain, f.call_fingerprint("other", &Payload::Json(v)));
     }
 }
+
+// ---- recorded arguments -----------------------------------------------------------------
+
+/// `json` as a Python literal the way LangChain records a dict (`str(dict)`): single
+/// quotes, `True`, `False`, `None`.
+fn as_python_literal(json: &str) -> String {
+    json.replace('"', "'")
+        .replace("true", "True")
+        .replace("false", "False")
+        .replace("null", "None")
+}
+
+/// Text tool arguments in the shapes frameworks record: JSON, the same value as a Python
+/// literal, either of them cut short, or any text at all; behind no blank, JSON blanks or
+/// Unicode ones (which only the Python-literal reading skips).
+fn recorded_arguments() -> impl Strategy<Value = String> {
+    let shaped = (value(), 0..5u8, any::<prop::sample::Index>()).prop_map(|(v, shape, cut)| {
+        let json = match shape {
+            4 => json!([v, 1]).to_string(),
+            _ => json!({ "args": v }).to_string(),
+        };
+        let text = match shape {
+            1 => as_python_literal(&json),
+            2 | 3 => {
+                let text = if shape == 3 {
+                    as_python_literal(&json)
+                } else {
+                    json
+                };
+                let mut end = cut.index(text.len());
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text[..end].to_string()
+            }
+            _ => json,
+        };
+        text
+    });
+    let text = prop_oneof![shaped, ".{0,40}", "[\\[{][ -~]{0,40}"];
+    (
+        prop::sample::select(vec!["", " ", "\n\t ", "\u{a0}", "\u{2003} "]),
+        text,
+    )
+        .prop_map(|(lead, text)| format!("{lead}{text}"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(512), ..ProptestConfig::default() })]
+
+    /// The engine's one-pass argument fingerprint (JSON arguments parsed once) equals the
+    /// fingerprint of the arguments normalized first (Python literals read as JSON), with
+    /// the default volatile keys and with a tool's own.
+    #[test]
+    fn recorded_arguments_fingerprint_as_if_normalized_first(text in recorded_arguments()) {
+        use loopwatch::conventions::wrappers::{normalize_arguments, python_literal_arguments};
+        let f = Fingerprinter::default();
+        let recorded = Payload::Text(text.clone());
+        let normalized = normalize_arguments(recorded.clone());
+        prop_assert_eq!(
+            f.call_fingerprint_normalized("tool", &recorded, None, python_literal_arguments),
+            f.call_fingerprint("tool", &normalized),
+            "{:?}", text
+        );
+        let own: std::collections::HashSet<String> = ["args".to_string()].into();
+        prop_assert_eq!(
+            f.call_fingerprint_normalized("tool", &recorded, Some(&own), python_literal_arguments),
+            f.call_fingerprint_with("tool", &normalized, &own),
+            "{:?}", text
+        );
+    }
+}

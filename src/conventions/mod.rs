@@ -49,12 +49,27 @@ pub fn extract_with(
     custom: &[custom::CustomConvention],
     span: &SpanView,
 ) -> Option<ExtractedEvent> {
+    let mut event = extract_with_recorded_arguments(custom, span)?;
+    if let EventKind::ToolCall(call) = &mut event.kind {
+        call.arguments = call.arguments.take().map(wrappers::normalize_arguments);
+    }
+    Some(event)
+}
+
+/// [`extract_with`], with a tool call's arguments as the span recorded them (results are
+/// unwrapped all the same): for the engine, which fingerprints them with
+/// `Fingerprinter::call_fingerprint_normalized` and
+/// [`wrappers::python_literal_arguments`], the same fingerprint as of [`extract_with`]'s
+/// arguments without checking JSON arguments twice.
+pub fn extract_with_recorded_arguments(
+    custom: &[custom::CustomConvention],
+    span: &SpanView,
+) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
     }
     let mut event = custom::extract(custom, span).or_else(|| extract_raw(span))?;
     if let EventKind::ToolCall(call) = &mut event.kind {
-        call.arguments = call.arguments.take().map(wrappers::normalize_arguments);
         call.result = call.result.take().map(wrappers::normalize_result);
     }
     Some(event)

@@ -31,15 +31,20 @@ pub const MAX_LAYERS: usize = 4;
 
 /// Arguments with a Python-literal dict or list read as JSON; anything else unchanged.
 pub fn normalize_arguments(payload: Payload) -> Payload {
-    if let Payload::Text(text) = &payload {
-        let t = text.trim_start();
-        if (t.starts_with('{') || t.starts_with('[')) && !is_json(text) {
-            if let Some(json) = python_literal(text) {
-                return Payload::Json(json);
-            }
-        }
+    python_literal_arguments(&payload).unwrap_or(payload)
+}
+
+/// The JSON a Python-literal dict or list spells (text that is not JSON itself); `None`
+/// for anything else, which [`normalize_arguments`] leaves unchanged.
+pub fn python_literal_arguments(payload: &Payload) -> Option<Payload> {
+    let Payload::Text(text) = payload else {
+        return None;
+    };
+    let t = text.trim_start();
+    if (t.starts_with('{') || t.starts_with('[')) && !is_json(text) {
+        return python_literal(text).map(Payload::Json);
     }
-    payload
+    None
 }
 
 /// True when `text` parses as a `serde_json::Value`, checked without building it when
