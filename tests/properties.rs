@@ -297,7 +297,7 @@ fn recorded_arguments() -> impl Strategy<Value = String> {
             4 => json!([v, 1]).to_string(),
             _ => json!({ "args": v }).to_string(),
         };
-        let text = match shape {
+        match shape {
             1 => as_python_literal(&json),
             2 | 3 => {
                 let text = if shape == 3 {
@@ -312,8 +312,7 @@ fn recorded_arguments() -> impl Strategy<Value = String> {
                 text[..end].to_string()
             }
             _ => json,
-        };
-        text
+        }
     });
     let text = prop_oneof![shaped, ".{0,40}", "[\\[{][ -~]{0,40}"];
     (
