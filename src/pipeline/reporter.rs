@@ -238,20 +238,19 @@ mod tests {
             .collect()
     }
 
+    /// A queue of 8 holding detections of `severities`, occurrence = arrival index.
+    fn queue_of(severities: &[Severity]) -> ReportQueue {
+        let queue = ReportQueue::new(8);
+        for (i, s) in severities.iter().enumerate() {
+            assert!(queue.push(detection(*s, i as u32)));
+        }
+        queue
+    }
+
     #[test]
     fn keeps_arrival_order_across_severities() {
-        let queue = ReportQueue::new(8);
-        for (i, s) in [
-            Severity::Warn,
-            Severity::Kill,
-            Severity::Info,
-            Severity::Warn,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            assert!(queue.push(detection(s, i as u32)));
-        }
+        use Severity::{Info, Kill, Warn};
+        let queue = queue_of(&[Warn, Kill, Info, Warn]);
         assert_eq!(
             drain(&queue),
             vec![
@@ -296,18 +295,8 @@ mod tests {
 
     #[test]
     fn pop_many_takes_the_oldest_in_arrival_order() {
-        let queue = ReportQueue::new(8);
-        for (i, s) in [
-            Severity::Kill,
-            Severity::Info,
-            Severity::Warn,
-            Severity::Info,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            queue.push(detection(s, i as u32));
-        }
+        use Severity::{Info, Kill, Warn};
+        let queue = queue_of(&[Kill, Info, Warn, Info]);
         let first: Vec<u32> = queue.pop_many(3).iter().map(|d| d.occurrence).collect();
         assert_eq!(first, vec![0, 1, 2]);
         assert_eq!(queue.pop_many(3).len(), 1);
