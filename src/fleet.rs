@@ -137,8 +137,10 @@ impl Fleet {
             return;
         }
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let group = group_of(d.service_name.as_deref(), d.agent_name.as_deref());
-        s.observe_run(&d.run_key, group, now);
+        if !s.runs.contains_key(&d.run_key) {
+            let group = group_of(d.service_name.as_deref(), d.agent_name.as_deref());
+            s.observe_run(&d.run_key, group, now);
+        }
         if d.detection.severity == Severity::Kill {
             let pattern = d.detection.pattern.as_str().to_string();
             *s.kills_total.entry(pattern.clone()).or_default() += 1;

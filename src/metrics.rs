@@ -15,8 +15,8 @@ use crate::registry::RunDetection;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DetectionLabels {
     pub profile: String,
-    pub pattern: String,
-    pub severity: String,
+    pub pattern: &'static str,
+    pub severity: &'static str,
 }
 
 /// Labels of `loopwatch_signals_published_total`.
@@ -24,7 +24,7 @@ pub struct DetectionLabels {
 pub struct SignalLabels {
     pub profile: String,
     /// `warn` or `kill`.
-    pub action: String,
+    pub action: &'static str,
 }
 
 /// Labels of `loopwatch_loop_detections_total`: who looped, how. `service_name` and
@@ -35,8 +35,8 @@ pub struct SignalLabels {
 pub struct FleetDetectionLabels {
     pub service_name: String,
     pub gen_ai_agent_name: String,
-    pub pattern: String,
-    pub severity: String,
+    pub pattern: &'static str,
+    pub severity: &'static str,
 }
 
 /// Metrics recorded as events happen.
@@ -63,7 +63,7 @@ pub struct Metrics {
 }
 
 /// (profile, pattern, severity, service.name, gen_ai.agent.name).
-pub type DetectionKey = (String, String, String, String, String);
+pub type DetectionKey = (String, &'static str, &'static str, String, String);
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -87,8 +87,8 @@ impl Metrics {
         self.detections
             .get_or_create(&DetectionLabels {
                 profile: d.profile.name.clone(),
-                pattern: d.detection.pattern.as_str().into(),
-                severity: d.detection.severity.as_str().into(),
+                pattern: d.detection.pattern.as_str(),
+                severity: d.detection.severity.as_str(),
             })
             .inc();
         let unknown = crate::fleet::UNKNOWN;
@@ -96,15 +96,15 @@ impl Metrics {
             .get_or_create(&FleetDetectionLabels {
                 service_name: d.service_name.as_deref().unwrap_or(unknown).into(),
                 gen_ai_agent_name: d.agent_name.as_deref().unwrap_or(unknown).into(),
-                pattern: d.detection.pattern.as_str().into(),
-                severity: d.detection.severity.as_str().into(),
+                pattern: d.detection.pattern.as_str(),
+                severity: d.detection.severity.as_str(),
             })
             .inc();
         self.fleet.observe_detection(d, crate::fleet::now_unix());
         let key = (
             d.profile.name.clone(),
-            d.detection.pattern.as_str().to_string(),
-            d.detection.severity.as_str().to_string(),
+            d.detection.pattern.as_str(),
+            d.detection.severity.as_str(),
             d.service_name.as_deref().unwrap_or(unknown).to_string(),
             d.agent_name.as_deref().unwrap_or(unknown).to_string(),
         );
@@ -136,7 +136,7 @@ impl Metrics {
         self.signals_published
             .get_or_create(&SignalLabels {
                 profile: signal.profile.to_string(),
-                action: signal.action.as_str().to_owned(),
+                action: signal.action.as_str(),
             })
             .inc();
         self.signals_published_count
