@@ -230,8 +230,8 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
                         n,
                         vec![
                             kv("profile", &profile),
-                            kv("pattern", &pattern),
-                            kv("severity", &severity),
+                            kv("pattern", pattern),
+                            kv("severity", severity),
                             kv("service.name", &service),
                             kv("gen_ai.agent.name", &agent),
                         ],
