@@ -1,11 +1,13 @@
 //! The bounded queue between the span path and the detection reporter: the span path
 //! hands each new detection over and returns; a task logs it and publishes its signal, so
-//! a loop storm does not slow ingestion (issue 8 item 4).
+//! detections the task keeps up with do not slow ingestion (issue 8 item 4).
 //!
 //! Past half full, a request that brings detections reports a batch of the oldest itself
-//! before it queues more ([`ReportQueue::push_helping`]): when the reporter task cannot keep
-//! up (a loop storm while many requests hold the CPU), the storm slows ingestion instead of
-//! losing log lines and signals.
+//! before it queues more, when nobody else is reporting; past seven eighths it waits for
+//! its turn to ([`ReportQueue::push_helping`]). So when the reporter task cannot keep up (a
+//! loop storm while many requests hold the CPU), the storm slows ingestion, and near a full
+//! queue blocks the thread of the request (a tokio worker, for a request under 256 KiB),
+//! instead of losing log lines and signals.
 //!
 //! Full queue policy (reached only when detections arrive faster than the requests that
 //! bring them can help): the oldest queued detection of the lowest severity goes first (info,
@@ -78,7 +80,16 @@ impl ReportQueue {
     /// Takes the oldest [`REPORT_BATCH`] detections and hands each to `report`, holding
     /// the reporting turn; returns how many.
     fn report_batch(&self, report: &mut impl FnMut(&RunDetection)) -> usize {
-        let _turn = self.reporting.lock().unwrap_or_else(|e| e.into_inner());
+        let turn = self.reporting.lock().unwrap_or_else(|e| e.into_inner());
+        self.report_batch_holding(turn, report)
+    }
+
+    /// [`ReportQueue::report_batch`] with the reporting turn already taken.
+    fn report_batch_holding(
+        &self,
+        _turn: MutexGuard<'_, ()>,
+        report: &mut impl FnMut(&RunDetection),
+    ) -> usize {
         let batch = self.pop_many(REPORT_BATCH);
         for detection in &batch {
             report(detection);
@@ -176,21 +187,28 @@ impl ReportQueue {
         out
     }
 
-    /// Queues `detections` like [`ReportQueue::push`], and whenever more than half the
-    /// queue is waiting, reports the oldest [`REPORT_BATCH`] itself with `report` first:
-    /// a reporter task that cannot keep up (a loop storm while many requests hold the
-    /// CPU) is helped by the requests that bring the detections, so ingestion slows down
-    /// with the storm and reports are not dropped. Batches are reported one at a time,
-    /// oldest first, whoever reports them, so reports keep arrival order. Below half the
-    /// queue, nothing but a push happens here.
+    /// Queues `detections` like [`ReportQueue::push`], helping a reporter task that cannot
+    /// keep up (a loop storm while many requests hold the CPU): with more than half the
+    /// queue waiting, it first reports the oldest [`REPORT_BATCH`] itself with `report`
+    /// if nobody else is reporting at that moment; with more than seven eighths waiting,
+    /// it waits for its turn to (blocking the calling thread for up to one batch of
+    /// someone else's), so ingestion slows down with the storm and reports are not
+    /// dropped. Batches are reported one at a time, oldest first, whoever reports them,
+    /// so reports keep arrival order. Below half the queue, nothing but a push happens
+    /// here.
     pub fn push_helping(
         &self,
         detections: impl IntoIterator<Item = RunDetection>,
         mut report: impl FnMut(&RunDetection),
     ) {
         for detection in detections {
-            if self.len() * 2 > self.capacity {
+            let waiting = self.len();
+            if waiting * 8 > self.capacity * 7 {
                 self.report_batch(&mut report);
+            } else if waiting * 2 > self.capacity {
+                if let Ok(turn) = self.reporting.try_lock() {
+                    self.report_batch_holding(turn, &mut report);
+                }
             }
             self.push(detection);
         }
