@@ -47,6 +47,17 @@ impl Recorder {
     fn take(&self) -> Vec<String> {
         std::mem::take(&mut self.0.borrow_mut())
     }
+
+    /// Asks `cache` for the parts of `text` in `trace`, asserts they are what reading the
+    /// whole text gives, and returns the texts read since the last `take`.
+    fn reads(&self, cache: &Conversations, trace: &[u8], text: &str) -> Vec<String> {
+        assert_eq!(
+            cache.parts(trace, text, self.read()),
+            read_parts(text),
+            "{text}"
+        );
+        self.take()
+    }
 }
 
 fn message(i: usize) -> String {
@@ -66,38 +77,25 @@ fn a_growing_conversation_reads_only_the_messages_it_gained() {
     let turns: Vec<String> = (0..4).map(message).collect();
 
     let first = list(&turns[..2]);
-    let parts = cache.parts(&TRACE, &first, recorder.read());
-    assert_eq!(parts, read_parts(&first));
-    assert_eq!(parts.as_ref().map(Vec::len), Some(2));
-    assert_eq!(recorder.take(), vec![first.clone()]);
+    assert_eq!(read_parts(&first).map(|p| p.len()), Some(2));
+    assert_eq!(recorder.reads(&cache, &TRACE, &first), vec![first.clone()]);
 
     let second = list(&turns);
-    let parts = cache.parts(&TRACE, &second, recorder.read());
-    assert_eq!(parts, read_parts(&second));
-    assert_eq!(parts.as_ref().map(Vec::len), Some(4));
+    assert_eq!(read_parts(&second).map(|p| p.len()), Some(4));
     assert_eq!(
-        recorder.take(),
+        recorder.reads(&cache, &TRACE, &second),
         vec![format!("[{},{}]", turns[2], turns[3])]
     );
 
     // The same list again reads nothing; an earlier, shorter list is read whole.
-    assert_eq!(
-        cache.parts(&TRACE, &second, recorder.read()),
-        read_parts(&second)
-    );
-    assert!(recorder.take().is_empty());
-    assert_eq!(
-        cache.parts(&TRACE, &first, recorder.read()),
-        read_parts(&first)
-    );
-    assert_eq!(recorder.take(), vec![first.clone()]);
+    assert!(recorder.reads(&cache, &TRACE, &second).is_empty());
+    assert_eq!(recorder.reads(&cache, &TRACE, &first), vec![first.clone()]);
 
     // Another trace shares nothing.
     assert_eq!(
-        cache.parts(&OTHER_TRACE, &second, recorder.read()),
-        read_parts(&second)
+        recorder.reads(&cache, &OTHER_TRACE, &second),
+        vec![second.clone()]
     );
-    assert_eq!(recorder.take(), vec![second]);
 }
 
 #[test]
@@ -116,20 +114,17 @@ fn text_that_does_not_continue_the_list_is_read_whole() {
         turns[0].clone(),
     ] {
         assert_eq!(
-            cache.parts(&TRACE, &text, recorder.read()),
-            read_parts(&text)
+            recorder.reads(&cache, &TRACE, &text).last(),
+            Some(&text),
+            "{text}"
         );
-        assert_eq!(recorder.take().last(), Some(&text), "{text}");
     }
     // The remembered bytes followed by more of the same element, not by `,` or `]`.
     let short = format!("[{},1]", turns[0]);
     let longer = format!("[{},12]", turns[0]);
-    cache.parts(&OTHER_TRACE, &short, recorder.read());
-    assert_eq!(
-        cache.parts(&OTHER_TRACE, &longer, recorder.read()),
-        read_parts(&longer)
-    );
-    assert_eq!(recorder.take(), vec![short, longer]);
+    let mut reads = recorder.reads(&cache, &OTHER_TRACE, &short);
+    reads.extend(recorder.reads(&cache, &OTHER_TRACE, &longer));
+    assert_eq!(reads, vec![short, longer]);
 }
 
 #[test]
@@ -146,11 +141,7 @@ fn not_json_is_none_as_the_whole_read_says() {
     assert_eq!(read_parts(&trailing), None);
     assert_eq!(cache.parts(&TRACE, &trailing, recorder.read()), None);
     // An invalid trace_id is never remembered.
-    let text = list(&turns);
-    assert_eq!(
-        cache.parts(&[1, 2], &text, recorder.read()),
-        read_parts(&text)
-    );
+    recorder.reads(&cache, &[1, 2], &list(&turns));
 }
 
 #[test]
