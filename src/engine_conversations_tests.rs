@@ -92,10 +92,7 @@ fn a_growing_conversation_reads_only_the_messages_it_gained() {
     assert_eq!(recorder.reads(&cache, &TRACE, &first), vec![first.clone()]);
 
     // Another trace shares nothing.
-    assert_eq!(
-        recorder.reads(&cache, &OTHER_TRACE, &second),
-        vec![second.clone()]
-    );
+    assert_eq!(recorder.reads(&cache, &OTHER_TRACE, &second), vec![second]);
 }
 
 #[test]

@@ -138,15 +138,23 @@ impl Fingerprinter {
 
     /// SHA-256(tool_name ‖ 0x00 ‖ canonical arguments).
     pub fn call_fingerprint(&self, tool_name: &str, arguments: &Payload) -> Fingerprint {
-        let drop = self
-            .tool_volatile_keys
+        self.call_fingerprint_with(tool_name, arguments, self.call_volatile_keys(tool_name))
+    }
+
+    /// The volatile keys removed from `tool_name`'s arguments: its `[[tools]]` list, else
+    /// the global one.
+    fn call_volatile_keys(&self, tool_name: &str) -> &HashSet<String> {
+        self.tool_volatile_keys
             .get(tool_name)
-            .unwrap_or(&self.volatile_keys);
+            .unwrap_or(&self.volatile_keys)
+    }
+
+    /// A hasher fed the call fingerprint's prefix: `tool_name ‖ 0x00`.
+    fn call_hasher(tool_name: &str) -> Sha256 {
         let mut hasher = Sha256::new();
         hasher.update(tool_name.as_bytes());
         hasher.update([0u8]);
-        self.feed_canonical(arguments, drop, &mut hasher);
-        hasher.finalize().into()
+        hasher
     }
 
     /// As [`Fingerprinter::call_fingerprint`], removing exactly `volatile_keys` (a
@@ -157,9 +165,7 @@ impl Fingerprinter {
         arguments: &Payload,
         volatile_keys: &HashSet<String>,
     ) -> Fingerprint {
-        let mut hasher = Sha256::new();
-        hasher.update(tool_name.as_bytes());
-        hasher.update([0u8]);
+        let mut hasher = Self::call_hasher(tool_name);
         self.feed_canonical(arguments, volatile_keys, &mut hasher);
         hasher.finalize().into()
     }
@@ -183,30 +189,14 @@ impl Fingerprinter {
         volatile_keys: Option<&HashSet<String>>,
         normalize: impl FnOnce(&Payload) -> Option<Payload>,
     ) -> Fingerprint {
-        let drop = volatile_keys.unwrap_or_else(|| {
-            self.tool_volatile_keys
-                .get(tool_name)
-                .unwrap_or(&self.volatile_keys)
-        });
-        let mut hasher = Sha256::new();
-        hasher.update(tool_name.as_bytes());
-        hasher.update([0u8]);
+        let drop = volatile_keys.unwrap_or_else(|| self.call_volatile_keys(tool_name));
+        let mut hasher = Self::call_hasher(tool_name);
         if let Payload::Text(text) = arguments {
             let json_container = text
                 .trim_start_matches([' ', '\t', '\n', '\r'])
                 .starts_with(['{', '[']);
-            if json_container && text.len() <= self.max_bytes {
-                let limits = Limits {
-                    max_depth: self.max_depth,
-                    max_bytes: self.max_bytes,
-                };
-                let done = fast::with_scratch(|scratch| {
-                    fast::canonical_text(text, drop, limits, scratch)
-                        .map(|canonical| hasher.update(canonical))
-                });
-                if done.is_some() {
-                    return hasher.finalize().into();
-                }
+            if json_container && self.feed_one_pass(text, drop, &mut hasher) {
+                return hasher.finalize().into();
             }
         }
         match normalize(arguments) {
@@ -257,11 +247,26 @@ impl Fingerprinter {
         out.0
     }
 
-    fn feed_canonical(&self, payload: &Payload, drop: &HashSet<String>, sink: &mut impl Sink) {
-        let limits = Limits {
+    fn limits(&self) -> Limits {
+        Limits {
             max_depth: self.max_depth,
             max_bytes: self.max_bytes,
-        };
+        }
+    }
+
+    /// Feeds the canonical form of `text` by the one-pass path ([`fast`]) when it takes
+    /// the text (within `max_bytes`, a shape it covers); false, with nothing fed, when not.
+    fn feed_one_pass(&self, text: &str, drop: &HashSet<String>, sink: &mut impl Sink) -> bool {
+        text.len() <= self.max_bytes
+            && fast::with_scratch(|scratch| {
+                fast::canonical_text(text, drop, self.limits(), scratch)
+                    .map(|canonical| sink.put(canonical))
+            })
+            .is_some()
+    }
+
+    fn feed_canonical(&self, payload: &Payload, drop: &HashSet<String>, sink: &mut impl Sink) {
+        let limits = self.limits();
         let bytes = match payload {
             Payload::Json(value) => {
                 // Checked before the tree is built: building it recurses.
@@ -281,14 +286,8 @@ impl Fingerprinter {
             Payload::Text(text) => Some(text.as_str()),
             _ => std::str::from_utf8(bytes).ok(),
         };
-        if let Some(text) = text.filter(|_| bytes.len() <= self.max_bytes) {
-            let done = fast::with_scratch(|scratch| {
-                fast::canonical_text(text, drop, limits, scratch)
-                    .map(|canonical| sink.put(canonical))
-            });
-            if done.is_some() {
-                return;
-            }
+        if text.is_some_and(|text| self.feed_one_pass(text, drop, sink)) {
+            return;
         }
         let done = bytes.len() <= self.max_bytes
             && match Tree::parse(bytes) {
