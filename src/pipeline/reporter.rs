@@ -151,24 +151,7 @@ impl ReportQueue {
 
     /// The oldest queued detection, if any.
     pub fn pop(&self) -> Option<RunDetection> {
-        let mut state = self.state();
-        let oldest = (0..3)
-            .filter_map(|c| state.queues[c].front().map(|(n, _)| (*n, c)))
-            .min()?;
-        state.queues[oldest.1].pop_front().map(|(_, d)| d)
-    }
-
-    /// The next detection, waiting for one; `None` once closed and drained.
-    pub async fn next(&self) -> Option<RunDetection> {
-        loop {
-            if let Some(detection) = self.pop() {
-                return Some(detection);
-            }
-            if self.state().closed {
-                return None;
-            }
-            self.notify.notified().await;
-        }
+        self.pop_many(1).pop()
     }
 
     /// Up to `max` of the oldest queued detections, in arrival order (one lock).
@@ -232,7 +215,7 @@ impl ReportQueue {
         }
     }
 
-    /// Lets [`ReportQueue::next`] end once the queue is empty.
+    /// Lets [`ReportQueue::serve`] end once the queue is empty.
     pub fn close(&self) {
         self.state().closed = true;
         self.notify.notify_one();
@@ -426,15 +409,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn next_waits_then_ends_when_closed_and_drained() {
+    async fn serve_waits_then_ends_when_closed_and_drained() {
         let queue = Arc::new(ReportQueue::new(4));
         let reader = {
             let queue = queue.clone();
             tokio::spawn(async move {
                 let mut seen = Vec::new();
-                while let Some(d) = queue.next().await {
-                    seen.push(d.occurrence);
-                }
+                queue.serve(|d| seen.push(d.occurrence)).await;
                 seen
             })
         };
