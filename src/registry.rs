@@ -625,6 +625,7 @@ impl Registry {
         out: &mut Vec<RunDetection>,
     ) {
         let mut needs_replay = false;
+        reserve_for_batch(run, batch);
         for event in batch {
             let (event, counted_without_arguments) = match merge::place(run, event) {
                 merge::Placement::Duplicate => {
@@ -902,6 +903,25 @@ impl Registry {
                 .then(a.step_indices[0].cmp(&b.step_indices[0]))
         });
         Some(by_fingerprint)
+    }
+}
+
+/// Makes room for `batch` at once: the run's event list and, for its tool calls, every
+/// detector's history grow by one allocation per request rather than one per event (a
+/// ten-call run arriving in one request was reallocated nine times). Exact sizes, so an
+/// idle one-call run still holds one slot.
+fn reserve_for_batch(run: &mut RunState, batch: &[RunEvent]) {
+    let spare = run.events.capacity() - run.events.len();
+    if spare < batch.len() {
+        let growth = (batch.len() - spare).max(run.events.len() / 8 + 1);
+        run.events.reserve_exact(growth);
+    }
+    let calls = batch
+        .iter()
+        .filter(|e| matches!(e.observation, Observation::ToolCall { .. }))
+        .count();
+    for detector in run.detectors.iter_mut() {
+        detector.reserve_calls(calls);
     }
 }
 

@@ -402,3 +402,23 @@ fn runs_share_one_origin_per_tool_and_name_the_first_service_and_agent_past_the_
     assert!(Arc::ptr_eq(&last[0].origin, &last[1].origin));
     assert_eq!(last[0].tool_name().map(|t| &**t), Some("tool1"));
 }
+
+#[test]
+fn a_run_arriving_in_one_request_is_made_room_for_once_and_exactly() {
+    let r = registry(RegistryConfig::default());
+    let t0 = Instant::now();
+    r.observe(same_calls("ten", 1..=10), t0);
+    r.observe(same_calls("one", 1..=1), t0);
+    assert_eq!(r.runs.get("ten").unwrap().events.capacity(), 10);
+    assert_eq!(r.runs.get("one").unwrap().events.capacity(), 1);
+    // A later request of three adds exactly its three (more than the eighth it would
+    // otherwise grow by).
+    r.observe(same_calls("ten", 11..=13), t0);
+    assert_eq!(r.runs.get("ten").unwrap().events.capacity(), 13);
+    // One more grows by an eighth, as single inserts always did.
+    r.observe(same_calls("ten", 14..=14), t0);
+    assert_eq!(
+        r.runs.get("ten").unwrap().events.capacity(),
+        13 + 13 / 8 + 1
+    );
+}

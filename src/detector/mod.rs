@@ -235,6 +235,16 @@ impl Detector {
         }
     }
 
+    /// Makes room in the history for `calls` more tool calls, in one exact allocation: a
+    /// hint from the caller that knows how many calls arrive together. At most the
+    /// history's length plus one (a call joins a full history before the oldest leaves).
+    pub fn reserve_calls(&mut self, calls: usize) {
+        let wanted = (self.history.len() + calls).min(self.settings.history() + 1);
+        if wanted > self.history.capacity() {
+            self.history.reserve_exact(wanted - self.history.len());
+        }
+    }
+
     /// The profile this detector applies.
     pub fn settings(&self) -> &ProfileSettings {
         &self.settings
@@ -447,8 +457,12 @@ pub(crate) struct Match {
     pub(crate) members: Vec<usize>,
 }
 
-/// Window positions of the calls with `fingerprint`, ascending.
-pub(crate) fn occurrences(window: &[CallRecord], fingerprint: &Fingerprint) -> Vec<usize> {
+/// Window positions of the calls with `fingerprint`, ascending. Inline up to eight: it runs
+/// for every call of every profile, and most calls occur once or twice in their window.
+pub(crate) fn occurrences(
+    window: &[CallRecord],
+    fingerprint: &Fingerprint,
+) -> smallvec::SmallVec<[usize; 8]> {
     (0..window.len())
         .filter(|&i| window[i].fingerprint == *fingerprint)
         .collect()

@@ -244,3 +244,34 @@ fn escalation_and_run_scope_in_the_detector() {
         ]
     );
 }
+
+#[test]
+fn reserving_calls_allocates_once_up_to_the_history_and_changes_no_detection() {
+    let settings = nudge();
+    let history = settings.history();
+    let obs: Vec<_> = (0..history as u8 + 5)
+        .map(|i| call("read", i % 2, Some(1)))
+        .collect();
+    let mut hinted = Detector::new(settings.clone());
+    hinted.reserve_calls(obs.len());
+    // A call joins a full history before the oldest leaves: one slot more.
+    assert_eq!(
+        hinted.history.capacity(),
+        history + 1,
+        "capped at the history"
+    );
+    let mut plain = Detector::new(settings.clone());
+    let mut seen = (Vec::new(), Vec::new());
+    for o in &obs {
+        seen.0
+            .extend(hinted.observe(o).map(|d| (d.pattern, d.members)));
+        seen.1
+            .extend(plain.observe(o).map(|d| (d.pattern, d.members)));
+        assert_eq!(hinted.history.capacity(), history + 1, "never grown again");
+    }
+    assert!(!seen.0.is_empty());
+    assert_eq!(seen.0, seen.1);
+    let mut small = Detector::new(settings);
+    small.reserve_calls(1);
+    assert_eq!(small.history.capacity(), 1, "a one-call run holds one slot");
+}
