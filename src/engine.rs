@@ -354,8 +354,8 @@ impl Engine {
     ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>, Vec<AgentMove>) {
         let spans: Vec<_> = spans.into_iter().collect();
         let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
-        let mut events = Vec::new();
-        let mut located = Vec::new();
+        let mut events = Vec::with_capacity(spans.len());
+        let mut located = Vec::with_capacity(spans.len());
         // Spans of one trace share one run key allocation, when the key is the trace_id
         // alone (no run-key attribute, no per-agent runs).
         let by_trace = self.options.run_key_attribute.is_none() && self.agents.is_none();

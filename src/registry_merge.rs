@@ -251,15 +251,16 @@ fn same_call(outer: &KeptEvent, inner: &KeptEvent) -> bool {
     if !outer.is_tool_call() || !inner.is_tool_call() {
         return false;
     }
-    if outer.tool_name() != inner.tool_name() || outer.span_id() == inner.span_id() {
-        return false;
-    }
+    // The links first: most neighbours are other calls of the same tool, which only the
+    // parent link or the MCP request id tells apart.
     let nested = !inner.parent_span_id().is_empty()
         && inner.parent_span_id() == outer.span_id()
         && inner.trace_id() == outer.trace_id();
     let same_mcp_request =
         outer.mcp_request().is_some() && outer.mcp_request() == inner.mcp_request();
-    nested || same_mcp_request
+    (nested || same_mcp_request)
+        && outer.tool_name() == inner.tool_name()
+        && outer.span_id() != inner.span_id()
 }
 
 /// Fills the call and result fingerprints `target` lacks from `source`; true if any was.
