@@ -98,6 +98,40 @@ impl State {
         self.runs.retain(|_, r| r.bucket >= oldest);
     }
 
+    /// One detection (see [`Fleet::observe_detections`]).
+    fn observe_detection(&mut self, d: &RunDetection, now: u64) {
+        if d.detection.severity == Severity::Info {
+            return;
+        }
+        if !self.runs.contains_key(&d.run_key) {
+            let group = group_of(d.service_name.as_deref(), d.agent_name.as_deref());
+            self.observe_run(&d.run_key, group, now);
+        }
+        if d.detection.severity == Severity::Kill {
+            let pattern = d.detection.pattern.as_str().to_string();
+            *self.kills_total.entry(pattern.clone()).or_default() += 1;
+            *self
+                .buckets
+                .entry(bucket_of(now))
+                .or_default()
+                .kills
+                .entry(pattern)
+                .or_default() += 1;
+        }
+        let Some(run) = self.runs.get_mut(&d.run_key) else {
+            return;
+        };
+        if run.looped {
+            return;
+        }
+        run.looped = true;
+        let (bucket, group) = (run.bucket, run.group.clone());
+        self.totals.entry(group.clone()).or_default().loop_runs += 1;
+        if let Some(b) = self.buckets.get_mut(&bucket) {
+            b.groups.entry(group).or_default().loop_runs += 1;
+        }
+    }
+
     fn observe_run(&mut self, run_key: &Arc<str>, group: Group, now: u64) {
         if self.runs.contains_key(run_key) {
             return;
@@ -130,38 +164,12 @@ impl State {
 }
 
 impl Fleet {
-    /// Counts a detection: its run (if new), the run's first warn/kill as a loop run, and
-    /// a kill under its pattern. `now` is unix seconds.
-    pub fn observe_detection(&self, d: &RunDetection, now: u64) {
-        if d.detection.severity == Severity::Info {
-            return;
-        }
+    /// Counts detections (one lock for all): each one's run (if new), a run's first
+    /// warn/kill as a loop run, and a kill under its pattern. `now` is unix seconds.
+    pub fn observe_detections(&self, detections: &[RunDetection], now: u64) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if !s.runs.contains_key(&d.run_key) {
-            let group = group_of(d.service_name.as_deref(), d.agent_name.as_deref());
-            s.observe_run(&d.run_key, group, now);
-        }
-        if d.detection.severity == Severity::Kill {
-            let pattern = d.detection.pattern.as_str().to_string();
-            *s.kills_total.entry(pattern.clone()).or_default() += 1;
-            *s.buckets
-                .entry(bucket_of(now))
-                .or_default()
-                .kills
-                .entry(pattern)
-                .or_default() += 1;
-        }
-        let Some(run) = s.runs.get_mut(&d.run_key) else {
-            return;
-        };
-        if run.looped {
-            return;
-        }
-        run.looped = true;
-        let (bucket, group) = (run.bucket, run.group.clone());
-        s.totals.entry(group.clone()).or_default().loop_runs += 1;
-        if let Some(b) = s.buckets.get_mut(&bucket) {
-            b.groups.entry(group).or_default().loop_runs += 1;
+        for d in detections {
+            s.observe_detection(d, now);
         }
     }
 

@@ -82,38 +82,58 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Counts a detection under its profile, pattern and severity.
-    pub fn record_detection(&self, d: &RunDetection) {
-        self.detections
-            .get_or_create(&DetectionLabels {
-                profile: d.profile.name.clone(),
-                pattern: d.detection.pattern.as_str(),
-                severity: d.detection.severity.as_str(),
-            })
-            .inc();
+    /// Counts the detections of one request: `loopwatch_detections_total`,
+    /// `loopwatch_loop_detections_total`, the fleet view and the self-telemetry counts.
+    /// Grouped by label set first, so a request of many detections of one run (a loop
+    /// storm) looks each counter up once instead of once per detection.
+    pub fn record_detections(&self, detections: &[RunDetection]) {
+        if detections.is_empty() {
+            return;
+        }
         let unknown = crate::fleet::UNKNOWN;
-        self.loop_detections
-            .get_or_create(&FleetDetectionLabels {
-                service_name: d.service_name.as_deref().unwrap_or(unknown).into(),
-                gen_ai_agent_name: d.agent_name.as_deref().unwrap_or(unknown).into(),
-                pattern: d.detection.pattern.as_str(),
-                severity: d.detection.severity.as_str(),
-            })
-            .inc();
-        self.fleet.observe_detection(d, crate::fleet::now_unix());
-        let key = (
-            d.profile.name.clone(),
-            d.detection.pattern.as_str(),
-            d.detection.severity.as_str(),
-            d.service_name.as_deref().unwrap_or(unknown).to_string(),
-            d.agent_name.as_deref().unwrap_or(unknown).to_string(),
-        );
-        *self
+        let mut groups: foldhash::HashMap<(&str, &'static str, &'static str, &str, &str), u64> =
+            Default::default();
+        for d in detections {
+            let key = (
+                d.profile.name.as_str(),
+                d.detection.pattern.as_str(),
+                d.detection.severity.as_str(),
+                d.service_name.as_deref().unwrap_or(unknown),
+                d.agent_name.as_deref().unwrap_or(unknown),
+            );
+            *groups.entry(key).or_default() += 1;
+        }
+        self.fleet
+            .observe_detections(detections, crate::fleet::now_unix());
+        let mut counts = self
             .detection_counts
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_default() += 1;
+            .unwrap_or_else(|e| e.into_inner());
+        for ((profile, pattern, severity, service, agent), n) in groups {
+            self.detections
+                .get_or_create(&DetectionLabels {
+                    profile: profile.to_string(),
+                    pattern,
+                    severity,
+                })
+                .inc_by(n);
+            self.loop_detections
+                .get_or_create(&FleetDetectionLabels {
+                    service_name: service.to_string(),
+                    gen_ai_agent_name: agent.to_string(),
+                    pattern,
+                    severity,
+                })
+                .inc_by(n);
+            let key = (
+                profile.to_string(),
+                pattern,
+                severity,
+                service.to_string(),
+                agent.to_string(),
+            );
+            *counts.entry(key).or_default() += n;
+        }
     }
 
     /// Detections so far by (profile, pattern, severity, service.name, gen_ai.agent.name).
@@ -562,4 +582,81 @@ fn render_fleet(r: &mut Registry, metrics: &Metrics) {
         "Loop detections by service.name, gen_ai.agent.name, pattern and severity",
         metrics.loop_detections.clone(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detector::{Pattern, Severity};
+    use std::sync::Arc;
+
+    fn detection(pattern: Pattern, severity: Severity, service: &str, run: &str) -> RunDetection {
+        let mut d = RunDetection::sample(pattern, &["search"], severity);
+        d.service_name = Some(Arc::from(service));
+        d.run_key = Arc::from(run);
+        d
+    }
+
+    #[test]
+    fn a_request_of_detections_counts_each_one_under_its_labels() {
+        let metrics = Metrics::default();
+        let storm = [
+            detection(Pattern::RepeatedCall, Severity::Warn, "a", "r1"),
+            detection(Pattern::RepeatedCall, Severity::Warn, "a", "r1"),
+            detection(Pattern::RepeatedCall, Severity::Warn, "b", "r2"),
+            detection(Pattern::Cycle, Severity::Kill, "a", "r1"),
+        ];
+        metrics.record_detections(&storm);
+        metrics.record_detections(&storm[..1]);
+        metrics.record_detections(&[]);
+        let counts = metrics.detection_counts();
+        let of = |pattern, severity, service: &str| {
+            counts
+                .iter()
+                .find(|((_, p, s, svc, _), _)| *p == pattern && *s == severity && svc == service)
+                .map(|(_, n)| *n)
+        };
+        assert_eq!(counts.len(), 3, "{counts:?}");
+        assert_eq!(of("repeated_call", "warn", "a"), Some(3));
+        assert_eq!(of("repeated_call", "warn", "b"), Some(1));
+        assert_eq!(of("cycle", "kill", "a"), Some(1));
+        let family = |pattern, severity, service: &str| {
+            metrics
+                .loop_detections
+                .get_or_create(&FleetDetectionLabels {
+                    service_name: service.into(),
+                    gen_ai_agent_name: crate::fleet::UNKNOWN.into(),
+                    pattern,
+                    severity,
+                })
+                .get()
+        };
+        assert_eq!(family("repeated_call", "warn", "a"), 3);
+        assert_eq!(family("repeated_call", "warn", "b"), 1);
+        let profile = |pattern, severity| {
+            metrics
+                .detections
+                .get_or_create(&DetectionLabels {
+                    profile: "nudge".into(),
+                    pattern,
+                    severity,
+                })
+                .get()
+        };
+        assert_eq!(profile("repeated_call", "warn"), 4);
+        assert_eq!(profile("cycle", "kill"), 1);
+        // The fleet view: two runs, each a loop run once however many detections; the kill
+        // counted under its pattern.
+        let mut totals = metrics.fleet.totals();
+        totals.sort();
+        let unknown = crate::fleet::UNKNOWN.to_string();
+        assert_eq!(
+            totals,
+            vec![
+                ("a".to_string(), unknown.clone(), 1, 1),
+                ("b".to_string(), unknown, 1, 1)
+            ]
+        );
+        assert_eq!(metrics.fleet.kills_total().get("cycle"), Some(&1));
+    }
 }

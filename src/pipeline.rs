@@ -102,9 +102,7 @@ impl SpanSink for Pipeline {
         };
         // Reported even when the forwarder closed in between: the run state already holds
         // these spans, so the client's retry is a duplicate and would not detect again.
-        for detection in &processed.detections {
-            self.metrics.record_detection(detection);
-        }
+        self.metrics.record_detections(&processed.detections);
         self.reports
             .push_helping(processed.detections, |d| self.report(d));
         queued
