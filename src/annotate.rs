@@ -9,6 +9,7 @@
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::span::Event;
+use std::borrow::Cow;
 
 use crate::detector::Pattern;
 use crate::fingerprint::Fingerprint;
@@ -139,27 +140,28 @@ pub fn encoded_loop_attributes(
     Some((encoded, time))
 }
 
-/// The value of one `loop.*` attribute (an OTLP `AnyValue` of one of these kinds).
-enum LoopValue {
+/// The value of one `loop.*` attribute (an OTLP `AnyValue` of one of these kinds); texts
+/// borrow from the detections where they can (the wire path encodes them and drops them).
+enum LoopValue<'a> {
     Bool(bool),
     Int(i64),
-    Str(String),
-    Strings(Vec<String>),
+    Str(Cow<'a, str>),
+    Strings(Vec<Cow<'a, str>>),
 }
 
 /// `loop.*` keys and values of [`loop_attributes`], in the order they are written.
-type LoopValues = [(&'static str, LoopValue); 12];
+type LoopValues<'a> = [(&'static str, LoopValue<'a>); 12];
 
-fn loop_values(
-    detections: &[&RunDetection],
+fn loop_values<'a>(
+    detections: &[&'a RunDetection],
     short_fingerprint: &dyn Fn(&Fingerprint) -> String,
-) -> Option<(LoopValues, u64)> {
+) -> Option<(LoopValues<'a>, u64)> {
     let main = most_severe(detections)?;
     let det = &main.detection;
-    let mut profiles: Vec<String> = Vec::new();
+    let mut profiles: Vec<Cow<'a, str>> = Vec::new();
     for d in detections {
-        if !profiles.contains(&d.profile.name) {
-            profiles.push(d.profile.name.clone());
+        if !profiles.iter().any(|p| *p == d.profile.name) {
+            profiles.push(Cow::Borrowed(&d.profile.name));
         }
     }
     let first_span_id = main
@@ -173,39 +175,47 @@ fn loop_values(
         ("loop.window", LoopValue::Int(det.window as i64)),
         (
             "loop.tool_names",
-            LoopValue::Strings(det.tool_names.iter().map(|t| t.to_string()).collect()),
+            LoopValue::Strings(det.tool_names.iter().map(|t| Cow::Borrowed(&**t)).collect()),
         ),
         (
             "loop.fingerprints",
-            LoopValue::Strings(det.fingerprints.iter().map(short_fingerprint).collect()),
+            LoopValue::Strings(
+                det.fingerprints
+                    .iter()
+                    .map(|fp| Cow::Owned(short_fingerprint(fp)))
+                    .collect(),
+            ),
         ),
-        ("loop.first_span_id", LoopValue::Str(first_span_id)),
+        ("loop.first_span_id", LoopValue::Str(first_span_id.into())),
         (
             "loop.severity",
             LoopValue::Str(det.severity.as_str().into()),
         ),
-        ("loop.profile", LoopValue::Str(main.profile.name.clone())),
+        (
+            "loop.profile",
+            LoopValue::Str(Cow::Borrowed(&main.profile.name)),
+        ),
         (
             "loop.occurrence",
             LoopValue::Int(i64::from(main.occurrence)),
         ),
-        ("loop.reason", LoopValue::Str(reason(main))),
+        ("loop.reason", LoopValue::Str(reason(main).into())),
         ("loop.profiles", LoopValue::Strings(profiles)),
     ];
     Some((values, main.time_unix_nano))
 }
 
-impl LoopValue {
+impl LoopValue<'_> {
     fn into_otlp(self) -> Value {
         match self {
             LoopValue::Bool(b) => Value::BoolValue(b),
             LoopValue::Int(i) => Value::IntValue(i),
-            LoopValue::Str(s) => Value::StringValue(s),
+            LoopValue::Str(s) => Value::StringValue(s.into_owned()),
             LoopValue::Strings(items) => Value::ArrayValue(ArrayValue {
                 values: items
                     .into_iter()
                     .map(|s| AnyValue {
-                        value: Some(Value::StringValue(s)),
+                        value: Some(Value::StringValue(s.into_owned())),
                     })
                     .collect(),
             }),

@@ -272,8 +272,11 @@ pub mod value {
     }
 
     /// `array_value` (field 5) of `string_value`s.
-    pub fn put_string_array(items: &[String], out: &mut Vec<u8>) {
-        let element = |s: &String| 1 + encoded_len_varint(s.len() as u64) + s.len();
+    pub fn put_string_array<S: AsRef<str>>(items: &[S], out: &mut Vec<u8>) {
+        let element = |s: &S| {
+            let s = s.as_ref();
+            1 + encoded_len_varint(s.len() as u64) + s.len()
+        };
         let array_len: usize = items
             .iter()
             .map(|s| {
@@ -286,7 +289,7 @@ pub mod value {
         for item in items {
             put_len_key(1, out);
             put_varint(element(item) as u64, out);
-            put_string(item, out);
+            put_string(item.as_ref(), out);
         }
     }
 }
