@@ -194,8 +194,7 @@ pub fn signal_of(
             d.detection.pattern.as_str(),
             &d.detection.fingerprints,
             d.occurrence,
-        )
-        .into(),
+        ),
         occurrence: d.occurrence,
         severity: d.detection.severity,
         time_unix_nano: d.time_unix_nano,

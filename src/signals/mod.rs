@@ -85,7 +85,7 @@ pub fn signal_id(
     pattern: &str,
     fingerprints: &[crate::fingerprint::Fingerprint],
     occurrence: u32,
-) -> String {
+) -> compact_str::CompactString {
     let mut hasher = Sha256::new();
     hasher.update(run_key.as_bytes());
     hasher.update([0u8]);
@@ -98,9 +98,8 @@ pub fn signal_id(
     }
     hasher.update([0u8]);
     hasher.update(occurrence.to_string().as_bytes());
-    let mut id = hex::encode(hasher.finalize());
-    id.truncate(32);
-    id
+    // The first 16 bytes in hex: the 32 characters written straight into the id.
+    crate::otlp::compact_hex(&hasher.finalize()[..16])
 }
 
 #[cfg(test)]
@@ -145,7 +144,7 @@ mod tests {
         assert_eq!(schema["properties"]["schema"]["const"], SIGNAL_SCHEMA);
         let signal = Signal {
             schema: SIGNAL_SCHEMA.into(),
-            id: signal_id("r", "stop", "cycle", &[], 1).into(),
+            id: signal_id("r", "stop", "cycle", &[], 1),
             occurrence: 1,
             severity: Severity::Kill,
             time_unix_nano: 1,

@@ -59,7 +59,7 @@ pub fn signal(run_key: &str, n: u32, action: Action, service_name: Option<&str>)
     };
     Signal {
         schema: SIGNAL_SCHEMA.into(),
-        id: signal_id(run_key, profile, "repeated_call", &[], n).into(),
+        id: signal_id(run_key, profile, "repeated_call", &[], n),
         occurrence: n,
         severity: match action {
             Action::Kill => loopwatch::signals::Severity::Kill,
