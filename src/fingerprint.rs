@@ -334,6 +334,26 @@ pub fn normalize_text(text: &str) -> String {
 pub struct FingerprintKey {
     /// HMAC-SHA256 keyed once (the padded key's two blocks already hashed), cloned per use.
     keyed: Hmac<Sha256>,
+    /// Tells this key's entries apart in [`RECENT_SHORT`] (unique per key made; a clone is
+    /// the same key and shares it).
+    id: u64,
+}
+
+/// Keys made so far: the next [`FingerprintKey::id`].
+static NEXT_KEY_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Short fingerprints remembered per thread.
+const RECENT_SHORT_LEN: usize = 8;
+
+/// (key id, fingerprint, first 8 bytes of the MAC).
+type RememberedShort = (u64, Fingerprint, [u8; 8]);
+
+thread_local! {
+    /// The last [`RECENT_SHORT_LEN`] short MACs this thread computed, filled round-robin
+    /// (the next slot, then the slots). A loop annotates each of its spans, and signals
+    /// each detection, with the same one or two fingerprints.
+    static RECENT_SHORT: std::cell::RefCell<(usize, [Option<RememberedShort>; RECENT_SHORT_LEN])> =
+        const { std::cell::RefCell::new((0, [None; RECENT_SHORT_LEN])) };
 }
 
 impl fmt::Debug for FingerprintKey {
@@ -350,7 +370,8 @@ impl FingerprintKey {
             Ok(mac) => mac,
             Err(_) => unreachable!("HMAC takes keys of any length"),
         };
-        FingerprintKey { keyed }
+        let id = NEXT_KEY_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        FingerprintKey { keyed, id }
     }
 
     /// A random 32-byte key, for when no `fingerprint_key` is configured (external
@@ -366,12 +387,33 @@ impl FingerprintKey {
 
     /// The short external form: the first 16 hex chars of [`FingerprintKey::hex`].
     pub fn short(&self, fingerprint: &Fingerprint) -> String {
-        crate::otlp::lower_hex(&self.mac(fingerprint)[..8])
+        crate::otlp::lower_hex(&self.short_mac(fingerprint))
     }
 
     /// [`FingerprintKey::short`] held inline (no allocation), as signals carry it.
     pub fn short_compact(&self, fingerprint: &Fingerprint) -> compact_str::CompactString {
-        crate::otlp::compact_hex(&self.mac(fingerprint)[..8])
+        crate::otlp::compact_hex(&self.short_mac(fingerprint))
+    }
+
+    /// The first 8 bytes of the MAC of `fingerprint`, remembered per thread for the last few
+    /// fingerprints ([`RECENT_SHORT`]): a loop storm asks for the same ones over and over.
+    fn short_mac(&self, fingerprint: &Fingerprint) -> [u8; 8] {
+        let remembered = RECENT_SHORT.with_borrow(|(_, recent)| {
+            recent
+                .iter()
+                .flatten()
+                .find_map(|(id, fp, short)| (*id == self.id && fp == fingerprint).then_some(*short))
+        });
+        if let Some(short) = remembered {
+            return short;
+        }
+        let mut short = [0u8; 8];
+        short.copy_from_slice(&self.mac(fingerprint)[..8]);
+        RECENT_SHORT.with_borrow_mut(|(next, recent)| {
+            recent[*next] = Some((self.id, *fingerprint, short));
+            *next = (*next + 1) % RECENT_SHORT_LEN;
+        });
+        short
     }
 
     fn mac(&self, fingerprint: &Fingerprint) -> [u8; 32] {
@@ -713,6 +755,30 @@ mod tests {
         assert_eq!(normalize_text("a\u{1f}b\u{a0}c"), "a b c");
         assert_eq!(normalize_text(""), "");
         assert_eq!(normalize_text("   "), "");
+    }
+
+    #[test]
+    fn remembered_short_forms_are_never_another_keys_or_fingerprints() {
+        // Twelve fingerprints (more than are remembered) under two keys of equal bytes
+        // and one of other bytes, asked for in an order that revisits each.
+        let keys = [
+            FingerprintKey::new(b"secret"),
+            FingerprintKey::new(b"secret"),
+            FingerprintKey::new(b"other"),
+        ];
+        let fps: Vec<Fingerprint> = (0..12u8).map(|i| call(text(&format!("[{i}]")))).collect();
+        for round in 0..3 {
+            for (i, fp) in fps.iter().enumerate() {
+                for key in &keys {
+                    let expected = &key.hex(fp)[..16];
+                    assert_eq!(key.short(fp), expected, "round {round}, fingerprint {i}");
+                    assert_eq!(key.short_compact(fp), expected);
+                    assert_eq!(key.clone().short(fp), expected);
+                }
+                assert_eq!(keys[0].short(fp), keys[1].short(fp));
+                assert_ne!(keys[0].short(fp), keys[2].short(fp));
+            }
+        }
     }
 
     #[test]
