@@ -128,11 +128,13 @@ pub struct RunDetection {
     pub profile: Arc<ProfileSettings>,
     pub detection: Detection,
     pub run_key: Arc<str>,
-    /// trace_id and span_id of the span that completed the detection.
-    pub trace_id: Vec<u8>,
-    pub span_id: Vec<u8>,
-    /// span_ids of the spans that formed it, in start order.
-    pub span_ids: Vec<Vec<u8>>,
+    /// trace_id and span_id of the span that completed the detection (inline when 16 and
+    /// 8 bytes, as valid ids are).
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
+    /// span_ids of the spans that formed it, in start order (inline each: a loop of ten
+    /// calls was ten allocations, twice, per detection).
+    pub span_ids: Vec<SpanId>,
     /// End time of the completing span (ns since the Unix epoch).
     pub time_unix_nano: u64,
     /// 1-based count of detections in this run with the same profile, pattern and
@@ -168,8 +170,8 @@ impl RunDetection {
                 budget: None,
             },
             run_key: Arc::from("run"),
-            trace_id: vec![1; 16],
-            span_id: vec![2; 8],
+            trace_id: [1; 16].as_slice().into(),
+            span_id: [2; 8].as_slice().into(),
             span_ids: vec![],
             time_unix_nano: 0,
             occurrence: 0,
@@ -221,7 +223,7 @@ pub struct RunSummary {
 type OccurrenceKey = (usize, Pattern, Vec<Fingerprint>);
 /// What makes a detection "the same" across replays: (profile index, completing span_id,
 /// pattern). A run holds each span_id once, so this names at most one detection.
-type Identity = (usize, Vec<u8>, Pattern);
+type Identity = (usize, SpanId, Pattern);
 
 /// What a run counts of its detections.
 #[derive(Default)]
@@ -337,10 +339,9 @@ impl RunState {
     pub fn heap_bytes(&self) -> u64 {
         use std::mem::size_of;
         let a = ALLOCATION_BYTES;
-        let id_bytes = |len: usize| len + a;
-        // The completing span's ids, and its members' span ids (a window holds at most 20).
-        let detection =
-            size_of::<RunDetection>() + id_bytes(16) + id_bytes(8) + a + 10 * id_bytes(8);
+        // The completing span's ids are inline; its members' span ids (a window holds at
+        // most 20) one list of inline ids.
+        let detection = size_of::<RunDetection>() + a + 10 * size_of::<SpanId>();
         // Span and parent ids are inline in the event (valid OTLP lengths); trace_id and
         // names are shared, counted once per run.
         let events = self.events.capacity() * size_of::<KeptEvent>()
@@ -352,7 +353,7 @@ impl RunState {
             + self.tallies.as_ref().map_or(0, |t| {
                 size_of::<Tallies>()
                     + t.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4 + a)
-                    + t.reported.capacity() * (size_of::<Identity>() + id_bytes(8))
+                    + t.reported.capacity() * size_of::<Identity>()
             });
         let detectors = self.detectors.len() * DETECTOR_BYTES
             + self.forgotten.as_ref().map_or(0, |f| {
@@ -732,15 +733,15 @@ impl Registry {
             .iter()
             .filter_map(|m| m.checked_sub(run.forgotten_events()))
             .filter_map(|i| run.events.get(i))
-            .map(|e| e.span_id().to_vec())
+            .map(|e| SpanId::from(e.span_id()))
             .collect();
         let mut rd = RunDetection {
             profile_index,
             profile: self.profiles[profile_index].clone(),
             detection,
             run_key: run_key.clone(),
-            trace_id: completing.trace_id().to_vec(),
-            span_id: completing.span_id().to_vec(),
+            trace_id: completing.trace_id().into(),
+            span_id: completing.span_id().into(),
             span_ids,
             time_unix_nano: completing.end_time_unix_nano(),
             occurrence: 0,
@@ -791,7 +792,7 @@ impl Registry {
                     for pattern in Pattern::ALL {
                         tallies.reported.remove(&(
                             profile_index,
-                            event.span_id().to_vec(),
+                            SpanId::from(event.span_id()),
                             pattern,
                         ));
                     }

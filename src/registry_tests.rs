@@ -59,7 +59,7 @@ fn span(i: u64) -> Vec<u8> {
 fn shape(detections: &[RunDetection]) -> Vec<(Vec<u8>, Option<usize>, u32)> {
     detections
         .iter()
-        .map(|d| (d.span_id.clone(), d.detection.call, d.occurrence))
+        .map(|d| (d.span_id.to_vec(), d.detection.call, d.occurrence))
         .collect()
 }
 
@@ -158,7 +158,8 @@ fn a_late_span_replays_and_reports_each_detection_once() {
         shape(&last),
         vec![(span(4), Some(3), 1), (span(3), Some(6), 2)]
     );
-    assert_eq!(last[1].span_ids, vec![span(1), span(2), span(3)]);
+    let members: Vec<Vec<u8>> = last[1].span_ids.iter().map(|id| id.to_vec()).collect();
+    assert_eq!(members, vec![span(1), span(2), span(3)]);
     // A retry of the late span changes nothing.
     assert!(r.observe(at(6, 70), now).is_empty());
 }
@@ -274,7 +275,7 @@ fn empty_span_ids_and_equal_start_times_never_panic() {
     assert_eq!(in_order.len(), 1);
     // A B A B A: the third A completes repeated_call before alternating can.
     assert_eq!(in_order[0].detection.pattern, Pattern::RepeatedCall);
-    assert_eq!(in_order[0].span_id, span(5));
+    assert_eq!(in_order[0].span_id.to_vec(), span(5));
     assert_eq!(in_order[0].detection.severity, Severity::Warn);
     // Zero times and u64::MAX times.
     r.observe(vec![call("z", 1, 0, 1), call("z", 2, u64::MAX - 1, 1)], now);

@@ -52,9 +52,9 @@ pub fn synthetic_spans(
             let (attributes, time) = loop_attributes(group, short_fingerprint)?;
             let first = group[0];
             let span = Span {
-                trace_id: first.trace_id.clone(),
+                trace_id: first.trace_id.to_vec(),
                 span_id: span_id_of(group),
-                parent_span_id: first.span_id.clone(),
+                parent_span_id: first.span_id.to_vec(),
                 name: EVENT_NAME.to_string(),
                 kind: SpanKind::Internal as i32,
                 start_time_unix_nano: time,
@@ -138,9 +138,9 @@ mod tests {
                 budget: None,
             },
             run_key: Arc::from("run"),
-            trace_id: vec![1; 16],
-            span_id: vec![span; 8],
-            span_ids: vec![vec![span; 8]],
+            trace_id: [1; 16].as_slice().into(),
+            span_id: [span; 8].as_slice().into(),
+            span_ids: vec![[span; 8].as_slice().into()],
             time_unix_nano: 4_000 + u64::from(span),
             occurrence: 1,
             service_name: Some(Arc::from("agent")),

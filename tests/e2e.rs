@@ -197,7 +197,7 @@ async fn corpus_end_to_end(transport: Transport) {
             );
         }
         for d in &detections {
-            let span = &by_id[&d.span_id];
+            let span = &by_id[d.span_id.as_slice()];
             assert_eq!(
                 attr(span, "loop.detected"),
                 Some(Value::BoolValue(true)),
@@ -216,7 +216,7 @@ async fn corpus_end_to_end(transport: Transport) {
                 .filter(|kv| kv.key.starts_with("loop."))
                 .collect();
             assert_eq!(events[0].attributes.iter().collect::<Vec<_>>(), written);
-            annotated_expected.insert(d.span_id.clone());
+            annotated_expected.insert(d.span_id.to_vec());
             let profiles = match attr(span, "loop.profiles") {
                 Some(Value::ArrayValue(a)) => a
                     .values

@@ -148,7 +148,7 @@ proptest! {
             }
             for d in split.process(&mut merged, now).detections {
                 *reported
-                    .entry((d.profile_index, d.span_id.clone(), d.detection.pattern.as_str()))
+                    .entry((d.profile_index, d.span_id.to_vec(), d.detection.pattern.as_str()))
                     .or_default() += 1;
             }
         }
@@ -156,7 +156,7 @@ proptest! {
         prop_assert!(reported.values().all(|&n| n == 1), "a detection reported twice: {:?}", reported);
         for d in split.registry.detections(&hex::encode(TRACE_ID)).unwrap_or_default() {
             prop_assert!(
-                reported.contains_key(&(d.profile_index, d.span_id.clone(), d.detection.pattern.as_str())),
+                reported.contains_key(&(d.profile_index, d.span_id.to_vec(), d.detection.pattern.as_str())),
                 "final detection never reported: {:?}", key(&d)
             );
         }

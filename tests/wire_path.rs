@@ -101,7 +101,7 @@ fn a_bad_string_is_read_lossily_and_the_loop_is_still_annotated_in_place() {
             (
                 d.profile.name.as_str(),
                 d.detection.pattern.as_str(),
-                d.span_id.clone(),
+                d.span_id.to_vec(),
             )
         })
         .collect();
