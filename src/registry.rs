@@ -626,8 +626,8 @@ impl Registry {
         out: &mut Vec<RunDetection>,
     ) {
         let mut needs_replay = false;
-        reserve_for_batch(run, batch);
-        for event in batch {
+        reserve_histories(run, batch);
+        for (i, event) in batch.iter().enumerate() {
             let (event, counted_without_arguments) = match merge::place(run, event) {
                 merge::Placement::Duplicate => {
                     self.stats.duplicate_spans.fetch_add(1, Ordering::Relaxed);
@@ -668,7 +668,7 @@ impl Registry {
                     .fetch_add(1, Ordering::Relaxed);
             }
             run.list_origin(&event.origin);
-            insert_event(&mut run.events, position, event);
+            insert_event(&mut run.events, position, event, batch.len() - i);
             run.seen.inserted(&run.events, position);
             if in_order && !needs_replay {
                 let index = run.events.len() - 1;
@@ -907,31 +907,36 @@ impl Registry {
     }
 }
 
-/// Makes room for `batch` at once: the run's event list and, for its tool calls, every
-/// detector's history grow by one allocation per request rather than one per event (a
-/// ten-call run arriving in one request was reallocated nine times). Exact sizes, so an
-/// idle one-call run still holds one slot.
-fn reserve_for_batch(run: &mut RunState, batch: &[RunEvent]) {
-    let spare = run.events.capacity() - run.events.len();
-    if spare < batch.len() {
-        let growth = (batch.len() - spare).max(run.events.len() / 8 + 1);
-        run.events.reserve_exact(growth);
-    }
+/// Makes room in every detector's history for the tool calls of `batch` that carry a call
+/// fingerprint (the only ones a history keeps), one allocation per request rather than one
+/// per call; each history reserves at most its length plus one ([`Detector::reserve_calls`]).
+fn reserve_histories(run: &mut RunState, batch: &[RunEvent]) {
     let calls = batch
         .iter()
-        .filter(|e| matches!(e.observation, Observation::ToolCall { .. }))
+        .filter(|e| {
+            matches!(
+                e.observation,
+                Observation::ToolCall {
+                    call_fingerprint: Some(_),
+                    ..
+                }
+            )
+        })
         .count();
     for detector in run.detectors.iter_mut() {
         detector.reserve_calls(calls);
     }
 }
 
-/// Inserts `event` at `position`, growing a full list by an eighth (at least one slot)
-/// rather than doubling it: a one-call run holds one slot, not four, and a long run at
-/// most 1/8 unused slack. Amortised O(1) copies per event all the same.
-fn insert_event(events: &mut Vec<KeptEvent>, position: usize, event: KeptEvent) {
+/// Inserts `event` at `position`. A full list grows by an eighth (at least one slot) rather
+/// than doubling, so a one-call run holds one slot and a long run at most 1/8 unused
+/// slack; or, when more of the request may follow (`arriving`, this event included, an
+/// upper bound: duplicates and merged copies among them are not inserted), by all of them
+/// at once: a ten-call run arriving in one request was reallocated nine times. Nothing is
+/// reserved for a request that inserts nothing (a retried request of duplicates).
+fn insert_event(events: &mut Vec<KeptEvent>, position: usize, event: KeptEvent, arriving: usize) {
     if events.len() == events.capacity() {
-        events.reserve_exact(events.len() / 8 + 1);
+        events.reserve_exact((events.len() / 8 + 1).max(arriving));
     }
     events.insert(position, event);
 }

@@ -418,8 +418,10 @@ fn a_run_arriving_in_one_request_is_made_room_for_once_and_exactly() {
     assert_eq!(r.runs.get("ten").unwrap().events.capacity(), 13);
     // One more grows by an eighth, as single inserts always did.
     r.observe(same_calls("ten", 14..=14), t0);
-    assert_eq!(
-        r.runs.get("ten").unwrap().events.capacity(),
-        13 + 13 / 8 + 1
-    );
+    let grown = 13 + 13 / 8 + 1;
+    assert_eq!(r.runs.get("ten").unwrap().events.capacity(), grown);
+    // A retried request (every span a duplicate) inserts nothing and reserves nothing.
+    r.observe(same_calls("ten", 1..=14), t0);
+    assert_eq!(r.runs.get("ten").unwrap().events.len(), 14);
+    assert_eq!(r.runs.get("ten").unwrap().events.capacity(), grown);
 }

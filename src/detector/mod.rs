@@ -238,10 +238,13 @@ impl Detector {
     /// Makes room in the history for `calls` more tool calls, in one exact allocation: a
     /// hint from the caller that knows how many calls arrive together. At most the
     /// history's length plus one (a call joins a full history before the oldest leaves).
+    /// Only a hint: a size that cannot be allocated reserves nothing (the history then
+    /// grows as calls arrive).
     pub fn reserve_calls(&mut self, calls: usize) {
-        let wanted = (self.history.len() + calls).min(self.settings.history() + 1);
+        let wanted = (self.history.len().saturating_add(calls))
+            .min(self.settings.history().saturating_add(1));
         if wanted > self.history.capacity() {
-            self.history.reserve_exact(wanted - self.history.len());
+            let _ = self.history.try_reserve_exact(wanted - self.history.len());
         }
     }
 

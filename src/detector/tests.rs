@@ -186,6 +186,15 @@ fn degenerate_settings_never_panic() {
     });
     let obs: Vec<_> = (0..8).map(|i| call("a", (i % 3) as u8, Some(0))).collect();
     assert!(detect_all(&huge, &obs).is_empty());
+    // A history as long as usize allows: room for what arrives, no overflow; a hint too
+    // large to allocate reserves nothing and the detector still works.
+    let mut detector = Detector::new(huge.clone());
+    detector.reserve_calls(usize::MAX);
+    assert_eq!(detector.history.capacity(), 0);
+    assert!(obs.iter().all(|o| detector.observe(o).is_none()));
+    let mut detector = Detector::new(huge);
+    detector.reserve_calls(5);
+    assert_eq!(detector.history.capacity(), 5);
 }
 
 #[test]
