@@ -13,7 +13,7 @@ use crate::conventions;
 use crate::detector::budget::SpanFigures;
 use crate::detector::{FingerprintRules, Observation};
 use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
-use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter};
+use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter, RecentFingerprints};
 use crate::otlp::view::{self, SpanView, ValueView};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{Registry, RunDetection, RunEvent};
@@ -360,6 +360,7 @@ impl Engine {
         // alone (no run-key attribute, no per-agent runs).
         let by_trace = self.options.run_key_attribute.is_none() && self.agents.is_none();
         let mut last_trace: Option<(&[u8], Arc<str>)> = None;
+        let mut recent = RecentFingerprints::default();
         for (location, span, resource, service_name) in spans {
             self.stats.spans_seen.fetch_add(1, Ordering::Relaxed);
             let Some(extracted) = conventions::extract_with_recorded_arguments(
@@ -390,8 +391,10 @@ impl Engine {
                     agents.wait_for_agent(span.trace_id, span.span_id);
                 }
             }
-            let observation = self.observation(&extracted.kind, span);
+            let observation = self.observation(&extracted.kind, span, &recent);
             let call = self.call_context(span, &extracted);
+            let agent_name = extracted.agent_name.as_deref().map(|a| self.names.get(a));
+            remember(&mut recent, extracted.kind, &observation);
             events.push(RunEvent {
                 run_key,
                 trace_id: span.trace_id.into(),
@@ -399,7 +402,7 @@ impl Engine {
                 start_time_unix_nano: span.start_time_unix_nano,
                 end_time_unix_nano: span.end_time_unix_nano,
                 service_name,
-                agent_name: extracted.agent_name.as_deref().map(|a| self.names.get(a)),
+                agent_name,
                 observation,
                 call,
             });
@@ -477,12 +480,24 @@ impl Engine {
         })
     }
 
-    fn observation(&self, kind: &EventKind, span: &SpanView) -> Observation {
+    /// The detector's view of an extracted event; a tool call's fingerprints are taken
+    /// from `recent` when this request fingerprinted the same tool and text already.
+    fn observation(
+        &self,
+        kind: &EventKind,
+        span: &SpanView,
+        recent: &RecentFingerprints,
+    ) -> Observation {
         match kind {
             EventKind::ToolCall(call) => {
                 self.stats.tool_calls.fetch_add(1, Ordering::Relaxed);
                 let rule = self.tool_fingerprints.treatment(&call.tool_name);
+                let remembered = match &call.arguments {
+                    Some(Payload::Text(text)) => recent.arguments(&call.tool_name, text),
+                    _ => None,
+                };
                 let call_fingerprint = match &call.arguments {
+                    _ if remembered.is_some() => remembered,
                     // Arguments as recorded (`extract_with_recorded_arguments`): Python
                     // literals are read as JSON here.
                     Some(arguments) => Some(self.fingerprinter.call_fingerprint_normalized(
@@ -498,7 +513,14 @@ impl Engine {
                         )
                     }),
                 };
+                let remembered = match (&call.status, &call.result) {
+                    (CallStatus::Ok, Some(Payload::Text(text))) => {
+                        recent.result(&call.tool_name, text)
+                    }
+                    _ => None,
+                };
                 let result_fingerprint = match (rule, &call.status) {
+                    _ if remembered.is_some() => remembered,
                     (Some(rule), CallStatus::Error { message })
                         if rule
                             .transient_errors
@@ -559,6 +581,32 @@ fn inference_tokens(span: &SpanView) -> u64 {
             _ => 0,
         })
         .fold(0u64, u64::saturating_add)
+}
+
+/// Hands the texts of `kind`, a tool call, with the fingerprints `observation` took from
+/// them, to `recent` (moved, not copied): arguments given as text, and the text result of
+/// a call that succeeded (an error's fingerprint may be a transient one, unique to its
+/// span, and is never remembered).
+fn remember(recent: &mut RecentFingerprints, kind: EventKind, observation: &Observation) {
+    let (
+        EventKind::ToolCall(call),
+        Observation::ToolCall {
+            tool_name,
+            call_fingerprint,
+            result_fingerprint,
+        },
+    ) = (kind, observation)
+    else {
+        return;
+    };
+    if let (Some(Payload::Text(text)), Some(fingerprint)) = (call.arguments, call_fingerprint) {
+        recent.keep_arguments(tool_name, text, *fingerprint);
+    }
+    if let (CallStatus::Ok, Some(Payload::Text(text)), Some(fingerprint)) =
+        (call.status, call.result, result_fingerprint)
+    {
+        recent.keep_result(tool_name, text, *fingerprint);
+    }
 }
 
 /// The result fingerprint of a transient error: unique to its span, so it never equals
@@ -652,6 +700,111 @@ mod tests {
     use super::*;
     use crate::otlp::test_support::kv;
     use opentelemetry_proto::tonic::common::v1::any_value::Value;
+
+    fn tool_span(i: u8, tool: &str, arguments: &str, result: &str, error: bool) -> otlp::Span {
+        let text = |s: &str| Value::StringValue(s.into());
+        otlp::Span {
+            trace_id: vec![7; 16],
+            span_id: vec![i + 1; 8],
+            start_time_unix_nano: u64::from(i) * 1_000,
+            end_time_unix_nano: u64::from(i) * 1_000 + 500,
+            attributes: vec![
+                kv("gen_ai.operation.name", text("execute_tool")),
+                kv("gen_ai.tool.name", text(tool)),
+                kv("gen_ai.tool.call.arguments", text(arguments)),
+                kv("gen_ai.tool.call.result", text(result)),
+            ],
+            status: error.then(|| opentelemetry_proto::tonic::trace::v1::Status {
+                code: 2,
+                message: result.into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn fingerprints_remembered_within_a_request_are_the_ones_computed() {
+        let config = crate::config::Config::from_toml(
+            r#"
+            [[tools]]
+            match = "fetch"
+            volatile_keys = ["page"]
+            result_volatile_keys = ["at"]
+            transient_errors = "429"
+            "#,
+        )
+        .unwrap();
+        let engine = Engine::from_config(&config).unwrap();
+        let arguments = r#"{"q":"x","page":1}"#;
+        let result = r#"{"hits":1,"at":5}"#;
+        let spans = [
+            tool_span(0, "search", arguments, result, false),
+            tool_span(1, "search", arguments, result, false),
+            // The same texts for a tool with volatile keys: its own fingerprints.
+            tool_span(2, "fetch", arguments, result, false),
+            tool_span(3, "fetch", arguments, result, false),
+            tool_span(4, "search", arguments, result, false),
+            // Transient errors of the same text: each its own result fingerprint.
+            tool_span(5, "fetch", arguments, "429 too many", true),
+            tool_span(6, "fetch", arguments, "429 too many", true),
+            // The same result text under an error status: an error's fingerprint.
+            tool_span(7, "search", arguments, result, true),
+        ];
+        let views: Vec<SpanView> = spans.iter().map(SpanView::from).collect();
+        let (events, _, _) =
+            engine.events_of(views.iter().map(|v| ((), v, None, None::<Arc<str>>)));
+        let fingerprints: Vec<_> = events
+            .iter()
+            .map(|e| match &e.observation {
+                Observation::ToolCall {
+                    call_fingerprint,
+                    result_fingerprint,
+                    ..
+                } => (call_fingerprint.unwrap(), result_fingerprint.unwrap()),
+                other => panic!("not a tool call: {other:?}"),
+            })
+            .collect();
+        assert_eq!(fingerprints.len(), 8);
+        let fresh = Fingerprinter::new(&config.detection.fingerprint_config());
+        let rules = config.fingerprint_rules().unwrap();
+        let fetch = rules.treatment("fetch").unwrap();
+        let text = |s: &str| Payload::Text(s.into());
+        let search_call = fresh.call_fingerprint("search", &text(arguments));
+        let search_result = fresh
+            .result_fingerprint(&CallStatus::Ok, Some(&text(result)))
+            .unwrap();
+        let fetch_call =
+            fresh.call_fingerprint_with("fetch", &text(arguments), &fetch.volatile_keys);
+        let fetch_result = fresh
+            .result_fingerprint_with(
+                &CallStatus::Ok,
+                Some(&text(result)),
+                &fetch.result_volatile_keys,
+            )
+            .unwrap();
+        assert_ne!(search_call, fetch_call);
+        assert_ne!(search_result, fetch_result);
+        for i in [0, 1, 4] {
+            assert_eq!(fingerprints[i], (search_call, search_result), "span {i}");
+        }
+        for i in [2, 3] {
+            assert_eq!(fingerprints[i], (fetch_call, fetch_result), "span {i}");
+        }
+        assert_eq!(fingerprints[5].0, fetch_call);
+        assert_ne!(fingerprints[5].1, fingerprints[6].1);
+        let error = CallStatus::Error {
+            message: result.into(),
+        };
+        assert_eq!(
+            fingerprints[7],
+            (
+                search_call,
+                fresh
+                    .result_fingerprint(&error, Some(&text(result)))
+                    .unwrap()
+            )
+        );
+    }
 
     #[test]
     fn tokens_count_on_inference_spans_only() {

@@ -43,11 +43,14 @@ use crate::event::{CallStatus, Payload};
 
 mod canonical;
 mod fast;
+mod recent;
 #[cfg(test)]
 mod reference;
 #[cfg(test)]
 mod streaming_tests;
 mod tree;
+
+pub use recent::RecentFingerprints;
 
 use canonical::{write_canonical, Limits};
 use tree::Tree;

@@ -17,8 +17,10 @@ fn kv(key: &str, value: &str) -> KeyValue {
 }
 
 /// One synthetic request: `spans` GenAI `execute_tool` spans of `search_docs`, in traces of
-/// `calls_per_trace` calls (trace ids from the span index and `variant`), ~420 bytes each.
-/// `loop_heavy`: every call of a trace has the same arguments and result.
+/// `calls_per_trace` calls (trace ids from the span index and `variant`), ~430 bytes each.
+/// Arguments and results name their trace and `variant`, so no two traces (of one request
+/// or of two variants) share a call: `loop_heavy`: every call of a trace has the same
+/// arguments and result; otherwise every call of every trace is distinct.
 pub fn request(
     spans: usize,
     calls_per_trace: usize,
@@ -49,12 +51,12 @@ pub fn request(
                     kv("gen_ai.tool.call.id", &format!("call_{variant}_{i}")),
                     kv(
                         "gen_ai.tool.call.arguments",
-                        &format!(r#"{{"query":"quarterly revenue by region, variant {key}","page":{key},"limit":20}}"#),
+                        &format!(r#"{{"query":"quarterly revenue by region, run {variant}.{trace}, variant {key}","page":{key},"limit":20}}"#),
                     ),
                     kv(
                         "gen_ai.tool.call.result",
                         &format!(
-                            r#"{{"hits":[{{"id":"doc-{key}-1","title":"Revenue report {key}","score":0.93}},{{"id":"doc-{key}-2","title":"Regional breakdown {key}","score":0.88}}],"total":{}}}"#,
+                            r#"{{"hits":[{{"id":"doc-{variant}.{trace}-{key}-1","title":"Revenue report {key}","score":0.93}},{{"id":"doc-{variant}.{trace}-{key}-2","title":"Regional breakdown {key}","score":0.88}}],"total":{}}}"#,
                             key + 2
                         ),
                     ),

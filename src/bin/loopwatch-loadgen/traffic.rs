@@ -82,7 +82,7 @@ pub const CALLS_PER_TRACE: usize = 10;
 /// each, grouped in traces (runs) of `calls_per_trace` calls. `loop_heavy`: every trace
 /// repeats one call with the same arguments and result (each trace is a stuck loop,
 /// detected and annotated); otherwise every call of a trace has its own arguments and
-/// result (0 % loops). Spans are ~420 bytes encoded.
+/// result (0 % loops). Spans are ~430 bytes encoded.
 pub fn synthetic(
     spans: usize,
     calls_per_trace: usize,
