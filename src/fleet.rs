@@ -13,10 +13,13 @@
 //! registry's idle TTL, so no run is missed). Wall-clock time; this is admin-side
 //! plumbing, never the detector.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+// Looked up by run key for every warn and kill detection (SipHash showed under a loop
+// storm's profile): randomly seeded foldhash, as the registry's per-span maps.
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::detector::Severity;
