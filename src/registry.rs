@@ -195,7 +195,7 @@ fn occurrence_key(d: &RunDetection) -> OccurrenceKey {
     (
         d.profile_index,
         d.detection.pattern,
-        d.detection.fingerprints.clone(),
+        SmallVec::from_slice(&d.detection.fingerprints),
     )
 }
 
@@ -219,8 +219,10 @@ pub struct RunSummary {
     pub last_seen: Instant,
 }
 
-/// Key under which detections are counted for `occurrence`.
-type OccurrenceKey = (usize, Pattern, Vec<Fingerprint>);
+/// Key under which detections are counted for `occurrence`: (profile index, pattern, the
+/// loop's call fingerprints, inline up to two: built for every detection, and looked up
+/// again when an event is forgotten).
+type OccurrenceKey = (usize, Pattern, SmallVec<[Fingerprint; 2]>);
 /// What makes a detection "the same" across replays: (profile index, completing span_id,
 /// pattern). A run holds each span_id once, so this names at most one detection.
 type Identity = (usize, SpanId, Pattern);
