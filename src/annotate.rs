@@ -10,6 +10,8 @@
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, ArrayValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::span::Event;
 use std::borrow::Cow;
+use std::fmt::{self, Display};
+use std::sync::Arc;
 
 use crate::detector::Pattern;
 use crate::fingerprint::Fingerprint;
@@ -21,12 +23,8 @@ use crate::wire::annotate::{value as wire_value, EncodedAttributes};
 /// arguments in the last 10 tool calls".
 pub fn reason(d: &RunDetection) -> String {
     let det = &d.detection;
-    let tools = det
-        .tool_names
-        .iter()
-        .map(|t| t.as_ref())
-        .collect::<Vec<_>>();
-    let first = tools.first().copied().unwrap_or("a tool");
+    let tools = &det.tool_names;
+    let first = tools.first().map_or("a tool", |t| &**t);
     let sentence = match det.pattern {
         Pattern::RepeatedCall => format!(
             "{first} was called {} times with the same arguments in the last {} tool calls",
@@ -39,12 +37,12 @@ pub fn reason(d: &RunDetection) -> String {
         Pattern::AlternatingCalls => format!(
             "{} and {} alternated {} times with the same arguments",
             first,
-            tools.get(1).copied().unwrap_or("another tool"),
+            tools.get(1).map_or("another tool", |t| &**t),
             det.count
         ),
         Pattern::Cycle => format!(
             "the call sequence {} repeated {} times with the same arguments",
-            tools.join(" → "),
+            joined(tools, " → "),
             det.count
         ),
         Pattern::RepeatedText => format!(
@@ -61,6 +59,24 @@ pub fn reason(d: &RunDetection) -> String {
     } else {
         sentence
     }
+}
+
+/// `names` with `separator` between them, as `join` writes them, for a `format!` argument
+/// or a log field without building the joined string.
+pub(crate) fn joined<'a>(names: &'a [Arc<str>], separator: &'a str) -> impl Display + 'a {
+    struct Joined<'a>(&'a [Arc<str>], &'a str);
+    impl Display for Joined<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            for (i, name) in self.0.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(self.1)?;
+                }
+                f.write_str(name)?;
+            }
+            Ok(())
+        }
+    }
+    Joined(names, separator)
 }
 
 /// Picks the detection that writes the attributes: the most severe, the first profile on ties.
@@ -238,6 +254,16 @@ mod tests {
     use super::*;
     use crate::detector::{Detection, ProfileSettings, Severity};
     use std::sync::Arc;
+
+    #[test]
+    fn joined_writes_what_join_makes() {
+        for names in [&[][..], &["a"], &["read_file", "search", "a"]] {
+            let tools: Vec<Arc<str>> = names.iter().map(|t| Arc::from(*t)).collect();
+            for separator in [",", " → "] {
+                assert_eq!(joined(&tools, separator).to_string(), names.join(separator));
+            }
+        }
+    }
 
     fn detection(tool_names: &[&str], count: usize, severity: Severity) -> RunDetection {
         let mut d = RunDetection::sample(Pattern::Cycle, tool_names, severity);

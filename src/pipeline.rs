@@ -122,13 +122,8 @@ impl Pipeline {
         let reason = crate::annotate::reason(d);
         let trace_id = compact_hex(&d.trace_id);
         let span_id = compact_hex(&d.span_id);
-        let tools = d
-            .detection
-            .tool_names
-            .iter()
-            .map(|t| t.as_ref())
-            .collect::<Vec<_>>()
-            .join(",");
+        // Comma-separated, written straight into the log line.
+        let tools = crate::annotate::joined(&d.detection.tool_names, ",");
         macro_rules! log_detection {
             ($level:ident) => {
                 tracing::$level!(
@@ -164,8 +159,9 @@ impl Pipeline {
 }
 
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which
-/// never signals. `trace_id`: the detection's trace_id in lowercase hex (the log line has
-/// it already).
+/// never signals. `reason`: [`crate::annotate::reason`] of the detection, which becomes
+/// the message. `trace_id`: the detection's trace_id in lowercase hex (the log line has it
+/// already).
 pub fn signal_of(
     d: &RunDetection,
     engine: &Engine,
@@ -179,10 +175,19 @@ pub fn signal_of(
         .first()
         .map_or("the same tool", |t| t.as_ref());
     let message = match action {
-        Action::Kill => format!("loopwatch stopped this run: {reason}."),
-        Action::Warn => format!(
-            "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same arguments again; \
-             try a different approach, or stop and report what is blocking you."
+        // "loopwatch stopped this run: {reason}."
+        Action::Kill => around(reason, "loopwatch stopped this run: ", &["."]),
+        // "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same
+        // arguments again; try a different approach, or stop and report what is blocking you."
+        Action::Warn => around(
+            reason,
+            "You seem to be stuck in a loop: ",
+            &[
+                ". Do not call ",
+                tool,
+                " with the same arguments again; try a different approach, or stop and report \
+                 what is blocking you.",
+            ],
         ),
     };
     let compact = |s: &str| CompactString::new(s);
@@ -218,4 +223,89 @@ pub fn signal_of(
         first_span_id: compact_hex(d.span_ids.first().unwrap_or(&d.span_id)),
         message,
     })
+}
+
+/// `head`, `text`, then each of `tail`, written into `text`'s own buffer (grown at most
+/// once): a signal's message is its reason with words around it, and needs no second string.
+fn around(mut text: String, head: &str, tail: &[&str]) -> String {
+    text.reserve_exact(head.len() + tail.iter().map(|s| s.len()).sum::<usize>());
+    text.insert_str(0, head);
+    for s in tail {
+        text.push_str(s);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detector::Pattern;
+
+    fn engine() -> Engine {
+        let mut config = crate::config::Config::default();
+        config.detection.fingerprint_key = Some("test".into());
+        Engine::from_config(&config).expect("default config")
+    }
+
+    /// The signal of `d`, built as the reporter builds it.
+    fn signal(engine: &Engine, d: &RunDetection) -> Option<Signal> {
+        signal_of(
+            d,
+            engine,
+            crate::annotate::reason(d),
+            compact_hex(&d.trace_id),
+        )
+    }
+
+    #[test]
+    fn messages_wrap_the_reason_word_for_word() {
+        let engine = engine();
+        let mut alternating = RunDetection::sample(
+            Pattern::AlternatingCalls,
+            &["search", "fetch"],
+            Severity::Warn,
+        );
+        alternating.detection.count = 3;
+        assert_eq!(
+            signal(&engine, &alternating).expect("warn signals").message,
+            "You seem to be stuck in a loop: search and fetch alternated 3 times with the same \
+             arguments. Do not call search with the same arguments again; try a different \
+             approach, or stop and report what is blocking you."
+        );
+        let mut cycle = RunDetection::sample(Pattern::Cycle, &["a", "b", "c"], Severity::Kill);
+        cycle.detection.count = 6;
+        assert_eq!(
+            signal(&engine, &cycle).expect("kill signals").message,
+            "loopwatch stopped this run: the call sequence a → b → c repeated 6 times with the \
+             same arguments."
+        );
+        let mut text = RunDetection::sample(Pattern::RepeatedText, &[], Severity::Warn);
+        text.detection.count = 3;
+        assert_eq!(
+            signal(&engine, &text).expect("warn signals").message,
+            "You seem to be stuck in a loop: the model gave the same text response 3 times in a \
+             row. Do not call the same tool with the same arguments again; try a different \
+             approach, or stop and report what is blocking you."
+        );
+        let progress = RunDetection::sample(Pattern::RepeatedCall, &["poll"], Severity::Info);
+        assert_eq!(signal(&engine, &progress), None, "progress never signals");
+    }
+
+    #[test]
+    fn tool_names_and_fingerprints_serialize_as_the_arrays_they_were() {
+        let engine = engine();
+        for names in [&[][..], &["search"], &["search", "fetch"], &["a", "b", "c"]] {
+            let d = RunDetection::sample(Pattern::Cycle, names, Severity::Kill);
+            let signal = signal(&engine, &d).expect("kill signals");
+            // As the `Vec<CompactString>` fields serialized them.
+            let as_vec = |list: &[CompactString]| serde_json::to_string(&list.to_vec()).unwrap();
+            let json = serde_json::to_string(&signal).unwrap();
+            let tool_names = format!(r#""tool_names":{},"#, as_vec(&signal.tool_names));
+            let fingerprints = format!(r#""fingerprints":{},"#, as_vec(&signal.fingerprints));
+            assert!(json.contains(&tool_names), "{json}");
+            assert!(json.contains(&fingerprints), "{json}");
+            assert_eq!(signal.tool_names[..], names[..]);
+            assert_eq!(signal.fingerprints.len(), names.len());
+        }
+    }
 }

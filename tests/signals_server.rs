@@ -262,7 +262,7 @@ async fn stuck_run_signals_reach_redis_nats_grpc_and_http() {
             "{profile} {occurrence}"
         );
         assert_eq!(s.pattern, "repeated_result");
-        assert_eq!(s.tool_names, vec!["fetch_url".to_string()]);
+        assert_eq!(s.tool_names[..], vec!["fetch_url".to_string()]);
         assert_eq!(
             (s.trace_id.as_str(), s.run_key.as_str()),
             (trace_id.as_str(), trace_id.as_str())
@@ -271,7 +271,7 @@ async fn stuck_run_signals_reach_redis_nats_grpc_and_http() {
         assert_eq!(s.span_ids, span_ids, "{profile} {occurrence}");
         assert_eq!(s.first_span_id, span_ids[0]);
         assert_eq!(s.time_unix_nano, completing.end_time_unix_nano);
-        assert_eq!(s.fingerprints, vec![short.clone()]);
+        assert_eq!(s.fingerprints[..], vec![short.clone()]);
         assert!(s.message.contains("fetch_url"), "{}", s.message);
         assert!(s.id.len() == 32 && s.id.bytes().all(|b| b.is_ascii_hexdigit()));
     }

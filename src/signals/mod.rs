@@ -21,20 +21,29 @@ pub use grpc::signals_service;
 pub use hub::{SignalHub, SinkStats};
 
 pub use compact_str::CompactString;
+use compact_str::ToCompactString;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 
 pub use crate::detector::{Action, Severity};
 
 /// Value of [`Signal::schema`]: the schema name and version of the record.
 pub const SIGNAL_SCHEMA: &str = "loopwatch.signal.v1";
 
+/// [`Signal::tool_names`] and [`Signal::fingerprints`]: a list of strings, serialized as a
+/// JSON array of strings. Up to two entries (one for most patterns, two for
+/// alternating_calls) are held inline in the signal; a cycle's three or more take one
+/// allocation, as a `Vec` would.
+pub type SignalStrings = SmallVec<[CompactString; 2]>;
+
 /// A loop signal, schema `loopwatch.signal.v1` (`schemas/loopwatch.signal.v1.json`).
 ///
 /// Text fields are [`CompactString`]s: ids, names and short fingerprints of up to 24 bytes
-/// are held inline, so a signal is a handful of allocations (a loop storm publishes one
-/// per detection). They serialize as plain JSON strings and convert from and into
-/// `String` and `&str` with `.into()`.
+/// are held inline, and so are one or two tool names and fingerprints ([`SignalStrings`]),
+/// so a signal is a handful of allocations (a loop storm publishes one per detection).
+/// They serialize as plain JSON strings (lists as JSON arrays of strings) and convert from
+/// and into `String` and `&str` with `.into()`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Signal {
     /// Always `"loopwatch.signal.v1"`.
@@ -59,12 +68,18 @@ pub struct Signal {
     /// What the agent runtime is asked to do; on the wire `"warn"` or `"kill"`.
     pub action: Action,
     pub pattern: CompactString,
-    pub tool_names: Vec<CompactString>,
+    /// Tool names of the loop in pattern order (`[A, B]` for alternating_calls, the p calls
+    /// of a cycle, one name otherwise; empty for repeated_text and for a budget that is not
+    /// a tool's); a JSON array of strings.
+    pub tool_names: SignalStrings,
     pub count: u32,
     pub window: u32,
-    /// Short external fingerprints (16 hex chars) of the repeated calls.
-    pub fingerprints: Vec<CompactString>,
-    /// Hex span_ids of the calls that formed the loop, in start order.
+    /// Short external fingerprints (16 hex chars) of the repeated calls, in pattern order;
+    /// a JSON array of strings.
+    pub fingerprints: SignalStrings,
+    /// Hex span_ids (16 chars each) of the calls that formed the loop, in start order; a
+    /// JSON array of strings. A `Vec`, not inline: a loop is 3 to 18 calls under the
+    /// built-in profiles, too many to hold in every signal.
     pub span_ids: Vec<CompactString>,
     pub first_span_id: CompactString,
     /// A nudge text an agent runtime can inject into the conversation.
@@ -97,7 +112,8 @@ pub fn signal_id(
         hasher.update(fingerprint);
     }
     hasher.update([0u8]);
-    hasher.update(occurrence.to_string().as_bytes());
+    // Decimal digits, held inline (no allocation).
+    hasher.update(occurrence.to_compact_string().as_bytes());
     // The first 16 bytes in hex: the 32 characters written straight into the id.
     crate::otlp::compact_hex(&hasher.finalize()[..16])
 }
@@ -155,10 +171,10 @@ mod tests {
             profile: "stop".into(),
             action: Action::Kill,
             pattern: "cycle".into(),
-            tool_names: vec![],
+            tool_names: SignalStrings::new(),
             count: 6,
             window: 20,
-            fingerprints: vec![],
+            fingerprints: SignalStrings::new(),
             span_ids: vec![],
             first_span_id: "0".repeat(16).into(),
             message: String::new(),
@@ -232,6 +248,45 @@ mod tests {
             "stop".parse::<Action>().unwrap_err().to_string(),
             r#"unknown action "stop": expected "warn" or "kill""#
         );
+    }
+
+    #[test]
+    fn two_tool_names_and_two_fingerprints_serialize_as_before() {
+        let signal = Signal {
+            schema: SIGNAL_SCHEMA.into(),
+            id: "14c3f61e28209b1c3c4b286ba254f5b8".into(),
+            occurrence: 1,
+            severity: Severity::Warn,
+            time_unix_nano: 7,
+            trace_id: "00000000000000000000000000000001".into(),
+            run_key: "r".into(),
+            service_name: Some("svc".into()),
+            agent_name: None,
+            profile: "nudge".into(),
+            action: Action::Warn,
+            pattern: "alternating_calls".into(),
+            tool_names: smallvec::smallvec!["search".into(), "fetch_url".into()],
+            count: 3,
+            window: 10,
+            fingerprints: smallvec::smallvec!["0123456789abcdef".into(), "fedcba9876543210".into()],
+            span_ids: vec!["0000000000000001".into(), "0000000000000002".into()],
+            first_span_id: "0000000000000001".into(),
+            message: "m".into(),
+        };
+        assert!(!signal.tool_names.spilled() && !signal.fingerprints.spilled());
+        let json = serde_json::to_string(&signal).expect("serializes");
+        assert!(
+            json.contains(r#","tool_names":["search","fetch_url"],"#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#","fingerprints":["0123456789abcdef","fedcba9876543210"],"#),
+            "{json}"
+        );
+        // The whole record, as the `Vec` fields wrote it.
+        let wire = r#"{"schema":"loopwatch.signal.v1","id":"14c3f61e28209b1c3c4b286ba254f5b8","occurrence":1,"severity":"warn","time_unix_nano":7,"trace_id":"00000000000000000000000000000001","run_key":"r","service_name":"svc","agent_name":null,"profile":"nudge","action":"warn","pattern":"alternating_calls","tool_names":["search","fetch_url"],"count":3,"window":10,"fingerprints":["0123456789abcdef","fedcba9876543210"],"span_ids":["0000000000000001","0000000000000002"],"first_span_id":"0000000000000001","message":"m"}"#;
+        assert_eq!(json, wire);
+        assert_eq!(serde_json::from_str::<Signal>(wire).expect("reads"), signal);
     }
 
     #[test]

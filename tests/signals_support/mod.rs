@@ -73,10 +73,10 @@ pub fn signal(run_key: &str, n: u32, action: Action, service_name: Option<&str>)
         profile: profile.into(),
         action,
         pattern: "repeated_call".into(),
-        tool_names: vec!["read_file".into()],
+        tool_names: smallvec::smallvec!["read_file".into()],
         count: 5,
         window: 10,
-        fingerprints: vec!["0123456789abcdef".into()],
+        fingerprints: smallvec::smallvec!["0123456789abcdef".into()],
         span_ids: vec![
             format!("{:016x}", n).into(),
             format!("{:016x}", n + 1).into(),
