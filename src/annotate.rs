@@ -267,7 +267,7 @@ mod tests {
 
     fn detection(tool_names: &[&str], count: usize, severity: Severity) -> RunDetection {
         let mut d = RunDetection::sample(Pattern::Cycle, tool_names, severity);
-        d.detection.count = count;
+        Arc::make_mut(&mut d.detection).count = count;
         d
     }
 
@@ -295,7 +295,7 @@ mod tests {
         let detection = RunDetection {
             profile_index: 0,
             profile: Arc::new(ProfileSettings::nudge()),
-            detection: Detection {
+            detection: Arc::new(Detection {
                 pattern: Pattern::RepeatedCall,
                 tool_names: vec![Arc::from("read_file")],
                 count: 5,
@@ -306,7 +306,7 @@ mod tests {
                 call: Some(5),
                 response: None,
                 budget: None,
-            },
+            }),
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),
             span_id: [2; 8].as_slice().into(),

@@ -91,7 +91,7 @@ impl BudgetTracker {
             .map(|e| RunDetection {
                 profile_index: usize::MAX,
                 profile: self.profile.clone(),
-                detection: Detection {
+                detection: Arc::new(Detection {
                     pattern: Pattern::BudgetExceeded,
                     tool_names: e.tool.iter().cloned().collect(),
                     count: e.value as usize,
@@ -102,7 +102,7 @@ impl BudgetTracker {
                     call: figures.tool_name.map(|_| calls),
                     response: None,
                     budget: Some(e),
-                },
+                }),
                 run_key: span.run_key.clone(),
                 trace_id: span.trace_id.into(),
                 span_id: span.span_id.into(),

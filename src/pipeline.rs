@@ -265,7 +265,7 @@ mod tests {
             &["search", "fetch"],
             Severity::Warn,
         );
-        alternating.detection.count = 3;
+        Arc::make_mut(&mut alternating.detection).count = 3;
         assert_eq!(
             signal(&engine, &alternating).expect("warn signals").message,
             "You seem to be stuck in a loop: search and fetch alternated 3 times with the same \
@@ -273,14 +273,14 @@ mod tests {
              approach, or stop and report what is blocking you."
         );
         let mut cycle = RunDetection::sample(Pattern::Cycle, &["a", "b", "c"], Severity::Kill);
-        cycle.detection.count = 6;
+        Arc::make_mut(&mut cycle.detection).count = 6;
         assert_eq!(
             signal(&engine, &cycle).expect("kill signals").message,
             "loopwatch stopped this run: the call sequence a → b → c repeated 6 times with the \
              same arguments."
         );
         let mut text = RunDetection::sample(Pattern::RepeatedText, &[], Severity::Warn);
-        text.detection.count = 3;
+        Arc::make_mut(&mut text.detection).count = 3;
         assert_eq!(
             signal(&engine, &text).expect("warn signals").message,
             "You seem to be stuck in a loop: the model gave the same text response 3 times in a \

@@ -126,7 +126,10 @@ pub struct RunDetection {
     /// Index of the profile in the registry's profile list.
     pub profile_index: usize,
     pub profile: Arc<ProfileSettings>,
-    pub detection: Detection,
+    /// What the detector found; shared, so the copy the run keeps and the copy
+    /// [`Registry::observe`] returns (then reported, logged and signalled) are one
+    /// allocation, not two lists of tools, fingerprints and members each.
+    pub detection: Arc<Detection>,
     pub run_key: Arc<str>,
     /// trace_id and span_id of the span that completed the detection (inline when 16 and
     /// 8 bytes, as valid ids are).
@@ -157,7 +160,7 @@ impl RunDetection {
         RunDetection {
             profile_index: 0,
             profile: Arc::new(ProfileSettings::nudge()),
-            detection: Detection {
+            detection: Arc::new(Detection {
                 pattern,
                 tool_names: tool_names.iter().map(|t| Arc::from(*t)).collect(),
                 count: 0,
@@ -168,7 +171,7 @@ impl RunDetection {
                 call: None,
                 response: None,
                 budget: None,
-            },
+            }),
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),
             span_id: [2; 8].as_slice().into(),
@@ -342,8 +345,11 @@ impl RunState {
         use std::mem::size_of;
         let a = ALLOCATION_BYTES;
         // The completing span's ids are inline; its members' span ids (a window holds at
-        // most 20) one list of inline ids.
-        let detection = size_of::<RunDetection>() + a + 10 * size_of::<SpanId>();
+        // most 20) one list of inline ids; the detector's finding one shared allocation.
+        let detection = size_of::<RunDetection>()
+            + a
+            + 10 * size_of::<SpanId>()
+            + (2 * size_of::<usize>() + size_of::<Detection>() + a);
         // Span and parent ids are inline in the event (valid OTLP lengths); trace_id and
         // names are shared, counted once per run.
         let events = self.events.capacity() * size_of::<KeptEvent>()
@@ -740,7 +746,7 @@ impl Registry {
         let mut rd = RunDetection {
             profile_index,
             profile: self.profiles[profile_index].clone(),
-            detection,
+            detection: Arc::new(detection),
             run_key: run_key.clone(),
             trace_id: completing.trace_id().into(),
             span_id: completing.span_id().into(),

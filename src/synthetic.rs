@@ -125,7 +125,7 @@ mod tests {
         RunDetection {
             profile_index: 0,
             profile: Arc::new(profile),
-            detection: Detection {
+            detection: Arc::new(Detection {
                 pattern,
                 tool_names: vec![Arc::from("search")],
                 count: 3,
@@ -136,7 +136,7 @@ mod tests {
                 call: Some(3),
                 response: None,
                 budget: None,
-            },
+            }),
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),
             span_id: [span; 8].as_slice().into(),
