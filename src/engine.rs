@@ -28,6 +28,9 @@ use prost::Message;
 mod calls;
 #[path = "engine_conversations.rs"]
 pub mod conversations;
+#[cfg(test)]
+#[path = "engine_recent_tests.rs"]
+mod recent_tests;
 
 /// Calls to move out of a run keyed by a trace alone (hex): span_id → their agent's run key.
 type AgentMove = (Arc<str>, HashMap<Vec<u8>, Arc<str>>);
@@ -700,111 +703,6 @@ mod tests {
     use super::*;
     use crate::otlp::test_support::kv;
     use opentelemetry_proto::tonic::common::v1::any_value::Value;
-
-    fn tool_span(i: u8, tool: &str, arguments: &str, result: &str, error: bool) -> otlp::Span {
-        let text = |s: &str| Value::StringValue(s.into());
-        otlp::Span {
-            trace_id: vec![7; 16],
-            span_id: vec![i + 1; 8],
-            start_time_unix_nano: u64::from(i) * 1_000,
-            end_time_unix_nano: u64::from(i) * 1_000 + 500,
-            attributes: vec![
-                kv("gen_ai.operation.name", text("execute_tool")),
-                kv("gen_ai.tool.name", text(tool)),
-                kv("gen_ai.tool.call.arguments", text(arguments)),
-                kv("gen_ai.tool.call.result", text(result)),
-            ],
-            status: error.then(|| opentelemetry_proto::tonic::trace::v1::Status {
-                code: 2,
-                message: result.into(),
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn fingerprints_remembered_within_a_request_are_the_ones_computed() {
-        let config = crate::config::Config::from_toml(
-            r#"
-            [[tools]]
-            match = "fetch"
-            volatile_keys = ["page"]
-            result_volatile_keys = ["at"]
-            transient_errors = "429"
-            "#,
-        )
-        .unwrap();
-        let engine = Engine::from_config(&config).unwrap();
-        let arguments = r#"{"q":"x","page":1}"#;
-        let result = r#"{"hits":1,"at":5}"#;
-        let spans = [
-            tool_span(0, "search", arguments, result, false),
-            tool_span(1, "search", arguments, result, false),
-            // The same texts for a tool with volatile keys: its own fingerprints.
-            tool_span(2, "fetch", arguments, result, false),
-            tool_span(3, "fetch", arguments, result, false),
-            tool_span(4, "search", arguments, result, false),
-            // Transient errors of the same text: each its own result fingerprint.
-            tool_span(5, "fetch", arguments, "429 too many", true),
-            tool_span(6, "fetch", arguments, "429 too many", true),
-            // The same result text under an error status: an error's fingerprint.
-            tool_span(7, "search", arguments, result, true),
-        ];
-        let views: Vec<SpanView> = spans.iter().map(SpanView::from).collect();
-        let (events, _, _) =
-            engine.events_of(views.iter().map(|v| ((), v, None, None::<Arc<str>>)));
-        let fingerprints: Vec<_> = events
-            .iter()
-            .map(|e| match &e.observation {
-                Observation::ToolCall {
-                    call_fingerprint,
-                    result_fingerprint,
-                    ..
-                } => (call_fingerprint.unwrap(), result_fingerprint.unwrap()),
-                other => panic!("not a tool call: {other:?}"),
-            })
-            .collect();
-        assert_eq!(fingerprints.len(), 8);
-        let fresh = Fingerprinter::new(&config.detection.fingerprint_config());
-        let rules = config.fingerprint_rules().unwrap();
-        let fetch = rules.treatment("fetch").unwrap();
-        let text = |s: &str| Payload::Text(s.into());
-        let search_call = fresh.call_fingerprint("search", &text(arguments));
-        let search_result = fresh
-            .result_fingerprint(&CallStatus::Ok, Some(&text(result)))
-            .unwrap();
-        let fetch_call =
-            fresh.call_fingerprint_with("fetch", &text(arguments), &fetch.volatile_keys);
-        let fetch_result = fresh
-            .result_fingerprint_with(
-                &CallStatus::Ok,
-                Some(&text(result)),
-                &fetch.result_volatile_keys,
-            )
-            .unwrap();
-        assert_ne!(search_call, fetch_call);
-        assert_ne!(search_result, fetch_result);
-        for i in [0, 1, 4] {
-            assert_eq!(fingerprints[i], (search_call, search_result), "span {i}");
-        }
-        for i in [2, 3] {
-            assert_eq!(fingerprints[i], (fetch_call, fetch_result), "span {i}");
-        }
-        assert_eq!(fingerprints[5].0, fetch_call);
-        assert_ne!(fingerprints[5].1, fingerprints[6].1);
-        let error = CallStatus::Error {
-            message: result.into(),
-        };
-        assert_eq!(
-            fingerprints[7],
-            (
-                search_call,
-                fresh
-                    .result_fingerprint(&error, Some(&text(result)))
-                    .unwrap()
-            )
-        );
-    }
 
     #[test]
     fn tokens_count_on_inference_spans_only() {

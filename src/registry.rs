@@ -360,7 +360,13 @@ impl RunState {
         let sets = self.seen.heap_bytes()
             + self.tallies.as_ref().map_or(0, |t| {
                 size_of::<Tallies>()
-                    + t.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4 + a)
+                    + t.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4)
+                    // Keys of loops over more than two fingerprints hold them on the heap.
+                    + t.occurrences
+                        .keys()
+                        .filter(|(_, _, fingerprints)| fingerprints.spilled())
+                        .map(|(_, _, fingerprints)| a + fingerprints.len() * size_of::<Fingerprint>())
+                        .sum::<usize>()
                     + t.reported.capacity() * size_of::<Identity>()
             });
         let detectors = self.detectors.len() * DETECTOR_BYTES
