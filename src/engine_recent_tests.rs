@@ -29,18 +29,24 @@ fn tool_span(i: u8, tool: &str, arguments: &str, result: &str, error: bool) -> o
     }
 }
 
-#[test]
-fn fingerprints_remembered_within_a_request_are_the_ones_computed() {
-    let config = crate::config::Config::from_toml(
-        r#"
+/// `before` (TOML) and a `[[tools]]` rule for `fetch`: volatile argument key `page`,
+/// volatile result key `at`, transient errors matching `429`.
+fn fetch_rules(before: &str) -> crate::config::Config {
+    crate::config::Config::from_toml(&format!(
+        r#"{before}
         [[tools]]
         match = "fetch"
         volatile_keys = ["page"]
         result_volatile_keys = ["at"]
         transient_errors = "429"
-        "#,
-    )
-    .unwrap();
+        "#
+    ))
+    .unwrap()
+}
+
+#[test]
+fn fingerprints_remembered_within_a_request_are_the_ones_computed() {
+    let config = fetch_rules("");
     let engine = Engine::from_config(&config).unwrap();
     let arguments = r#"{"q":"x","page":1}"#;
     let result = r#"{"hits":1,"at":5}"#;
@@ -212,19 +218,8 @@ proptest! {
     fn a_request_observes_its_calls_as_single_span_requests_would(
         calls in prop::collection::vec((0..3usize, 0..7usize, 0..3usize, 0..3u8), 1..40)
     ) {
-        let config = crate::config::Config::from_toml(
-            r#"
-            [detection]
-            match_tool_name_without_arguments = true
-
-            [[tools]]
-            match = "fetch"
-            volatile_keys = ["page"]
-            result_volatile_keys = ["at"]
-            transient_errors = "429"
-            "#,
-        )
-        .unwrap();
+        let config = fetch_rules("[detection]\nmatch_tool_name_without_arguments = true\n");
+        prop_assert!(config.detection.match_tool_name_without_arguments);
         let engine = Engine::from_config(&config).unwrap();
         let spans: Vec<otlp::Span> = calls
             .iter()
