@@ -159,8 +159,8 @@ impl Pipeline {
 }
 
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which
-/// never signals. `reason`: [`crate::annotate::reason`] of the detection, which becomes
-/// the message. `trace_id`: the detection's trace_id in lowercase hex (the log line has it
+/// never signals. `reason`: [`crate::annotate::reason`] of the detection, which the
+/// message quotes. `trace_id`: the detection's trace_id in lowercase hex (the log line has it
 /// already).
 pub fn signal_of(
     d: &RunDetection,
@@ -175,19 +175,10 @@ pub fn signal_of(
         .first()
         .map_or("the same tool", |t| t.as_ref());
     let message = match action {
-        // "loopwatch stopped this run: {reason}."
-        Action::Kill => around(reason, "loopwatch stopped this run: ", &["."]),
-        // "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same
-        // arguments again; try a different approach, or stop and report what is blocking you."
-        Action::Warn => around(
-            reason,
-            "You seem to be stuck in a loop: ",
-            &[
-                ". Do not call ",
-                tool,
-                " with the same arguments again; try a different approach, or stop and report \
-                 what is blocking you.",
-            ],
+        Action::Kill => format!("loopwatch stopped this run: {reason}."),
+        Action::Warn => format!(
+            "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same arguments again; \
+             try a different approach, or stop and report what is blocking you."
         ),
     };
     let compact = |s: &str| CompactString::new(s);
@@ -223,17 +214,6 @@ pub fn signal_of(
         first_span_id: compact_hex(d.span_ids.first().unwrap_or(&d.span_id)),
         message,
     })
-}
-
-/// `head`, `text`, then each of `tail`, written into `text`'s own buffer (grown at most
-/// once): a signal's message is its reason with words around it, and needs no second string.
-fn around(mut text: String, head: &str, tail: &[&str]) -> String {
-    text.reserve_exact(head.len() + tail.iter().map(|s| s.len()).sum::<usize>());
-    text.insert_str(0, head);
-    for s in tail {
-        text.push_str(s);
-    }
-    text
 }
 
 #[cfg(test)]
