@@ -499,8 +499,7 @@ impl Engine {
                     Some(Payload::Text(text)) => recent.arguments(&call.tool_name, text),
                     _ => None,
                 };
-                let call_fingerprint = match &call.arguments {
-                    _ if remembered.is_some() => remembered,
+                let call_fingerprint = remembered.or_else(|| match &call.arguments {
                     // Arguments as recorded (`extract_with_recorded_arguments`): Python
                     // literals are read as JSON here.
                     Some(arguments) => Some(self.fingerprinter.call_fingerprint_normalized(
@@ -515,15 +514,14 @@ impl Engine {
                             &Payload::Json(serde_json::Value::Null),
                         )
                     }),
-                };
+                });
                 let remembered = match (&call.status, &call.result) {
                     (CallStatus::Ok, Some(Payload::Text(text))) => {
                         recent.result(&call.tool_name, text)
                     }
                     _ => None,
                 };
-                let result_fingerprint = match (rule, &call.status) {
-                    _ if remembered.is_some() => remembered,
+                let result_fingerprint = remembered.or_else(|| match (rule, &call.status) {
                     (Some(rule), CallStatus::Error { message })
                         if rule
                             .transient_errors
@@ -542,7 +540,7 @@ impl Engine {
                     (None, _) => self
                         .fingerprinter
                         .result_fingerprint(&call.status, call.result.as_ref()),
-                };
+                });
                 Observation::ToolCall {
                     tool_name: self.names.get(&call.tool_name),
                     call_fingerprint,
