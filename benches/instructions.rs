@@ -46,8 +46,10 @@ fn process_wire_all(engine: &Engine, raw: &[Bytes]) -> usize {
             engine
                 .process_wire(read, now)
                 .expect("annotates")
-                .bytes
-                .len()
+                .pieces
+                .iter()
+                .map(bytes::Bytes::len)
+                .sum::<usize>()
         })
         .sum()
 }
@@ -164,8 +166,10 @@ fn corpus_time(config: &loopwatch::config::Config, raw: &[Bytes]) {
                 engine
                     .process_wire(read, now)
                     .expect("annotates")
-                    .bytes
-                    .len(),
+                    .pieces
+                    .iter()
+                    .map(bytes::Bytes::len)
+                    .sum::<usize>(),
             );
             ours[i] = ours[i].min(start.elapsed().as_nanos() as u64);
             let start = Instant::now();

@@ -3,7 +3,8 @@
 //! - `extract/corpus`: `conventions::extract` over every span of every corpus request.
 //! - `fingerprint/*`: `Fingerprinter::call_fingerprint` / `result_fingerprint` on typical
 //!   argument strings (small object, the same object with keys reordered, a ~100 B object
-//!   with keys out of order, a ~5 KB result).
+//!   with keys out of order, a ~5 KB result, and the arguments and result of a call of the
+//!   load generator's tool-call traffic: `call_loadgen`, `result_loadgen`).
 //! - `engine/corpus`: `Engine::process` over every corpus request in arrival order, with a
 //!   fresh engine per iteration (so runs never saturate and detections fire as in the corpus).
 //! - `baseline/decode_encode_corpus`: prost decode + encode of the same requests, i.e. what
@@ -98,6 +99,14 @@ fn benches(c: &mut Criterion) {
     group.bench_function("result_5kb", |b| {
         b.iter(|| fingerprinter.result_fingerprint(black_box(&CallStatus::Ok), Some(&large)))
     });
+    let (arguments, result) = support::tool_call_texts();
+    let (arguments, result) = (Payload::Text(arguments), Payload::Text(result));
+    group.bench_function("call_loadgen", |b| {
+        b.iter(|| fingerprinter.call_fingerprint(black_box("search_docs"), black_box(&arguments)))
+    });
+    group.bench_function("result_loadgen", |b| {
+        b.iter(|| fingerprinter.result_fingerprint(black_box(&CallStatus::Ok), Some(&result)))
+    });
     group.finish();
     assert_eq!(
         fingerprinter.call_fingerprint("fetch_url", &small),
@@ -175,8 +184,10 @@ fn benches(c: &mut Criterion) {
                     out += engine
                         .process_wire(read, now)
                         .expect("annotates")
-                        .bytes
-                        .len();
+                        .pieces
+                        .iter()
+                        .map(bytes::Bytes::len)
+                        .sum::<usize>();
                 }
                 (out, engine)
             },

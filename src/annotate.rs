@@ -149,7 +149,7 @@ pub fn encoded_loop_attributes(
     short_fingerprint: &dyn Fn(&Fingerprint) -> String,
 ) -> Option<(EncodedAttributes, u64)> {
     let (values, time) = loop_values(detections, short_fingerprint)?;
-    let mut encoded = EncodedAttributes::default();
+    let mut encoded = EncodedAttributes::with_capacity(values.len(), 512);
     for (key, value) in &values {
         encoded.push(key, |out| value.encode_any_value(out));
     }

@@ -102,14 +102,26 @@ pub struct Engine {
 /// What processing one request read from its bytes found.
 #[derive(Debug)]
 pub struct WireProcessed {
-    /// The request to forward: the received bytes when no span was annotated, else the
-    /// same bytes with the annotated spans' `loop.*` attributes and event appended in
-    /// place, and any synthetic `loop.detected` spans appended at the end.
-    pub bytes: bytes::Bytes,
+    /// The request to forward, as pieces to send back to back: the received bytes when no
+    /// span was annotated, else slices of them around the bytes that change (the
+    /// annotated spans' `loop.*` attributes and event appended in place, the enclosing
+    /// length prefixes; [`crate::wire::annotate::rewrite_pieces`]), then any synthetic
+    /// `loop.detected` spans (appended `resource_spans`: protobuf concatenation).
+    pub pieces: Vec<bytes::Bytes>,
     /// Detections and annotation count, as [`Engine::process`] reports them.
     pub processed: Processed,
     /// Number of spans in the request to forward (synthetic spans included).
     pub spans: u64,
+}
+
+impl WireProcessed {
+    /// The request to forward as one buffer (the pieces joined; no copy for one piece).
+    pub fn bytes(&self) -> bytes::Bytes {
+        match self.pieces.as_slice() {
+            [one] => one.clone(),
+            pieces => bytes::Bytes::from(pieces.concat()),
+        }
+    }
 }
 
 impl Engine {
@@ -318,27 +330,25 @@ impl Engine {
             })
             .collect();
         let annotated_spans = edits.len();
-        let mut bytes = if edits.is_empty() {
-            request.bytes.clone()
+        let mut pieces = if edits.is_empty() {
+            vec![request.bytes.clone()]
         } else {
-            bytes::Bytes::from(crate::wire::annotate::rewrite(&request.bytes, &edits)?)
+            crate::wire::annotate::rewrite_pieces(&request.bytes, &edits)?
         };
         let synthetic_spans = synthetic.len();
         if synthetic_spans > 0 {
             // Appending encoded `resource_spans` entries to a request's bytes appends them
             // to its list (protobuf concatenation): the received bytes stay untouched.
-            let mut grown = Vec::from(bytes);
             let appended = ExportTraceServiceRequest {
                 resource_spans: synthetic,
             };
-            grown.extend_from_slice(&appended.encode_to_vec());
-            bytes = bytes::Bytes::from(grown);
+            pieces.push(bytes::Bytes::from(appended.encode_to_vec()));
         }
         self.stats
             .spans_annotated
             .fetch_add(annotated_spans as u64, Ordering::Relaxed);
         Ok(WireProcessed {
-            bytes,
+            pieces,
             processed: Processed {
                 detections,
                 annotated_spans,

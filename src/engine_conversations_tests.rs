@@ -193,7 +193,7 @@ fn the_corpus_gives_the_same_requests_and_detections_as_reading_every_list_whole
             engine.process_wire(read, now).expect("processes")
         };
         let (a, b) = (process(&remembering), process(&reading));
-        assert_eq!(a.bytes, b.bytes, "{}", file.display());
+        assert_eq!(a.bytes(), b.bytes(), "{}", file.display());
         let a_detections = format!("{:?}", a.processed.detections);
         assert_eq!(
             a_detections,

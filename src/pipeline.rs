@@ -20,7 +20,7 @@ use prost::Message;
 
 use crate::detector::{Action, Severity};
 use crate::engine::Engine;
-use crate::forward::ForwardQueue;
+use crate::forward::{ExportBody, ForwardQueue};
 use crate::otlp::compact_hex;
 use crate::registry::RunDetection;
 use crate::signals::{signal_id, CompactString, Signal, SignalHub};
@@ -76,28 +76,33 @@ impl SpanSink for Pipeline {
             None => None,
         };
         let now = Instant::now();
-        let (bytes, spans, processed) = match incoming {
+        let (body, spans, processed) = match incoming {
             IncomingRequest::Protobuf(wire) => {
                 let raw = wire.bytes.clone();
                 let spans = wire.span_count();
                 match self.engine.process_wire(wire, now) {
-                    Ok(done) => (done.bytes, done.spans, done.processed),
+                    Ok(done) => (ExportBody::new(done.pieces), done.spans, done.processed),
                     Err(error) => {
                         // Cannot happen for a request the reader accepted; forward it as
                         // received rather than lose it.
                         tracing::error!(%error, "annotating a request failed; forwarded unannotated");
-                        (raw, spans, crate::engine::Processed::default())
+                        (
+                            ExportBody::from(raw),
+                            spans,
+                            crate::engine::Processed::default(),
+                        )
                     }
                 }
             }
             IncomingRequest::Json(mut request) => {
                 let processed = self.engine.process(&mut request, now);
                 let spans = crate::otlp::span_count(&request);
-                (Bytes::from(request.encode_to_vec()), spans, processed)
+                let bytes = Bytes::from(request.encode_to_vec());
+                (ExportBody::from(bytes), spans, processed)
             }
         };
         let queued = match (&self.forward, held) {
-            (Some(queue), Some(held)) => queue.send_held(admission, held, bytes, spans),
+            (Some(queue), Some(held)) => queue.send_held(admission, held, body, spans),
             _ => Ok(()),
         };
         // Reported even when the forwarder closed in between: the run state already holds

@@ -81,7 +81,8 @@ fn view_attribute<'a>(span: &'a SpanView<'a>, key: &str) -> Option<&'a ValueView
 fn a_bad_string_is_read_lossily_and_the_loop_is_still_annotated_in_place() {
     let bytes = looping_request();
     assert!(ExportTraceServiceRequest::decode(bytes.as_slice()).is_err());
-    let read = WireRequest::read(Bytes::from(bytes.clone())).unwrap_or_else(|e| panic!("{e}"));
+    let received = Bytes::from(bytes.clone());
+    let read = WireRequest::read(received.clone()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(read.span_count(), 5);
     assert_eq!(
         view_attribute(&read.spans()[1].span, "note"),
@@ -110,9 +111,30 @@ fn a_bad_string_is_read_lossily_and_the_loop_is_still_annotated_in_place() {
 
     // The forwarded bytes: spans 1, 2, 4, 5 exactly as received (the bad byte included),
     // span 3 with the loop.* attributes appended.
-    let out = WireRequest::read(done.bytes.clone()).unwrap_or_else(|e| panic!("{e}"));
+    // Forwarded in pieces: the received bytes are sliced, not copied (only the rewritten
+    // length prefixes and span 3's appended fields are new bytes).
+    assert!(done.pieces.len() > 1, "{} pieces", done.pieces.len());
+    let received_at = received.as_ptr_range();
+    let sliced: usize = done
+        .pieces
+        .iter()
+        .filter(|p| received_at.contains(&p.as_ptr()))
+        .map(Bytes::len)
+        .sum();
+    let untouched: usize = ranges
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2)
+        .map(|(_, r)| r.len())
+        .sum();
+    assert!(
+        sliced >= untouched + ranges[2].len(),
+        "{sliced} bytes sliced"
+    );
+    let forwarded_request = done.bytes();
+    let out = WireRequest::read(forwarded_request.clone()).unwrap_or_else(|e| panic!("{e}"));
     for (i, range) in ranges.iter().enumerate() {
-        let forwarded = &done.bytes[out.spans()[i].range.clone()];
+        let forwarded = &forwarded_request[out.spans()[i].range.clone()];
         if i == 2 {
             assert!(forwarded.starts_with(&bytes[range.clone()]));
             assert!(forwarded.len() > range.len());
@@ -150,8 +172,9 @@ fn an_unannotated_request_is_forwarded_as_the_same_bytes() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(done.processed.detections.is_empty());
     // the very same buffer, not a copy
-    assert_eq!(done.bytes.as_ptr(), bytes.as_ptr());
-    assert_eq!(done.bytes, bytes);
+    assert_eq!(done.pieces.len(), 1);
+    assert_eq!(done.pieces[0].as_ptr(), bytes.as_ptr());
+    assert_eq!(done.pieces[0], bytes);
 }
 
 /// `looping_request` without the bad byte (so prost decodes it too).
@@ -171,7 +194,7 @@ fn wire_forward(engine: &Engine, request: &ExportTraceServiceRequest) -> ExportT
     let done = engine
         .process_wire(read, Instant::now())
         .unwrap_or_else(|e| panic!("{e}"));
-    ExportTraceServiceRequest::decode(done.bytes).unwrap_or_else(|e| panic!("{e}"))
+    ExportTraceServiceRequest::decode(done.bytes()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -70,6 +70,33 @@ pub fn tool_call_requests(requests: usize, spans: usize, loop_heavy: bool) -> Ve
         .collect()
 }
 
+/// The arguments and the result text of one synthetic tool call of the load generator's
+/// traffic (a ~90-byte object, keys out of order; a ~180-byte object holding an array of
+/// two hit objects, their keys out of order).
+#[allow(
+    dead_code,
+    reason = "each bench binary compiles this module; one uses this"
+)]
+pub fn tool_call_texts() -> (String, String) {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    let request = synthetic::request(1, 10, false, 0);
+    let span = &request.resource_spans[0].scope_spans[0].spans[0];
+    let text = |key: &str| {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                Value::StringValue(s) => Some(s.clone()),
+                _ => None,
+            })
+            .expect("the synthetic span has the attribute")
+    };
+    (
+        text("gen_ai.tool.call.arguments"),
+        text("gen_ai.tool.call.result"),
+    )
+}
+
 /// A tool-call argument object of about 100 bytes, keys out of canonical order.
 pub fn small_json() -> String {
     r#"{"path":"src/main.rs","start_line":120,"end_line":180,"pattern":"fn main","case_sensitive":false}"#

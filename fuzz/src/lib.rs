@@ -123,7 +123,7 @@ pub fn wire_input(data: &[u8]) -> bool {
                     .process_wire(wire, Instant::now())
                     .expect("a read request annotates");
                 if processed.processed.annotated_spans == 0 {
-                    assert_eq!(processed.bytes, bytes);
+                    assert_eq!(processed.bytes(), bytes);
                 }
             }
             return false;
@@ -161,15 +161,16 @@ pub fn wire_input(data: &[u8]) -> bool {
         assert_eq!(by_wire.processed.detections, by_prost.detections);
         assert_eq!(by_wire.processed.annotated_spans, by_prost.annotated_spans);
         assert_eq!(by_wire.processed.synthetic_spans, by_prost.synthetic_spans);
-        let forwarded = ExportTraceServiceRequest::decode(by_wire.bytes.clone())
-            .expect("forwarded bytes decode");
+        let forwarded =
+            ExportTraceServiceRequest::decode(by_wire.bytes()).expect("forwarded bytes decode");
         assert_eq!(
             forwarded, annotated,
             "forwarded request differs from prost's"
         );
         if by_prost.annotated_spans == 0 && by_prost.synthetic_spans == 0 {
             assert_eq!(
-                by_wire.bytes, bytes,
+                by_wire.bytes(),
+                bytes,
                 "an unannotated request is forwarded as received"
             );
         }
@@ -235,8 +236,8 @@ fn late_spans_both_ways(request: &ExportTraceServiceRequest) {
             .expect("a read request annotates");
         assert_eq!(by_wire.processed.detections, by_prost.detections);
         assert_eq!(by_wire.processed.synthetic_spans, by_prost.synthetic_spans);
-        let forwarded = ExportTraceServiceRequest::decode(by_wire.bytes.clone())
-            .expect("forwarded bytes decode");
+        let forwarded =
+            ExportTraceServiceRequest::decode(by_wire.bytes()).expect("forwarded bytes decode");
         assert_eq!(
             forwarded, annotated,
             "late-span request differs from prost's"

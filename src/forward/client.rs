@@ -38,6 +38,19 @@ impl ExportBody {
     pub fn is_empty(&self) -> bool {
         self.parts.iter().all(Bytes::is_empty)
     }
+
+    /// The parts, in order.
+    pub fn parts(&self) -> &[Bytes] {
+        &self.parts
+    }
+
+    /// The body as one buffer (the parts joined; no copy for one part).
+    pub fn to_bytes(&self) -> Bytes {
+        match self.parts.as_slice() {
+            [one] => one.clone(),
+            parts => Bytes::from(parts.concat()),
+        }
+    }
 }
 
 impl From<Bytes> for ExportBody {

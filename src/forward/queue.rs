@@ -26,13 +26,15 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 use crate::ingest::{AcceptError, Admission};
 
+use super::client::ExportBody;
 use super::stats::ForwarderStats;
 use super::store::{blocking, DiskQueue, StoredRequest};
 
 /// One encoded `ExportTraceServiceRequest` waiting to be forwarded, with its admission slot.
 #[derive(Debug)]
 pub(crate) struct QueuedRequest {
-    pub(crate) bytes: Bytes,
+    /// Its bytes, possibly in pieces (an annotated request: [`ExportBody`]).
+    pub(crate) bytes: ExportBody,
     pub(crate) spans: u64,
     pub(crate) enqueued: Instant,
     /// Its key in the persistent store (persistent mode only).
@@ -159,7 +161,7 @@ impl ForwardQueue {
         spans: u64,
     ) -> Result<(), AcceptError> {
         let held = self.hold_bytes(request.len())?;
-        self.send_held(admission, held, request, spans)
+        self.send_held(admission, held, ExportBody::from(request), spans)
     }
 
     /// As [`ForwardQueue::send`], with the bytes already held by [`ForwardQueue::hold_bytes`]
@@ -171,7 +173,7 @@ impl ForwardQueue {
         &self,
         admission: Admission,
         mut held: HeldBytes,
-        request: Bytes,
+        request: ExportBody,
         spans: u64,
     ) -> Result<(), AcceptError> {
         let slot = match admission.into_slot() {
@@ -186,7 +188,7 @@ impl ForwardQueue {
         }
         held.resize(request.len());
         let key = match &self.store {
-            Some(store) => Some(self.persist(store, spans, request.clone())?),
+            Some(store) => Some(self.persist(store, spans, request.to_bytes())?),
             None => None,
         };
         let item = QueuedRequest {
@@ -237,7 +239,7 @@ impl ForwardQueue {
         self.stats.hold_bytes(len);
         let item = QueuedRequest {
             spans: stored.spans,
-            bytes: stored.bytes,
+            bytes: ExportBody::from(stored.bytes),
             enqueued: Instant::now(),
             key: Some(stored.key),
             _slot: slot,
@@ -439,6 +441,9 @@ mod tests {
         );
         assert_eq!(queue.len(), 1);
         let item = rx.try_recv().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((item.key, &item.bytes[..]), (Some(0), &b"req"[..]));
+        assert_eq!(
+            (item.key, &item.bytes.to_bytes()[..]),
+            (Some(0), &b"req"[..])
+        );
     }
 }

@@ -72,7 +72,12 @@ impl Batch {
     /// The items' bytes, sent back to back as one request (not joined here: the encoder
     /// copies each part into the gRPC frame).
     fn body(&self) -> ExportBody {
-        ExportBody::new(self.items.iter().map(|i| i.bytes.clone()).collect())
+        ExportBody::new(
+            self.items
+                .iter()
+                .flat_map(|i| i.bytes.parts().iter().cloned())
+                .collect(),
+        )
     }
 }
 

@@ -8,6 +8,8 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use bytes::Bytes;
+
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 
@@ -74,16 +76,115 @@ impl SpanEdit {
 /// request once into one buffer of the final size; no nested message is built apart and
 /// copied again.
 pub fn rewrite(buf: &[u8], edits: &[SpanEdit]) -> Result<Vec<u8>, WireError> {
-    let mut sorted: Vec<&SpanEdit> = edits.iter().collect();
-    sorted.sort_by_key(|e| (e.range.start, e.range.end));
-    sorted.dedup_by(|a, b| a.range == b.range);
-    let mut lengths = Vec::new();
-    let total = measure(buf, 0..buf.len(), 0, &sorted, &mut lengths)?;
+    let (sorted, lengths, total) = measured(buf, edits)?;
     let mut out = Vec::with_capacity(total);
     let mut next = 0;
     write_message(buf, 0..buf.len(), 0, &sorted, &lengths, &mut next, &mut out)?;
     debug_assert_eq!(out.len(), total);
     Ok(out)
+}
+
+/// [`rewrite`] without copying the received bytes: the request as pieces to be sent back
+/// to back, slices of `buf` between the bytes that change (the rewritten length prefixes
+/// and each edited span's appended fields, which share one new buffer). Concatenated, the
+/// pieces are [`rewrite`]'s bytes. An annotated request of a thousand spans is then
+/// forwarded without a second request-sized buffer (the exporter copies every piece into
+/// its gRPC frame, as it copies an unannotated request).
+pub fn rewrite_pieces(buf: &Bytes, edits: &[SpanEdit]) -> Result<Vec<Bytes>, WireError> {
+    let (sorted, lengths, total) = measured(buf, edits)?;
+    let appended: usize = sorted.iter().map(|e| e.append.len()).sum();
+    let mut out = Pieces {
+        pieces: Vec::with_capacity(4 * sorted.len() + 4),
+        new: Vec::with_capacity(appended + 24 * (sorted.len() + 2)),
+    };
+    let mut next = 0;
+    write_message(buf, 0..buf.len(), 0, &sorted, &lengths, &mut next, &mut out)?;
+    let pieces = out.into_bytes(buf);
+    debug_assert_eq!(pieces.iter().map(Bytes::len).sum::<usize>(), total);
+    Ok(pieces)
+}
+
+/// The edits sorted by span (one per span), the new length of every rewritten message in
+/// the order [`write_message`] writes them, and the rewritten request's length.
+fn measured<'e>(
+    buf: &[u8],
+    edits: &'e [SpanEdit],
+) -> Result<(Vec<&'e SpanEdit>, Vec<usize>, usize), WireError> {
+    let mut sorted: Vec<&SpanEdit> = edits.iter().collect();
+    sorted.sort_by_key(|e| (e.range.start, e.range.end));
+    sorted.dedup_by(|a, b| a.range == b.range);
+    let mut lengths = Vec::new();
+    let total = measure(buf, 0..buf.len(), 0, &sorted, &mut lengths)?;
+    Ok((sorted, lengths, total))
+}
+
+/// Where [`write_message`] writes the rewritten request.
+trait Output {
+    /// Appends `buf[range]`, bytes of the received request.
+    fn copy(&mut self, buf: &[u8], range: Range<usize>);
+    /// Appends the bytes `write` writes (new bytes).
+    fn put(&mut self, write: impl FnOnce(&mut Vec<u8>));
+}
+
+/// One buffer holding the whole request.
+impl Output for Vec<u8> {
+    fn copy(&mut self, buf: &[u8], range: Range<usize>) {
+        self.extend_from_slice(&buf[range]);
+    }
+
+    fn put(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(self);
+    }
+}
+
+/// The request as pieces: ranges of the received bytes and ranges of `new`.
+struct Pieces {
+    pieces: Vec<Piece>,
+    new: Vec<u8>,
+}
+
+enum Piece {
+    Received(Range<usize>),
+    New(Range<usize>),
+}
+
+impl Output for Pieces {
+    fn copy(&mut self, _buf: &[u8], range: Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        match self.pieces.last_mut() {
+            Some(Piece::Received(last)) if last.end == range.start => last.end = range.end,
+            _ => self.pieces.push(Piece::Received(range)),
+        }
+    }
+
+    fn put(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.new.len();
+        write(&mut self.new);
+        let end = self.new.len();
+        if start == end {
+            return;
+        }
+        match self.pieces.last_mut() {
+            Some(Piece::New(last)) if last.end == start => last.end = end,
+            _ => self.pieces.push(Piece::New(start..end)),
+        }
+    }
+}
+
+impl Pieces {
+    /// The pieces as slices of `received` and of the new bytes (no byte copied).
+    fn into_bytes(self, received: &Bytes) -> Vec<Bytes> {
+        let new = Bytes::from(self.new);
+        self.pieces
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Received(range) => received.slice(range),
+                Piece::New(range) => new.slice(range),
+            })
+            .collect()
+    }
 }
 
 /// One field on the path to an edited span: the field, its value's range, and the edits
@@ -102,15 +203,27 @@ where
     'e: 'b,
     'a: 'b,
 {
+    // Fields come in wire order and edits sorted by start: the edits before a field are
+    // passed once, not searched again for every field (a request has thousands of spans).
+    let mut passed = 0;
     Fields::new(buf, range, u32::MAX).filter_map(move |field| {
         let field = match field {
             Ok(field) => field,
             Err(e) => return Some(Err(e)),
         };
         let value = field.len_range().filter(|_| field.number == PATH[level])?;
-        let first = edits.partition_point(|e| e.range.start < value.start);
-        let last = edits.partition_point(|e| e.range.start < value.end);
-        let inside = &edits[first..last];
+        while edits
+            .get(passed)
+            .is_some_and(|e| e.range.start < value.start)
+        {
+            passed += 1;
+        }
+        let inside = &edits[passed..];
+        let count = inside
+            .iter()
+            .take_while(|e| e.range.start < value.end)
+            .count();
+        let inside = &inside[..count];
         let holds_one = if level + 1 == PATH.len() {
             inside.iter().any(|e| e.range == value)
         } else {
@@ -170,23 +283,25 @@ fn write_message(
     edits: &[&SpanEdit],
     lengths: &[usize],
     next: &mut usize,
-    out: &mut Vec<u8>,
+    out: &mut impl Output,
 ) -> Result<(), WireError> {
     let mut copied_to = range.start;
     for edited in edited_fields(buf, range.clone(), level, edits) {
         let (field, value, inside) = edited?;
         let new = lengths[*next];
         *next += 1;
-        out.extend_from_slice(&buf[copied_to..field.range.start]);
-        put_len_key(field.number, out);
-        put_varint(new as u64, out);
+        out.copy(buf, copied_to..field.range.start);
+        out.put(|out| {
+            put_len_key(field.number, out);
+            put_varint(new as u64, out);
+        });
         match span_edit(level, &value, inside) {
             Some(edit) => write_span(buf, value, edit, out)?,
             None => write_message(buf, value, level + 1, inside, lengths, next, out)?,
         }
         copied_to = field.range.end;
     }
-    out.extend_from_slice(&buf[copied_to..range.end]);
+    out.copy(buf, copied_to..range.end);
     Ok(())
 }
 
@@ -209,6 +324,17 @@ impl PartialEq for EncodedAttributes {
 }
 
 impl EncodedAttributes {
+    /// Empty, with room for `attributes` attributes of `bytes` encoded bytes in all (the
+    /// `loop.*` attributes of a span are about 400 bytes; growing the buffer 4 times from
+    /// nothing was a reallocation per annotated span).
+    pub fn with_capacity(attributes: usize, bytes: usize) -> Self {
+        EncodedAttributes {
+            bytes: Vec::with_capacity(bytes),
+            entries: Vec::with_capacity(attributes),
+            scratch: Vec::with_capacity(bytes / 2),
+        }
+    }
+
     /// Appends the attribute `key` whose `AnyValue` body `write_value` writes (see
     /// [`value`]); the key must not be empty (prost would leave it out).
     pub fn push(&mut self, key: &'static str, write_value: impl FnOnce(&mut Vec<u8>)) {
@@ -359,6 +485,12 @@ fn removed_fields<'b>(
     range: Range<usize>,
     edit: &'b SpanEdit,
 ) -> impl Iterator<Item = Result<Range<usize>, WireError>> + 'b {
+    // Most attributes of a span have a length no removed key has: rejected without
+    // comparing them to each key.
+    let key_lengths = edit
+        .remove_keys
+        .iter()
+        .fold(0u64, |bits, key| bits | length_bit(key.len()));
     Fields::new(buf, range, u32::MAX).filter_map(move |field| {
         let field = match field {
             Ok(field) => field,
@@ -374,7 +506,10 @@ fn removed_fields<'b>(
             Err(e) => Some(Err(e)),
             Ok(name) => {
                 let removed = match field.number {
-                    SPAN_ATTRIBUTES => edit.remove_keys.iter().any(|k| k.as_bytes() == name),
+                    SPAN_ATTRIBUTES => {
+                        key_lengths & length_bit(name.len()) != 0
+                            && edit.remove_keys.iter().any(|k| k.as_bytes() == name)
+                    }
                     _ => edit.remove_events.iter().any(|k| k.as_bytes() == name),
                 };
                 removed.then_some(Ok(field.range))
@@ -383,20 +518,25 @@ fn removed_fields<'b>(
     })
 }
 
+/// Bit `n` for a key of `n` bytes (`n` < 63), bit 63 for longer keys.
+fn length_bit(len: usize) -> u64 {
+    1 << len.min(63)
+}
+
 fn write_span(
     buf: &[u8],
     range: Range<usize>,
     edit: &SpanEdit,
-    out: &mut Vec<u8>,
+    out: &mut impl Output,
 ) -> Result<(), WireError> {
     let mut copied_to = range.start;
     for removed in removed_fields(buf, range.clone(), edit) {
         let removed = removed?;
-        out.extend_from_slice(&buf[copied_to..removed.start]);
+        out.copy(buf, copied_to..removed.start);
         copied_to = removed.end;
     }
-    out.extend_from_slice(&buf[copied_to..range.end]);
-    out.extend_from_slice(&edit.append);
+    out.copy(buf, copied_to..range.end);
+    out.put(|out| out.extend_from_slice(&edit.append));
     Ok(())
 }
 
@@ -529,6 +669,43 @@ mod tests {
             if !targets.contains(&t) {
                 let raw = &bytes[span.range.clone()];
                 assert!(out.windows(raw.len()).any(|w| w == raw));
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_join_to_the_rewritten_request_and_slice_the_received_bytes() {
+        let bytes = Bytes::from(request().encode_to_vec());
+        let read = WireRequest::read(bytes.clone()).unwrap();
+        let spans = read.spans().len();
+        // Every subset of spans annotated (two resource_spans, two scope_spans).
+        for mask in 0u32..(1 << spans) {
+            let edits: Vec<SpanEdit> = (0..spans)
+                .filter(|t| mask & (1 << t) != 0)
+                .map(|t| SpanEdit::adding(read.spans()[t].range.clone(), &added()))
+                .collect();
+            let pieces = rewrite_pieces(&bytes, &edits).unwrap();
+            assert_eq!(
+                pieces.concat(),
+                rewrite(&bytes, &edits).unwrap(),
+                "mask {mask:b}"
+            );
+            let received = bytes.as_ptr_range();
+            let from_received: usize = pieces
+                .iter()
+                .filter(|p| received.contains(&p.as_ptr()))
+                .map(Bytes::len)
+                .sum();
+            // Every received byte but the rewritten length prefixes and the dropped
+            // loop.* attribute and event of each edited span is a slice, not a copy.
+            let edited_bytes: usize = edits.iter().map(|e| e.range.len()).sum();
+            assert!(
+                from_received + 16 * edits.len() + 6 >= bytes.len() - edited_bytes,
+                "mask {mask:b}: {from_received} of {} bytes sliced",
+                bytes.len()
+            );
+            if edits.is_empty() {
+                assert_eq!(pieces, vec![bytes.clone()]);
             }
         }
     }
