@@ -117,10 +117,7 @@ pub struct WireProcessed {
 impl WireProcessed {
     /// The request to forward as one buffer (the pieces joined; no copy for one piece).
     pub fn bytes(&self) -> bytes::Bytes {
-        match self.pieces.as_slice() {
-            [one] => one.clone(),
-            pieces => bytes::Bytes::from(pieces.concat()),
-        }
+        crate::wire::annotate::joined(&self.pieces)
     }
 }
 

@@ -46,10 +46,7 @@ impl ExportBody {
 
     /// The body as one buffer (the parts joined; no copy for one part).
     pub fn to_bytes(&self) -> Bytes {
-        match self.parts.as_slice() {
-            [one] => one.clone(),
-            parts => Bytes::from(parts.concat()),
-        }
+        crate::wire::annotate::joined(&self.parts)
     }
 }
 

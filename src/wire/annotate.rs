@@ -2,8 +2,8 @@
 //! `loop.*` attributes and `loop.detected` event appended, an existing attribute with one
 //! of the written keys and an existing event with the written event's name are dropped (as
 //! [`crate::annotate::annotate_span`] replaces them), and only the length prefixes of the
-//! enclosing `scope_spans` and `resource_spans` are rewritten. Every other byte is copied
-//! as received; nothing is re-encoded.
+//! enclosing `scope_spans` and `resource_spans` are rewritten. Every other byte stays where
+//! it arrived (the request is forwarded as slices of it); nothing is re-encoded.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -67,31 +67,24 @@ impl SpanEdit {
     }
 }
 
-/// The request in `buf` with `edits` applied. Edits must name span ranges of this request
-/// (from [`super::WireRequest::read`]); an edit that does not is ignored. With no edits the
-/// result equals `buf`.
+/// The request in `buf` with `edits` applied, as pieces to be sent back to back: slices
+/// of `buf` between the bytes that change (the rewritten length prefixes and each edited
+/// span's appended fields, which share one new buffer). Edits must name span ranges of
+/// this request (from [`super::WireRequest::read`]); an edit that does not is ignored.
+/// With no edits the pieces join to `buf`.
 ///
 /// Two passes over the enclosing messages: the first measures every rewritten message (so
-/// each length prefix is known before its message is written), the second writes the
-/// request once into one buffer of the final size; no nested message is built apart and
-/// copied again.
-pub fn rewrite(buf: &[u8], edits: &[SpanEdit]) -> Result<Vec<u8>, WireError> {
-    let (sorted, lengths, total) = measured(buf, edits)?;
-    let mut out = Vec::with_capacity(total);
-    let mut next = 0;
-    write_message(buf, 0..buf.len(), 0, &sorted, &lengths, &mut next, &mut out)?;
-    debug_assert_eq!(out.len(), total);
-    Ok(out)
-}
-
-/// [`rewrite`] without copying the received bytes: the request as pieces to be sent back
-/// to back, slices of `buf` between the bytes that change (the rewritten length prefixes
-/// and each edited span's appended fields, which share one new buffer). Concatenated, the
-/// pieces are [`rewrite`]'s bytes. An annotated request of a thousand spans is then
-/// forwarded without a second request-sized buffer (the exporter copies every piece into
-/// its gRPC frame, as it copies an unannotated request).
+/// each length prefix is known before its message is written), the second lists the
+/// pieces; no received byte is copied, and no nested message is built apart. An annotated
+/// request of a thousand spans is thus forwarded without a second request-sized buffer
+/// (the exporter copies every piece into its gRPC frame, as it copies an unannotated
+/// request).
 pub fn rewrite_pieces(buf: &Bytes, edits: &[SpanEdit]) -> Result<Vec<Bytes>, WireError> {
-    let (sorted, lengths, total) = measured(buf, edits)?;
+    let mut sorted: Vec<&SpanEdit> = edits.iter().collect();
+    sorted.sort_by_key(|e| (e.range.start, e.range.end));
+    sorted.dedup_by(|a, b| a.range == b.range);
+    let mut lengths = Vec::new();
+    let total = measure(buf, 0..buf.len(), 0, &sorted, &mut lengths)?;
     let appended: usize = sorted.iter().map(|e| e.append.len()).sum();
     let mut out = Pieces {
         pieces: Vec::with_capacity(4 * sorted.len() + 4),
@@ -104,36 +97,11 @@ pub fn rewrite_pieces(buf: &Bytes, edits: &[SpanEdit]) -> Result<Vec<Bytes>, Wir
     Ok(pieces)
 }
 
-/// The edits sorted by span (one per span), the new length of every rewritten message in
-/// the order [`write_message`] writes them, and the rewritten request's length.
-fn measured<'e>(
-    buf: &[u8],
-    edits: &'e [SpanEdit],
-) -> Result<(Vec<&'e SpanEdit>, Vec<usize>, usize), WireError> {
-    let mut sorted: Vec<&SpanEdit> = edits.iter().collect();
-    sorted.sort_by_key(|e| (e.range.start, e.range.end));
-    sorted.dedup_by(|a, b| a.range == b.range);
-    let mut lengths = Vec::new();
-    let total = measure(buf, 0..buf.len(), 0, &sorted, &mut lengths)?;
-    Ok((sorted, lengths, total))
-}
-
-/// Where [`write_message`] writes the rewritten request.
-trait Output {
-    /// Appends `buf[range]`, bytes of the received request.
-    fn copy(&mut self, buf: &[u8], range: Range<usize>);
-    /// Appends the bytes `write` writes (new bytes).
-    fn put(&mut self, write: impl FnOnce(&mut Vec<u8>));
-}
-
-/// One buffer holding the whole request.
-impl Output for Vec<u8> {
-    fn copy(&mut self, buf: &[u8], range: Range<usize>) {
-        self.extend_from_slice(&buf[range]);
-    }
-
-    fn put(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        write(self);
+/// `pieces` joined into one buffer (no copy for one piece).
+pub fn joined(pieces: &[Bytes]) -> Bytes {
+    match pieces {
+        [one] => one.clone(),
+        pieces => Bytes::from(pieces.concat()),
     }
 }
 
@@ -148,8 +116,9 @@ enum Piece {
     New(Range<usize>),
 }
 
-impl Output for Pieces {
-    fn copy(&mut self, _buf: &[u8], range: Range<usize>) {
+impl Pieces {
+    /// Appends `range` of the received bytes.
+    fn copy(&mut self, range: Range<usize>) {
         if range.is_empty() {
             return;
         }
@@ -159,6 +128,7 @@ impl Output for Pieces {
         }
     }
 
+    /// Appends the new bytes `write` writes.
     fn put(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
         let start = self.new.len();
         write(&mut self.new);
@@ -171,9 +141,7 @@ impl Output for Pieces {
             _ => self.pieces.push(Piece::New(start..end)),
         }
     }
-}
 
-impl Pieces {
     /// The pieces as slices of `received` and of the new bytes (no byte copied).
     fn into_bytes(self, received: &Bytes) -> Vec<Bytes> {
         let new = Bytes::from(self.new);
@@ -283,14 +251,14 @@ fn write_message(
     edits: &[&SpanEdit],
     lengths: &[usize],
     next: &mut usize,
-    out: &mut impl Output,
+    out: &mut Pieces,
 ) -> Result<(), WireError> {
     let mut copied_to = range.start;
     for edited in edited_fields(buf, range.clone(), level, edits) {
         let (field, value, inside) = edited?;
         let new = lengths[*next];
         *next += 1;
-        out.copy(buf, copied_to..field.range.start);
+        out.copy(copied_to..field.range.start);
         out.put(|out| {
             put_len_key(field.number, out);
             put_varint(new as u64, out);
@@ -301,7 +269,7 @@ fn write_message(
         }
         copied_to = field.range.end;
     }
-    out.copy(buf, copied_to..range.end);
+    out.copy(copied_to..range.end);
     Ok(())
 }
 
@@ -527,15 +495,15 @@ fn write_span(
     buf: &[u8],
     range: Range<usize>,
     edit: &SpanEdit,
-    out: &mut impl Output,
+    out: &mut Pieces,
 ) -> Result<(), WireError> {
     let mut copied_to = range.start;
     for removed in removed_fields(buf, range.clone(), edit) {
         let removed = removed?;
-        out.copy(buf, copied_to..removed.start);
+        out.copy(copied_to..removed.start);
         copied_to = removed.end;
     }
-    out.copy(buf, copied_to..range.end);
+    out.copy(copied_to..range.end);
     out.put(|out| out.extend_from_slice(&edit.append));
     Ok(())
 }
@@ -634,10 +602,35 @@ mod tests {
         }
     }
 
+    /// The request in `bytes` with `edits` applied, joined into one buffer.
+    fn rewritten(bytes: &Bytes, edits: &[SpanEdit]) -> Vec<u8> {
+        rewrite_pieces(bytes, edits).unwrap().concat()
+    }
+
+    /// `original` with [`added`] written on the spans `targets` (indices into `read`'s
+    /// spans) as `annotate_span` writes it: the annotated request prost would encode.
+    fn annotated(
+        original: &ExportTraceServiceRequest,
+        read: &WireRequest,
+        targets: &[usize],
+    ) -> ExportTraceServiceRequest {
+        let mut expected = original.clone();
+        for &t in targets {
+            let (r, s, i) = read.spans()[t].index;
+            let span = &mut expected.resource_spans[r].scope_spans[s].spans[i];
+            span.attributes.retain(|kv| kv.key != "loop.count");
+            span.attributes.extend(added().attributes);
+            span.events.retain(|e| e.name != "loop.detected");
+            span.events.extend(added().events);
+        }
+        expected
+    }
+
     #[test]
     fn no_edit_is_byte_for_byte() {
-        let bytes = request().encode_to_vec();
-        assert_eq!(rewrite(&bytes, &[]).unwrap(), bytes);
+        let bytes = Bytes::from(request().encode_to_vec());
+        assert_eq!(rewrite_pieces(&bytes, &[]).unwrap(), vec![bytes.clone()]);
+        assert_eq!(joined(&rewrite_pieces(&bytes, &[]).unwrap()), bytes);
     }
 
     #[test]
@@ -652,18 +645,9 @@ mod tests {
             .iter()
             .map(|t| SpanEdit::adding(read.spans()[*t].range.clone(), &added()))
             .collect();
-        let out = rewrite(&bytes, &edits).unwrap();
-        let mut expected = original.clone();
-        for t in targets {
-            let (r, s, i) = read.spans()[t].index;
-            let span = &mut expected.resource_spans[r].scope_spans[s].spans[i];
-            span.attributes.retain(|kv| kv.key != "loop.count");
-            span.attributes.extend(added().attributes);
-            span.events.retain(|e| e.name != "loop.detected");
-            span.events.extend(added().events);
-        }
+        let out = rewritten(&bytes, &edits);
         let got = ExportTraceServiceRequest::decode(out.as_slice()).unwrap();
-        assert_eq!(got, expected);
+        assert_eq!(got, annotated(&original, &read, &targets));
         // The untouched spans' bytes are in the output unchanged.
         for (t, span) in read.spans().iter().enumerate() {
             if !targets.contains(&t) {
@@ -674,22 +658,21 @@ mod tests {
     }
 
     #[test]
-    fn pieces_join_to_the_rewritten_request_and_slice_the_received_bytes() {
-        let bytes = Bytes::from(request().encode_to_vec());
+    fn pieces_join_to_the_annotated_request_and_slice_the_received_bytes() {
+        let original = request();
+        let bytes = Bytes::from(original.encode_to_vec());
         let read = WireRequest::read(bytes.clone()).unwrap();
         let spans = read.spans().len();
         // Every subset of spans annotated (two resource_spans, two scope_spans).
         for mask in 0u32..(1 << spans) {
-            let edits: Vec<SpanEdit> = (0..spans)
-                .filter(|t| mask & (1 << t) != 0)
-                .map(|t| SpanEdit::adding(read.spans()[t].range.clone(), &added()))
+            let targets: Vec<usize> = (0..spans).filter(|t| mask & (1 << t) != 0).collect();
+            let edits: Vec<SpanEdit> = targets
+                .iter()
+                .map(|&t| SpanEdit::adding(read.spans()[t].range.clone(), &added()))
                 .collect();
             let pieces = rewrite_pieces(&bytes, &edits).unwrap();
-            assert_eq!(
-                pieces.concat(),
-                rewrite(&bytes, &edits).unwrap(),
-                "mask {mask:b}"
-            );
+            let got = ExportTraceServiceRequest::decode(joined(&pieces)).unwrap();
+            assert_eq!(got, annotated(&original, &read, &targets), "mask {mask:b}");
             let received = bytes.as_ptr_range();
             let from_received: usize = pieces
                 .iter()
@@ -712,8 +695,8 @@ mod tests {
 
     #[test]
     fn an_edit_that_names_no_span_changes_nothing() {
-        let bytes = request().encode_to_vec();
+        let bytes = Bytes::from(request().encode_to_vec());
         let stray = SpanEdit::adding(3..9, &added());
-        assert_eq!(rewrite(&bytes, &[stray]).unwrap(), bytes);
+        assert_eq!(rewritten(&bytes, &[stray]), bytes);
     }
 }
