@@ -318,12 +318,22 @@ impl Engine {
             .filter_map(|(range, here)| {
                 let short = |fp: &crate::fingerprint::Fingerprint| self.fingerprint_key.short(fp);
                 let (attributes, time) = encoded_loop_attributes(&here, &short)?;
-                Some(SpanEdit::adding_encoded_with_event(
+                // Spans are in byte order: the view of the span being edited.
+                let spans = request.spans();
+                let view = spans
+                    .binary_search_by_key(&range.start, |wire| wire.range.start)
+                    .ok()
+                    .map(|i| &spans[i].span);
+                let edit = SpanEdit::adding_encoded_with_event(
                     range,
                     &attributes,
                     crate::annotate::EVENT_NAME,
                     time,
-                ))
+                );
+                Some(match view {
+                    Some(view) => edit.without_absent_removals(view),
+                    None => edit,
+                })
             })
             .collect();
         let annotated_spans = edits.len();

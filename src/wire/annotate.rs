@@ -15,6 +15,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 
 use super::decode::bytes_field;
 use super::reader::{put_len_key, put_varint, Field, Fields, WireError};
+use crate::otlp::view::SpanView;
 use prost::encoding::encoded_len_varint;
 
 /// Field numbers from the request down to a span: `ExportTraceServiceRequest.resource_spans`,
@@ -43,6 +44,31 @@ pub struct SpanEdit {
 }
 
 impl SpanEdit {
+    /// This edit without its removals when the span it edits (read as `span`) holds none
+    /// of the attribute keys or event names it would drop: the rewrite then appends to the
+    /// span's bytes without reading its fields again (twice). The common case: only a span
+    /// that went through a loopwatch before carries `loop.*` attributes.
+    pub fn without_absent_removals(mut self, span: &SpanView) -> SpanEdit {
+        let present = span
+            .attributes
+            .iter()
+            .any(|kv| self.remove_keys.contains(&kv.key))
+            || span
+                .events
+                .iter()
+                .any(|event| self.remove_events.iter().any(|name| *name == event.name));
+        if !present {
+            self.remove_keys.clear();
+            self.remove_events.clear();
+        }
+        self
+    }
+
+    /// True when the edit drops no field of its span.
+    fn removes_nothing(&self) -> bool {
+        self.remove_keys.is_empty() && self.remove_events.is_empty()
+    }
+
     /// The edit that adds `added`'s attributes and events to the span at `range` (e.g.
     /// what [`crate::annotate::annotate_span`] wrote on an empty span), replacing attributes
     /// with the same keys and events with the same names.
@@ -453,6 +479,12 @@ fn removed_fields<'b>(
     range: Range<usize>,
     edit: &'b SpanEdit,
 ) -> impl Iterator<Item = Result<Range<usize>, WireError>> + 'b {
+    // Nothing to drop: no field to read.
+    let range = if edit.removes_nothing() {
+        range.start..range.start
+    } else {
+        range
+    };
     // Most attributes of a span have a length no removed key has: rejected without
     // comparing them to each key.
     let key_lengths = edit
@@ -690,6 +722,46 @@ mod tests {
             if edits.is_empty() {
                 assert_eq!(pieces, vec![bytes.clone()]);
             }
+        }
+    }
+
+    #[test]
+    fn removals_are_skipped_only_where_the_span_holds_none_of_them() {
+        // Spans 1 and 3 carry no `loop.*` attribute or event; span 2 carries both (it went
+        // through a loopwatch before), span 4 the attribute.
+        let mut original = request();
+        let spans = original
+            .resource_spans
+            .iter_mut()
+            .flat_map(|r| &mut r.scope_spans)
+            .flat_map(|s| &mut s.spans);
+        for (n, span) in spans.enumerate() {
+            if n % 2 == 0 {
+                span.attributes.retain(|kv| !kv.key.starts_with("loop."));
+            }
+        }
+        let bytes = Bytes::from(original.encode_to_vec());
+        let read = WireRequest::read(bytes.clone()).unwrap();
+        let spans = read.spans().len();
+        for mask in 0u32..(1 << spans) {
+            let targets: Vec<usize> = (0..spans).filter(|t| mask & (1 << t) != 0).collect();
+            let edits: Vec<SpanEdit> = targets
+                .iter()
+                .map(|&t| {
+                    let wire = &read.spans()[t];
+                    SpanEdit::adding(wire.range.clone(), &added())
+                        .without_absent_removals(&wire.span)
+                })
+                .collect();
+            for (edit, t) in edits.iter().zip(&targets) {
+                assert_eq!(edit.removes_nothing(), t % 2 == 0, "span {t}");
+            }
+            let got = ExportTraceServiceRequest::decode(rewritten(&bytes, &edits).as_slice());
+            assert_eq!(
+                got.unwrap(),
+                annotated(&original, &read, &targets),
+                "mask {mask:b}"
+            );
         }
     }
 
