@@ -37,8 +37,9 @@ pub const MAX_TRACKED_RUNS: usize = 200_000;
 /// Name used for a run without `service.name` or `gen_ai.agent.name`.
 pub const UNKNOWN: &str = "unknown";
 
-/// (service.name, gen_ai.agent.name).
-type Group = (String, String);
+/// (service.name, gen_ai.agent.name): the run's interned names, shared (a new run's group
+/// is keyed in three maps; cloning it copies no string).
+type Group = (Arc<str>, Arc<str>);
 
 #[derive(Default, Clone, Copy)]
 struct Counts {
@@ -49,7 +50,8 @@ struct Counts {
 #[derive(Default)]
 struct Bucket {
     groups: BTreeMap<Group, Counts>,
-    kills: BTreeMap<String, u64>,
+    /// Kills by pattern name.
+    kills: BTreeMap<&'static str, u64>,
 }
 
 struct TrackedRun {
@@ -66,8 +68,12 @@ struct State {
     runs: HashMap<Arc<str>, TrackedRun>,
     /// Cumulative counts since start (Prometheus counters).
     totals: BTreeMap<Group, Counts>,
-    kills_total: BTreeMap<String, u64>,
+    kills_total: BTreeMap<&'static str, u64>,
     untracked_runs: u64,
+    /// The bucket of the last prune made for want of room in `runs` (see `observe_run`).
+    pruned_for_room: Option<u64>,
+    /// Prunes that scanned the runs (diagnostics; read by the tests).
+    prune_scans: u64,
 }
 
 /// The fleet aggregates of one process. Cheap to share (`&Fleet` is `Sync`).
@@ -87,11 +93,11 @@ fn bucket_of(unix: u64) -> u64 {
     unix - unix % BUCKET_SECS
 }
 
-fn group_of(service: Option<&str>, agent: Option<&str>) -> Group {
-    (
-        service.unwrap_or(UNKNOWN).to_string(),
-        agent.unwrap_or(UNKNOWN).to_string(),
-    )
+fn group_of(service: Option<&Arc<str>>, agent: Option<&Arc<str>>) -> Group {
+    static UNKNOWN_NAME: std::sync::LazyLock<Arc<str>> =
+        std::sync::LazyLock::new(|| Arc::from(UNKNOWN));
+    let name = |name: Option<&Arc<str>>| name.unwrap_or(&UNKNOWN_NAME).clone();
+    (name(service), name(agent))
 }
 
 impl State {
@@ -99,6 +105,7 @@ impl State {
         let oldest = bucket_of(now).saturating_sub((HISTORY_BUCKETS - 1) * BUCKET_SECS);
         self.buckets.retain(|start, _| *start >= oldest);
         self.runs.retain(|_, r| r.bucket >= oldest);
+        self.prune_scans += 1;
     }
 
     /// One detection (see [`Fleet::observe_detections`]).
@@ -107,12 +114,12 @@ impl State {
             return;
         }
         if !self.runs.contains_key(&d.run_key) {
-            let group = group_of(d.service_name.as_deref(), d.agent_name.as_deref());
+            let group = group_of(d.service_name.as_ref(), d.agent_name.as_ref());
             self.observe_run(&d.run_key, group, now);
         }
         if d.detection.severity == Severity::Kill {
-            let pattern = d.detection.pattern.as_str().to_string();
-            *self.kills_total.entry(pattern.clone()).or_default() += 1;
+            let pattern = d.detection.pattern.as_str();
+            *self.kills_total.entry(pattern).or_default() += 1;
             *self
                 .buckets
                 .entry(bucket_of(now))
@@ -140,7 +147,14 @@ impl State {
             return;
         }
         if self.runs.len() >= MAX_TRACKED_RUNS {
-            self.prune(now);
+            // A prune drops the runs that started before the history, which only moves
+            // when the bucket does: once per bucket, not once per new run (a scan of every
+            // tracked run each time, under the lock the span path takes to count
+            // detections, for each of a registry sample's thousands of runs).
+            if self.pruned_for_room != Some(bucket_of(now)) {
+                self.prune(now);
+                self.pruned_for_room = Some(bucket_of(now));
+            }
             if self.runs.len() >= MAX_TRACKED_RUNS {
                 self.untracked_runs += 1;
                 return;
@@ -182,7 +196,7 @@ impl Fleet {
         let runs = registry.runs();
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         for run in runs {
-            let group = group_of(run.service_name.as_deref(), run.agent_name.as_deref());
+            let group = group_of(run.service_name.as_ref(), run.agent_name.as_ref());
             s.observe_run(&run.run_key, group, now);
         }
         s.prune(now);
@@ -193,14 +207,14 @@ impl Fleet {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         s.totals
             .iter()
-            .map(|((svc, agent), c)| (svc.clone(), agent.clone(), c.runs, c.loop_runs))
+            .map(|((svc, agent), c)| (svc.to_string(), agent.to_string(), c.runs, c.loop_runs))
             .collect()
     }
 
     /// Cumulative kill detections by pattern, for `/metrics`.
     pub fn kills_total(&self) -> BTreeMap<String, u64> {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.kills_total.clone()
+        by_name(&s.kills_total)
     }
 
     /// The aggregates as `/v1/summary` (`fleet`) and `/ui` show them, at unix second `now`.
@@ -224,18 +238,18 @@ impl Fleet {
                 for ((service, agent), c) in &b.groups {
                     view.total.add(c.runs, c.loop_runs);
                     view.by_agent
-                        .entry(agent.clone())
+                        .entry(agent.to_string())
                         .or_default()
                         .add(c.runs, c.loop_runs);
                     for w in [&mut last, &mut previous] {
                         if w.contains(start) {
                             w.total.add(c.runs, c.loop_runs);
                             w.by_service
-                                .entry(service.clone())
+                                .entry(service.to_string())
                                 .or_default()
                                 .add(c.runs, c.loop_runs);
                             w.by_agent
-                                .entry(agent.clone())
+                                .entry(agent.to_string())
                                 .or_default()
                                 .add(c.runs, c.loop_runs);
                         }
@@ -245,7 +259,7 @@ impl Fleet {
                     view.kills += n;
                     for w in [&mut last, &mut previous] {
                         if w.contains(start) {
-                            *w.kills_by_reason.entry(pattern.clone()).or_default() += n;
+                            *w.kills_by_reason.entry(pattern.to_string()).or_default() += n;
                         }
                     }
                 }
@@ -258,11 +272,16 @@ impl Fleet {
             window_seconds: window,
             last_window: last,
             previous_window: previous,
-            kills_by_reason: s.kills_total.clone(),
+            kills_by_reason: by_name(&s.kills_total),
             untracked_runs: s.untracked_runs,
             buckets,
         }
     }
+}
+
+/// Counts by pattern name, with owned names (for the views and `/metrics`).
+fn by_name(counts: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
+    counts.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
 /// Runs and loop runs of a group, with their ratio.
@@ -339,4 +358,59 @@ pub struct FleetView {
     pub untracked_runs: u64,
     /// `HISTORY_BUCKETS` buckets, oldest first, the last one being the current bucket.
     pub buckets: Vec<BucketView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observe(s: &mut State, run: &str, now: u64) {
+        s.observe_run(&Arc::from(run), group_of(None, None), now);
+    }
+
+    #[test]
+    fn a_full_run_table_is_pruned_once_per_bucket_not_once_per_new_run() {
+        let mut s = State::default();
+        let start = bucket_of(1_800_000_000);
+        for i in 0..MAX_TRACKED_RUNS {
+            observe(&mut s, &format!("run-{i}"), start);
+        }
+        assert_eq!((s.runs.len(), s.prune_scans), (MAX_TRACKED_RUNS, 0));
+        // Full, and every run within the history: new runs of the same bucket are counted
+        // as untracked after a single scan.
+        for i in 0..1000 {
+            observe(&mut s, &format!("late-{i}"), start + 30);
+        }
+        assert_eq!((s.untracked_runs, s.prune_scans), (1000, 1));
+        // The next bucket scans once more; nothing is old enough to go yet.
+        observe(&mut s, "next-minute", start + BUCKET_SECS + 1);
+        observe(&mut s, "same-minute", start + BUCKET_SECS + 2);
+        assert_eq!((s.untracked_runs, s.prune_scans), (1002, 2));
+        // Past the history, the runs of the first bucket go and new runs are tracked.
+        let later = start + (HISTORY_BUCKETS + 1) * BUCKET_SECS;
+        observe(&mut s, "fresh", later);
+        assert_eq!(s.runs.len(), 1);
+        assert!(s.runs.contains_key("fresh"));
+        assert_eq!(s.untracked_runs, 1002);
+        let totals = s.totals.values().map(|c| c.runs).sum::<u64>();
+        assert_eq!(totals, MAX_TRACKED_RUNS as u64 + 1);
+    }
+
+    #[test]
+    fn groups_and_kills_are_named_as_before() {
+        let fleet = Fleet::default();
+        let mut s = fleet.state.lock().unwrap();
+        let service: Arc<str> = Arc::from("checkout");
+        s.observe_run(&Arc::from("r1"), group_of(Some(&service), None), 120);
+        s.kills_total.insert("repeated_call", 2);
+        drop(s);
+        assert_eq!(
+            fleet.totals(),
+            vec![("checkout".to_string(), UNKNOWN.to_string(), 1, 0)]
+        );
+        assert_eq!(
+            fleet.kills_total(),
+            BTreeMap::from([("repeated_call".to_string(), 2)])
+        );
+    }
 }
