@@ -151,9 +151,12 @@ impl State {
             // when the bucket does: once per bucket, not once per new run (a scan of every
             // tracked run each time, under the lock the span path takes to count
             // detections, for each of a registry sample's thousands of runs).
-            if self.pruned_for_room != Some(bucket_of(now)) {
+            // Only a later bucket than the last one's can free more (callers read the
+            // clock before the lock, so two of them may bring adjacent buckets in turn).
+            let bucket = bucket_of(now);
+            if self.pruned_for_room.is_none_or(|last| bucket > last) {
                 self.prune(now);
-                self.pruned_for_room = Some(bucket_of(now));
+                self.pruned_for_room = Some(bucket);
             }
             if self.runs.len() >= MAX_TRACKED_RUNS {
                 self.untracked_runs += 1;
@@ -385,13 +388,15 @@ mod tests {
         // The next bucket scans once more; nothing is old enough to go yet.
         observe(&mut s, "next-minute", start + BUCKET_SECS + 1);
         observe(&mut s, "same-minute", start + BUCKET_SECS + 2);
-        assert_eq!((s.untracked_runs, s.prune_scans), (1002, 2));
+        // A caller that read the clock just before the minute turned does not scan again.
+        observe(&mut s, "previous-minute", start + 59);
+        assert_eq!((s.untracked_runs, s.prune_scans), (1003, 2));
         // Past the history, the runs of the first bucket go and new runs are tracked.
         let later = start + (HISTORY_BUCKETS + 1) * BUCKET_SECS;
         observe(&mut s, "fresh", later);
         assert_eq!(s.runs.len(), 1);
         assert!(s.runs.contains_key("fresh"));
-        assert_eq!(s.untracked_runs, 1002);
+        assert_eq!(s.untracked_runs, 1003);
         let totals = s.totals.values().map(|c| c.runs).sum::<u64>();
         assert_eq!(totals, MAX_TRACKED_RUNS as u64 + 1);
     }
