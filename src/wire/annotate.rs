@@ -634,6 +634,14 @@ mod tests {
         }
     }
 
+    /// Every subset of `spans` span indices, with its bit mask.
+    fn subsets(spans: usize) -> impl Iterator<Item = (u32, Vec<usize>)> {
+        (0u32..(1 << spans)).map(move |mask| {
+            let targets = (0..spans).filter(|t| mask & (1 << t) != 0).collect();
+            (mask, targets)
+        })
+    }
+
     /// The request in `bytes` with `edits` applied, joined into one buffer.
     fn rewritten(bytes: &Bytes, edits: &[SpanEdit]) -> Vec<u8> {
         rewrite_pieces(bytes, edits).unwrap().concat()
@@ -696,8 +704,7 @@ mod tests {
         let read = WireRequest::read(bytes.clone()).unwrap();
         let spans = read.spans().len();
         // Every subset of spans annotated (two resource_spans, two scope_spans).
-        for mask in 0u32..(1 << spans) {
-            let targets: Vec<usize> = (0..spans).filter(|t| mask & (1 << t) != 0).collect();
+        for (mask, targets) in subsets(spans) {
             let edits: Vec<SpanEdit> = targets
                 .iter()
                 .map(|&t| SpanEdit::adding(read.spans()[t].range.clone(), &added()))
@@ -742,9 +749,7 @@ mod tests {
         }
         let bytes = Bytes::from(original.encode_to_vec());
         let read = WireRequest::read(bytes.clone()).unwrap();
-        let spans = read.spans().len();
-        for mask in 0u32..(1 << spans) {
-            let targets: Vec<usize> = (0..spans).filter(|t| mask & (1 << t) != 0).collect();
+        for (mask, targets) in subsets(read.spans().len()) {
             let edits: Vec<SpanEdit> = targets
                 .iter()
                 .map(|&t| {
