@@ -11,6 +11,7 @@ pub mod annotate;
 pub mod api;
 pub mod auth;
 pub mod budget;
+pub mod class_queue;
 pub mod config;
 pub mod conventions;
 pub mod detector;

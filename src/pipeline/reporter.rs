@@ -15,12 +15,12 @@
 //! arriving one is dropped. So a kill is never dropped while a warn or an info is queued.
 //! Drops are counted per severity and warned about once.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
+use crate::class_queue::{ClassQueue, Pushed};
 use crate::detector::Severity;
 use crate::registry::RunDetection;
 
@@ -48,12 +48,10 @@ pub struct ReportQueue {
     reporting: Mutex<()>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
-    /// One FIFO per severity (info, warn, kill), entries tagged with their arrival number
-    /// so [`ReportQueue::pop`] restores arrival order across them.
-    queues: [VecDeque<(u64, RunDetection)>; 3],
-    next: u64,
+    /// Detections by severity class (info, warn, kill), leaving in arrival order.
+    queue: ClassQueue<RunDetection, 3>,
     closed: bool,
 }
 
@@ -70,7 +68,10 @@ impl ReportQueue {
     pub fn new(capacity: usize) -> Self {
         ReportQueue {
             capacity: capacity.max(1),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                queue: ClassQueue::new(capacity),
+                closed: false,
+            }),
             notify: Notify::new(),
             dropped: Default::default(),
             reporting: Mutex::new(()),
@@ -108,31 +109,14 @@ impl ReportQueue {
     /// the module docs and counts it. Returns `false` when the arriving one was dropped.
     pub fn push(&self, detection: RunDetection) -> bool {
         let arriving = class(detection.detection.severity);
-        let evicted = {
-            let mut state = self.state();
-            let queued: usize = state.queues.iter().map(VecDeque::len).sum();
-            let evicted = if queued >= self.capacity {
-                match (0..=arriving).find(|&c| !state.queues[c].is_empty()) {
-                    Some(c) => {
-                        state.queues[c].pop_front();
-                        Some(c)
-                    }
-                    None => {
-                        drop(state);
-                        self.count_drop(arriving);
-                        return false;
-                    }
-                }
-            } else {
-                None
-            };
-            let next = state.next;
-            state.next += 1;
-            state.queues[arriving].push_back((next, detection));
-            evicted
-        };
-        if let Some(c) = evicted {
-            self.count_drop(c);
+        let pushed = self.state().queue.push(arriving, detection);
+        match pushed {
+            Pushed::Queued => {}
+            Pushed::Evicted { class, .. } => self.count_drop(class),
+            Pushed::Refused(_) => {
+                self.count_drop(arriving);
+                return false;
+            }
         }
         self.notify.notify_one();
         true
@@ -157,15 +141,12 @@ impl ReportQueue {
     /// Up to `max` of the oldest queued detections, in arrival order (one lock).
     pub fn pop_many(&self, max: usize) -> Vec<RunDetection> {
         let mut state = self.state();
-        let mut out = Vec::with_capacity(max.min(state.queues.iter().map(VecDeque::len).sum()));
+        let mut out = Vec::with_capacity(max.min(state.queue.len()));
         while out.len() < max {
-            let Some((_, c)) = (0..3)
-                .filter_map(|c| state.queues[c].front().map(|(n, _)| (*n, c)))
-                .min()
-            else {
+            let Some(detection) = state.queue.pop_front() else {
                 break;
             };
-            out.extend(state.queues[c].pop_front().map(|(_, d)| d));
+            out.push(detection);
         }
         out
     }
@@ -223,7 +204,7 @@ impl ReportQueue {
 
     /// Detections waiting.
     pub fn len(&self) -> usize {
-        self.state().queues.iter().map(VecDeque::len).sum()
+        self.state().queue.len()
     }
 
     /// True when no detection is waiting.

@@ -1,7 +1,6 @@
 //! What every sink shares: the [`Sink`] trait, its bounded drop-oldest [`SinkQueue`]
 //! with counters, and the delivery task that retries with exponential backoff.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,6 +10,7 @@ use tokio::sync::Notify;
 
 use super::config::RetryConfig;
 use super::Signal;
+use crate::class_queue::{ClassQueue, Pushed};
 use crate::detector::Action;
 
 /// Why one delivery attempt failed.
@@ -45,7 +45,8 @@ pub trait Sink: Send + 'static {
 pub struct SinkQueue {
     pub(crate) name: &'static str,
     capacity: usize,
-    items: Mutex<Queued>,
+    /// Warnings and infos (class 0), kills (class 1), leaving in arrival order.
+    items: Mutex<ClassQueue<Arc<Signal>, 2>>,
     notify: Notify,
     closed: AtomicBool,
     in_flight: AtomicBool,
@@ -55,47 +56,6 @@ pub struct SinkQueue {
     /// Of `dropped`, the kill signals.
     pub(crate) dropped_kills: AtomicU64,
     pub(crate) rejected: AtomicU64,
-}
-
-/// The queued signals: kills and the rest in two FIFOs, each entry tagged with its arrival
-/// number, so the oldest non-kill (the one a full queue drops first) is a front, not a scan
-/// past the kills queued before it (a full queue of a sink that is down during a loop storm
-/// is mostly kills, and every arriving signal scanned all of them under the lock).
-#[derive(Debug, Default)]
-struct Queued {
-    kills: VecDeque<(u64, Arc<Signal>)>,
-    others: VecDeque<(u64, Arc<Signal>)>,
-    next: u64,
-}
-
-impl Queued {
-    fn len(&self) -> usize {
-        self.kills.len() + self.others.len()
-    }
-
-    fn push_back(&mut self, signal: Arc<Signal>) {
-        let entry = (self.next, signal);
-        self.next += 1;
-        if is_kill(&entry.1) {
-            self.kills.push_back(entry);
-        } else {
-            self.others.push_back(entry);
-        }
-    }
-
-    /// The oldest signal, in arrival order.
-    fn pop_front(&mut self) -> Option<Arc<Signal>> {
-        let kill_first = match (self.kills.front(), self.others.front()) {
-            (Some((k, _)), Some((o, _))) => k < o,
-            (kill, _) => kill.is_some(),
-        };
-        let queue = if kill_first {
-            &mut self.kills
-        } else {
-            &mut self.others
-        };
-        queue.pop_front().map(|(_, signal)| signal)
-    }
 }
 
 /// Whether a signal asks the agent runtime to stop the run (`action = "kill"`).
@@ -109,7 +69,7 @@ impl SinkQueue {
         Self {
             name,
             capacity: capacity.max(1),
-            items: Mutex::new(Queued::default()),
+            items: Mutex::new(ClassQueue::new(capacity)),
             notify: Notify::new(),
             closed: AtomicBool::new(false),
             in_flight: AtomicBool::new(false),
@@ -121,7 +81,7 @@ impl SinkQueue {
         }
     }
 
-    fn items(&self) -> MutexGuard<'_, Queued> {
+    fn items(&self) -> MutexGuard<'_, ClassQueue<Arc<Signal>, 2>> {
         // A panic while holding this lock cannot leave the deque inconsistent.
         self.items
             .lock()
@@ -133,21 +93,10 @@ impl SinkQueue {
     /// dropped itself rather than push out a kill).
     /// Shared with the other sinks and the recent ring (one copy per detection).
     pub fn push(&self, signal: Arc<Signal>) {
-        let dropped = {
-            let mut items = self.items();
-            if items.len() < self.capacity {
-                items.push_back(signal);
-                None
-            } else if let Some((_, old)) = items.others.pop_front() {
-                items.push_back(signal);
-                Some(old)
-            } else if is_kill(&signal) {
-                let old = items.kills.pop_front().map(|(_, old)| old);
-                items.push_back(signal);
-                old
-            } else {
-                Some(signal)
-            }
+        let class = usize::from(is_kill(&signal));
+        let dropped = match self.items().push(class, signal) {
+            Pushed::Queued => None,
+            Pushed::Evicted { item, .. } | Pushed::Refused(item) => Some(item),
         };
         if let Some(old) = dropped {
             let kill = is_kill(&old);
@@ -328,37 +277,6 @@ mod tests {
         let order: Vec<super::super::CompactString> =
             std::iter::from_fn(|| queue.pop().map(|s| s.id.clone())).collect();
         assert_eq!(order, ["k2", "k3", "k4"]);
-    }
-
-    #[test]
-    fn kills_and_warnings_leave_in_arrival_order() {
-        let ids = |queue: &SinkQueue| -> Vec<String> {
-            std::iter::from_fn(|| queue.pop().map(|s| s.id.to_string())).collect()
-        };
-        let queue = SinkQueue::new("test", 10);
-        for s in [
-            kill("k1"),
-            signal("w1"),
-            signal("w2"),
-            kill("k2"),
-            signal("w3"),
-        ] {
-            queue.push(Arc::new(s));
-        }
-        assert_eq!(ids(&queue), ["k1", "w1", "w2", "k2", "w3"]);
-        // Full: the oldest warning goes from between the kills, the rest keep their order.
-        let queue = SinkQueue::new("test", 4);
-        for s in [
-            kill("k1"),
-            signal("w1"),
-            kill("k2"),
-            signal("w2"),
-            kill("k3"),
-        ] {
-            queue.push(Arc::new(s));
-        }
-        assert_eq!(queue.dropped.load(Ordering::Relaxed), 1);
-        assert_eq!(ids(&queue), ["k1", "k2", "w2", "k3"]);
     }
 
     #[test]
