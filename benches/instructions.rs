@@ -46,10 +46,7 @@ fn process_wire_all(engine: &Engine, raw: &[Bytes]) -> usize {
             engine
                 .process_wire(read, now)
                 .expect("annotates")
-                .pieces
-                .iter()
-                .map(bytes::Bytes::len)
-                .sum::<usize>()
+                .forwarded_len()
         })
         .sum()
 }
@@ -166,10 +163,7 @@ fn corpus_time(config: &loopwatch::config::Config, raw: &[Bytes]) {
                 engine
                     .process_wire(read, now)
                     .expect("annotates")
-                    .pieces
-                    .iter()
-                    .map(bytes::Bytes::len)
-                    .sum::<usize>(),
+                    .forwarded_len(),
             );
             ours[i] = ours[i].min(start.elapsed().as_nanos() as u64);
             let start = Instant::now();

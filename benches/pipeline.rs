@@ -184,10 +184,7 @@ fn benches(c: &mut Criterion) {
                     out += engine
                         .process_wire(read, now)
                         .expect("annotates")
-                        .pieces
-                        .iter()
-                        .map(bytes::Bytes::len)
-                        .sum::<usize>();
+                        .forwarded_len();
                 }
                 (out, engine)
             },

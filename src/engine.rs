@@ -119,6 +119,11 @@ impl WireProcessed {
     pub fn bytes(&self) -> bytes::Bytes {
         crate::wire::annotate::joined(&self.pieces)
     }
+
+    /// Length of the request to forward, in bytes (the pieces' lengths summed).
+    pub fn forwarded_len(&self) -> usize {
+        self.pieces.iter().map(bytes::Bytes::len).sum()
+    }
 }
 
 impl Engine {
@@ -313,17 +318,17 @@ impl Engine {
         self.add_budgets(&inputs, &mut located, &mut detections, now);
         let (completed_here, elsewhere) = place_detections(&detections, located);
         let synthetic = self.synthetic_for(&elsewhere);
+        let views = request.spans();
         let edits: Vec<SpanEdit> = completed_here
             .into_iter()
             .filter_map(|(range, here)| {
                 let short = |fp: &crate::fingerprint::Fingerprint| self.fingerprint_key.short(fp);
                 let (attributes, time) = encoded_loop_attributes(&here, &short)?;
                 // Spans are in byte order: the view of the span being edited.
-                let spans = request.spans();
-                let view = spans
+                let view = views
                     .binary_search_by_key(&range.start, |wire| wire.range.start)
                     .ok()
-                    .map(|i| &spans[i].span);
+                    .map(|i| &views[i].span);
                 let edit = SpanEdit::adding_encoded_with_event(
                     range,
                     &attributes,
