@@ -45,6 +45,8 @@ pub struct AdminState {
     pub limits: Option<Arc<crate::limits::Limits>>,
     /// Detections waiting for the reporter task (its drops are a counter).
     pub reports: Option<Arc<crate::pipeline::reporter::ReportQueue>>,
+    /// `[log.sampling]` (its left-out lines are a counter).
+    pub log_sampling: Option<Arc<crate::pipeline::log_sampling::DetectionLogSampler>>,
 }
 
 impl AdminState {
@@ -65,6 +67,7 @@ impl AdminState {
                     dropped: queue.dropped(),
                     queued: queue.len(),
                 }),
+            log_lines_sampled: self.log_sampling.as_deref().map(|s| s.left_out()),
         }
     }
 }

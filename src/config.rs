@@ -183,6 +183,8 @@ pub struct LogConfig {
     pub level: String,
     /// `text` (one readable line per event) or `json`.
     pub format: LogFormat,
+    /// `[log.sampling]`: how many `loop detected` lines a loop storm writes.
+    pub sampling: LogSamplingConfig,
 }
 
 impl Default for LogConfig {
@@ -190,6 +192,37 @@ impl Default for LogConfig {
         LogConfig {
             level: "info".into(),
             format: LogFormat::Text,
+            sampling: LogSamplingConfig::default(),
+        }
+    }
+}
+
+/// `[log.sampling]`: sampling of the per-detection `loop detected` lines, with the
+/// OpenTelemetry Collector's keys and defaults (`service::telemetry::logs::sampling`):
+/// per severity and per `tick`, the first `initial` lines are written, then every
+/// `thereafter`-th (0: none). Other log lines are never sampled; every detection is still
+/// annotated, counted, listed and signalled ([`crate::pipeline::log_sampling`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSamplingConfig {
+    /// `false`: one line per detection, however many.
+    pub enabled: bool,
+    /// Length of a sampling window, e.g. `"10s"` (more than 0).
+    #[serde(with = "humantime_serde")]
+    pub tick: Duration,
+    /// Lines of one severity written at the start of each tick.
+    pub initial: u64,
+    /// Past `initial`, every `thereafter`-th line of the tick is written (0: none).
+    pub thereafter: u64,
+}
+
+impl Default for LogSamplingConfig {
+    fn default() -> Self {
+        LogSamplingConfig {
+            enabled: true,
+            tick: Duration::from_secs(10),
+            initial: 10,
+            thereafter: 100,
         }
     }
 }
@@ -331,6 +364,12 @@ impl Config {
     /// signal sinks.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.detection.run_key_mode()?;
+        if self.log.sampling.enabled && self.log.sampling.tick.is_zero() {
+            return Err(ConfigError::Key {
+                key: "log.sampling.tick".into(),
+                reason: "must be more than 0 when log.sampling.enabled".into(),
+            });
+        }
         self.profiles()?;
         self.fingerprint_rules()?;
         self.conventions

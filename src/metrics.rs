@@ -210,6 +210,9 @@ pub struct MetricSources<'a> {
     pub limits: Option<&'a crate::limits::Limits>,
     /// The detection report queue's figures (`None`: not rendered).
     pub reports: Option<ReportQueueFigures>,
+    /// `loop detected` lines `[log.sampling]` left out, by severity: info, warn, kill
+    /// (`None`: not rendered).
+    pub log_lines_sampled: Option<(u64, u64, u64)>,
 }
 
 /// What the detection report queue (`pipeline::reporter`) shows on `/metrics`: passed as
@@ -356,6 +359,18 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             "detection_reports_queued",
             "Detections waiting for the reporter task (log line and signal)",
             reports.queued as i64,
+        );
+    }
+    if let Some((info, warn, kill)) = state.log_lines_sampled {
+        labelled_counter(
+            &mut r,
+            "detection_log_lines_sampled",
+            "loop detected log lines not written by log.sampling (the detections are still annotated, counted and signalled), by severity",
+            vec![
+                (label("severity", "info"), info),
+                (label("severity", "warn"), warn),
+                (label("severity", "kill"), kill),
+            ],
         );
     }
     if let Some(limits) = state.limits {

@@ -6,6 +6,7 @@
 //! an acknowledged request), then handed to a bounded [`reporter::ReportQueue`]; the task
 //! of [`Pipeline::spawn_reporter`] logs them and publishes their signals off the span path.
 
+pub mod log_sampling;
 pub mod reporter;
 
 pub use crate::ingest::{AcceptError, Admission, IncomingRequest, SpanSink};
@@ -39,6 +40,8 @@ pub struct Pipeline {
     pub limits: Arc<crate::limits::Limits>,
     /// Detections waiting for [`Pipeline::spawn_reporter`]'s task.
     pub reports: Arc<reporter::ReportQueue>,
+    /// Which `loop detected` lines are written (`[log.sampling]`).
+    pub log_sampling: Arc<log_sampling::DetectionLogSampler>,
 }
 
 impl SpanSink for Pipeline {
@@ -122,10 +125,34 @@ impl Pipeline {
         tokio::spawn(async move { pipeline.reports.serve(|d| pipeline.report(d)).await })
     }
 
-    /// Logs one detection (one line, structured fields) and publishes its signal.
+    /// Logs one detection (one line, structured fields; sampled by `[log.sampling]`) and
+    /// publishes its signal.
     fn report(&self, d: &RunDetection) {
         let reason = crate::annotate::reason(d);
         let trace_id = compact_hex(&d.trace_id);
+        let severity = d.detection.severity;
+        let verdict = self.log_sampling.sample(severity, Instant::now());
+        if verdict.left_out_last_tick > 0 {
+            log_sampled_out(severity, verdict.left_out_last_tick);
+        }
+        if verdict.log {
+            self.log_detection(d, &reason, &trace_id);
+        }
+        let wants_signal = self
+            .signal_profiles
+            .get(d.profile_index)
+            .copied()
+            .unwrap_or(true);
+        if let (Some(hub), true) = (&self.signals, wants_signal) {
+            if let Some(signal) = signal_of(d, &self.engine, reason, trace_id) {
+                self.metrics.record_signal(&signal);
+                hub.publish(signal);
+            }
+        }
+    }
+
+    /// The `loop detected` line of `d`: INFO for progress, WARN for warn and kill.
+    fn log_detection(&self, d: &RunDetection, reason: &str, trace_id: &str) {
         let span_id = compact_hex(&d.span_id);
         // Comma-separated, written straight into the log line.
         let tools = crate::annotate::joined(&d.detection.tool_names, ",");
@@ -149,18 +176,17 @@ impl Pipeline {
             Severity::Info => log_detection!(info),
             Severity::Warn | Severity::Kill => log_detection!(warn),
         }
-        let wants_signal = self
-            .signal_profiles
-            .get(d.profile_index)
-            .copied()
-            .unwrap_or(true);
-        if let (Some(hub), true) = (&self.signals, wants_signal) {
-            if let Some(signal) = signal_of(d, &self.engine, reason, trace_id) {
-                self.metrics.record_signal(&signal);
-                hub.publish(signal);
-            }
-        }
     }
+}
+
+/// The summary of `count` `loop detected` lines of `severity` that `[log.sampling]` left
+/// out (at the end of their tick, or at shutdown).
+pub fn log_sampled_out(severity: Severity, count: u64) {
+    tracing::warn!(
+        severity = severity.as_str(),
+        count,
+        "loop detected lines not written (log.sampling): every detection is still annotated, counted in loopwatch_detections_total and signalled"
+    );
 }
 
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which

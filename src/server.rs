@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::api::{self, AdminState};
 use crate::config::{Config, LogConfig, LogFormat};
+use crate::detector::Severity;
 use crate::engine::Engine;
 use crate::forward::Forwarder;
 use crate::lifecycle::Stage;
@@ -195,6 +196,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         reports: Arc::new(crate::pipeline::reporter::ReportQueue::new(
             crate::pipeline::reporter::REPORT_QUEUE_CAPACITY,
         )),
+        log_sampling: Arc::new(crate::pipeline::log_sampling::DetectionLogSampler::new(
+            &config.log.sampling,
+        )),
     });
     let reporter = pipeline.spawn_reporter();
     let sink: Arc<dyn SpanSink> = pipeline.clone();
@@ -277,6 +281,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         limits: Some(resource_limits.clone()),
         reports: Some(pipeline.reports.clone()),
+        log_sampling: Some(pipeline.log_sampling.clone()),
     };
     let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
         .context("telemetry.endpoint")?;
@@ -348,6 +353,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 unreported = pipeline.reports.len(),
                 "detection reports not all logged and signalled before the drain deadline"
             );
+        }
+        let (info, warn, kill) = pipeline.log_sampling.take_unreported();
+        for (severity, count) in [
+            (Severity::Info, info),
+            (Severity::Warn, warn),
+            (Severity::Kill, kill),
+        ] {
+            if count > 0 {
+                crate::pipeline::log_sampled_out(severity, count);
+            }
         }
         let (info, warn, kill) = pipeline.reports.dropped();
         if info + warn + kill > 0 {

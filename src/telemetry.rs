@@ -479,6 +479,21 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
     counter(
         meter,
         s,
+        "loopwatch.detection_log_lines.sampled",
+        "{line}",
+        "loop detected log lines not written by log.sampling (the detections are still annotated, counted and signalled), by severity",
+        |s| {
+            s.log_sampling.as_ref().map_or_else(Vec::new, |sampler| {
+                let (info, warn, kill) = sampler.left_out();
+                [("info", info), ("warn", warn), ("kill", kill)]
+                    .map(|(severity, n)| (n, vec![kv("severity", severity)]))
+                    .to_vec()
+            })
+        },
+    );
+    counter(
+        meter,
+        s,
         "loopwatch.signals.dropped",
         "{signal}",
         "Signals dropped because a sink queue was full, by sink and action (warnings go first)",

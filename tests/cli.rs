@@ -213,3 +213,90 @@ fn serve_then_replay_logs_the_detection_and_sigterm_exits_zero() {
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status after SIGTERM: {status:?}");
 }
+
+/// Stderr lines of `lines` until `done` holds for the collected ones or 10 s pass.
+fn collect_lines(
+    lines: &std::sync::mpsc::Receiver<String>,
+    done: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done(&got) && Instant::now() < deadline {
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
+            got.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+        }
+    }
+    got
+}
+
+fn message(line: &serde_json::Value) -> &str {
+    line["fields"]["message"].as_str().unwrap_or("")
+}
+
+#[test]
+fn log_sampling_from_env_leaves_out_lines_past_initial_and_counts_them() {
+    // One line per severity and tick, none thereafter: the stuck run's second nudge warn
+    // is left out, its kill is still written (kills are sampled apart from warns).
+    let mut command = common::serve_process::serve_command(None);
+    command
+        .env("LOOPWATCH_LOG__SAMPLING__INITIAL", "1")
+        .env("LOOPWATCH_LOG__SAMPLING__THEREAFTER", "0");
+    let (mut child, listening, lines) = common::serve_process::spawn_until_listening(command);
+    let grpc = listening["grpc"].as_str().unwrap().to_string();
+    let admin = listening["admin"].as_str().unwrap().to_string();
+    let run = fixtures().join("corpus/pydantic-ai/v5-default/s1_stuck_repeat");
+    succeeds(
+        loopwatch()
+            .args(["replay", "--endpoint", &format!("http://{grpc}")])
+            .arg(&run),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // All three detections are counted once the sampler has seen the third.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let text = runtime.block_on(common::serve_process::scrape(&admin));
+        if text.contains(r#"loopwatch_detection_log_lines_sampled_total{severity="warn"} 1"#)
+            || Instant::now() > deadline
+        {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for expected in [
+        r#"loopwatch_detection_log_lines_sampled_total{severity="warn"} 1"#,
+        r#"loopwatch_detection_log_lines_sampled_total{severity="kill"} 0"#,
+        r#"loopwatch_detections_total{profile="nudge",pattern="repeated_result",severity="warn"} 2"#,
+    ] {
+        assert!(metrics.contains(expected), "{expected} not in:\n{metrics}");
+    }
+    sigterm(&child);
+    let lines = collect_lines(&lines, |got| {
+        got.iter().any(|l| message(l).contains("loopwatch stopped"))
+    });
+    let detections: Vec<(&str, u64)> = lines
+        .iter()
+        .filter(|l| message(l).starts_with("loop detected:"))
+        .map(|l| {
+            (
+                l["fields"]["severity"].as_str().unwrap(),
+                l["fields"]["occurrence"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(detections.len(), 2, "{lines:#?}");
+    assert!(detections.contains(&("warn", 1)), "{detections:?}");
+    assert!(detections.contains(&("kill", 1)), "{detections:?}");
+    // The shutdown summary names what was left out.
+    let summary: Vec<_> = lines
+        .iter()
+        .filter(|l| message(l).starts_with("loop detected lines not written"))
+        .map(|l| {
+            (
+                l["fields"]["severity"].as_str(),
+                l["fields"]["count"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(summary, vec![(Some("warn"), Some(1))], "{lines:#?}");
+    assert!(child.wait().unwrap().success());
+}

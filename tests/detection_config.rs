@@ -366,6 +366,8 @@ fn invalid_combinations_are_start_up_errors_naming_the_key() {
         "budgets.max_duration",
     );
     rejected("[budgets]\naction = \"stop\"\n", "budgets.action");
+    rejected("[log.sampling]\ntick = \"0s\"\n", "log.sampling.tick");
+    rejected("[log.sampling]\nevery = 3\n", "every");
     // with run scope, repeated_result may exceed the window
     Config::from_toml("[profiles.nudge]\nrepeated_result_scope = \"run\"\nrepeated_result = 30\n")
         .expect("valid");
