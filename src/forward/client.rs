@@ -135,20 +135,41 @@ impl tower::Service<http::Request<tonic::body::Body>> for FramedParts {
     }
 }
 
-/// One uncompressed gRPC message frame of `body`: prefix, then the parts as they are.
+/// Parts at least this long go out as their own DATA chunk, uncopied; shorter runs of
+/// parts (the slices around the spans of an annotated request, the appended `loop.*`
+/// fields) are gathered into one chunk: a chunk per small part cost more in HTTP/2
+/// framing and flow control than their copy (loop-heavy 1000-span requests, hundreds of
+/// parts each, lost a quarter of their throughput that way).
+const OWN_CHUNK_BYTES: usize = 8 * 1024;
+
+/// One uncompressed gRPC message frame of `body`: the prefix and the runs of short parts
+/// copied into chunks of their own, every part of at least [`OWN_CHUNK_BYTES`] as it is.
 /// A body over the 4 GiB a frame's length can state is left to tonic's size checks: it
 /// cannot be built here (the receivers' message limit is far below it).
 fn framed(body: ExportBody) -> tonic::body::Body {
     let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
-    let mut prefix = bytes::BytesMut::with_capacity(5);
-    prefix.put_u8(0);
-    prefix.put_u32(len);
-    let chunks = std::iter::once(prefix.freeze())
-        .chain(body.parts)
-        .filter(|part| !part.is_empty())
-        .map(|part| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(part)));
+    let mut chunks = Vec::new();
+    let mut gathered = bytes::BytesMut::with_capacity(5);
+    gathered.put_u8(0);
+    gathered.put_u32(len);
+    for part in body.parts {
+        if part.len() >= OWN_CHUNK_BYTES {
+            if !gathered.is_empty() {
+                chunks.push(gathered.split().freeze());
+            }
+            chunks.push(part);
+        } else {
+            gathered.extend_from_slice(&part);
+        }
+    }
+    if !gathered.is_empty() {
+        chunks.push(gathered.freeze());
+    }
+    let frames = chunks
+        .into_iter()
+        .map(|chunk| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(chunk)));
     tonic::body::Body::new(http_body_util::StreamBody::new(futures::stream::iter(
-        chunks.collect::<Vec<_>>(),
+        frames,
     )))
 }
 
@@ -262,25 +283,42 @@ mod tests {
     use http_body_util::BodyExt;
 
     #[tokio::test]
-    async fn framed_body_is_the_prefix_then_the_parts_themselves() {
+    async fn framed_body_sends_long_parts_uncopied_and_gathers_short_ones() {
+        let long = |byte: u8| Bytes::from(vec![byte; OWN_CHUNK_BYTES + 100]);
         let parts = vec![
             Bytes::from_static(b"\x0a\x03abc"),
             Bytes::new(),
-            Bytes::from(vec![7u8; 70_000]),
+            long(7),
+            Bytes::from_static(b"xy"),
+            Bytes::from_static(b"z"),
+            long(8),
+            long(9),
+            Bytes::from_static(b"end"),
         ];
-        let mut body = framed(ExportBody::new(parts.clone()));
+        let body = ExportBody::new(parts.clone());
+        let mut framed_body = framed(body.clone());
         let mut chunks = Vec::new();
-        while let Some(frame) = body.frame().await {
+        while let Some(frame) = framed_body.frame().await {
             chunks.push(frame.unwrap().into_data().unwrap());
         }
-        assert_eq!(chunks.len(), 3, "prefix and the two non-empty parts");
-        let len = 5 + 70_000u32;
-        assert_eq!(chunks[0].len(), 5);
+        // prefix + "\x0a\x03abc" | long 7 | "xyz" | long 8 | long 9 | "end"
+        assert_eq!(
+            chunks.len(),
+            6,
+            "{:?}",
+            chunks.iter().map(Bytes::len).collect::<Vec<_>>()
+        );
         assert_eq!(chunks[0][0], 0, "uncompressed");
-        assert_eq!(u32::from_be_bytes(chunks[0][1..5].try_into().unwrap()), len);
-        // The parts are sent as they are: same memory, no copy.
-        assert_eq!(chunks[1].as_ptr(), parts[0].as_ptr());
-        assert_eq!(chunks[2].as_ptr(), parts[2].as_ptr());
-        assert_eq!(chunks[2].len(), 70_000);
+        let len = u32::from_be_bytes(chunks[0][1..5].try_into().unwrap());
+        assert_eq!(len as usize, body.len());
+        assert_eq!(&chunks[0][5..], b"\x0a\x03abc");
+        assert_eq!(&chunks[2][..], b"xyz");
+        assert_eq!(&chunks[5][..], b"end");
+        // Long parts are sent as they are: the same memory, no copy.
+        assert_eq!(chunks[1].as_ptr(), parts[2].as_ptr());
+        assert_eq!(chunks[3].as_ptr(), parts[5].as_ptr());
+        assert_eq!(chunks[4].as_ptr(), parts[6].as_ptr());
+        // And the frame is the body's bytes behind the prefix.
+        assert_eq!(chunks.concat()[5..], body.to_bytes()[..]);
     }
 }
