@@ -67,7 +67,7 @@ impl AdminState {
                     dropped: queue.dropped(),
                     queued: queue.len(),
                 }),
-            log_lines_sampled: self.log_sampling.as_deref().map(|s| s.left_out()),
+            log_lines_suppressed: self.log_sampling.as_deref().map(|s| s.left_out()),
         }
     }
 }

@@ -212,7 +212,7 @@ pub struct MetricSources<'a> {
     pub reports: Option<ReportQueueFigures>,
     /// `loop detected` lines `[log.sampling]` left out, by severity: info, warn, kill
     /// (`None`: not rendered).
-    pub log_lines_sampled: Option<(u64, u64, u64)>,
+    pub log_lines_suppressed: Option<(u64, u64, u64)>,
 }
 
 /// What the detection report queue (`pipeline::reporter`) shows on `/metrics`: passed as
@@ -361,10 +361,10 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             reports.queued as i64,
         );
     }
-    if let Some((info, warn, kill)) = state.log_lines_sampled {
+    if let Some((info, warn, kill)) = state.log_lines_suppressed {
         labelled_counter(
             &mut r,
-            "detection_log_lines_sampled",
+            "detection_log_lines_suppressed",
             "loop detected log lines not written by log.sampling (the detections are still annotated, counted and signalled), by severity",
             vec![
                 (label("severity", "info"), info),

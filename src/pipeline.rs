@@ -131,12 +131,19 @@ impl Pipeline {
         let reason = crate::annotate::reason(d);
         let trace_id = compact_hex(&d.trace_id);
         let severity = d.detection.severity;
-        let verdict = self.log_sampling.sample(severity, Instant::now());
-        if verdict.left_out_last_tick > 0 {
-            log_sampled_out(severity, verdict.left_out_last_tick);
-        }
-        if verdict.log {
-            self.log_detection(d, &reason, &trace_id);
+        // A line the log level filters out is neither written nor sampled (nor counted).
+        let enabled = match severity {
+            Severity::Info => tracing::enabled!(tracing::Level::INFO),
+            Severity::Warn | Severity::Kill => tracing::enabled!(tracing::Level::WARN),
+        };
+        if enabled {
+            let verdict = self.log_sampling.sample(severity, Instant::now());
+            if verdict.left_out_last_tick > 0 {
+                log_suppressed(severity, verdict.left_out_last_tick);
+            }
+            if verdict.log {
+                self.log_detection(d, &reason, &trace_id);
+            }
         }
         let wants_signal = self
             .signal_profiles
@@ -180,13 +187,21 @@ impl Pipeline {
 }
 
 /// The summary of `count` `loop detected` lines of `severity` that `[log.sampling]` left
-/// out (at the end of their tick, or at shutdown).
-pub fn log_sampled_out(severity: Severity, count: u64) {
-    tracing::warn!(
-        severity = severity.as_str(),
-        count,
-        "loop detected lines not written (log.sampling): every detection is still annotated, counted in loopwatch_detections_total and signalled"
-    );
+/// out (after their tick, or at shutdown), at the level of the lines it stands for.
+pub fn log_suppressed(severity: Severity, count: u64) {
+    macro_rules! summary {
+        ($level:ident) => {
+            tracing::$level!(
+                severity = severity.as_str(),
+                count,
+                "loop detected lines not written (log.sampling): the detections are still annotated, counted in loopwatch_detections_total, listed and, when warn or kill, signalled"
+            )
+        };
+    }
+    match severity {
+        Severity::Info => summary!(info),
+        Severity::Warn | Severity::Kill => summary!(warn),
+    }
 }
 
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which

@@ -354,16 +354,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 "detection reports not all logged and signalled before the drain deadline"
             );
         }
-        let (info, warn, kill) = pipeline.log_sampling.take_unreported();
-        for (severity, count) in [
-            (Severity::Info, info),
-            (Severity::Warn, warn),
-            (Severity::Kill, kill),
-        ] {
-            if count > 0 {
-                crate::pipeline::log_sampled_out(severity, count);
-            }
-        }
         let (info, warn, kill) = pipeline.reports.dropped();
         if info + warn + kill > 0 {
             tracing::warn!(info, warn, kill, "detection reports dropped (queue full)");
@@ -381,6 +371,17 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         }
         // Stop stage 5: admin and housekeeping.
         let _ = admin.drain(drain_timeout).await;
+        // Last, so a reporter still running past the drain deadline is summed up too.
+        let (info, warn, kill) = pipeline.log_sampling.take_unreported();
+        for (severity, count) in [
+            (Severity::Info, info),
+            (Severity::Warn, warn),
+            (Severity::Kill, kill),
+        ] {
+            if count > 0 {
+                crate::pipeline::log_suppressed(severity, count);
+            }
+        }
         let stats = &done_engine.stats;
         tracing::info!(
             spans = stats.spans_seen.load(std::sync::atomic::Ordering::Relaxed),

@@ -479,7 +479,7 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
     counter(
         meter,
         s,
-        "loopwatch.detection_log_lines.sampled",
+        "loopwatch.detection_log_lines.suppressed",
         "{line}",
         "loop detected log lines not written by log.sampling (the detections are still annotated, counted and signalled), by severity",
         |s| {

@@ -223,7 +223,8 @@ fn collect_lines(
     let deadline = Instant::now() + Duration::from_secs(10);
     while !done(&got) && Instant::now() < deadline {
         if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
-            got.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+            // `--log-format json`: every line is one JSON object.
+            got.push(serde_json::from_str::<serde_json::Value>(&line).expect(&line));
         }
     }
     got
@@ -255,7 +256,7 @@ fn log_sampling_from_env_leaves_out_lines_past_initial_and_counts_them() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let metrics = loop {
         let text = runtime.block_on(common::serve_process::scrape(&admin));
-        if text.contains(r#"loopwatch_detection_log_lines_sampled_total{severity="warn"} 1"#)
+        if text.contains(r#"loopwatch_detection_log_lines_suppressed_total{severity="warn"} 1"#)
             || Instant::now() > deadline
         {
             break text;
@@ -263,8 +264,8 @@ fn log_sampling_from_env_leaves_out_lines_past_initial_and_counts_them() {
         std::thread::sleep(Duration::from_millis(50));
     };
     for expected in [
-        r#"loopwatch_detection_log_lines_sampled_total{severity="warn"} 1"#,
-        r#"loopwatch_detection_log_lines_sampled_total{severity="kill"} 0"#,
+        r#"loopwatch_detection_log_lines_suppressed_total{severity="warn"} 1"#,
+        r#"loopwatch_detection_log_lines_suppressed_total{severity="kill"} 0"#,
         r#"loopwatch_detections_total{profile="nudge",pattern="repeated_result",severity="warn"} 2"#,
     ] {
         assert!(metrics.contains(expected), "{expected} not in:\n{metrics}");

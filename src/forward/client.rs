@@ -30,12 +30,19 @@ use super::{ForwardCompression, ForwardError};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExportBody {
     parts: Vec<Bytes>,
+    /// True for the stand-in an uncompressed export hands tonic while its parts travel in
+    /// the request's extensions ([`FramedParts`]): the encoder refuses it, so parts that
+    /// never reached [`FramedParts`] fail the export instead of sending an empty request.
+    stand_in: bool,
 }
 
 impl ExportBody {
     /// A body of `parts`, in order.
     pub fn new(parts: Vec<Bytes>) -> Self {
-        ExportBody { parts }
+        ExportBody {
+            parts,
+            stand_in: false,
+        }
     }
 
     /// Bytes in all parts.
@@ -61,7 +68,7 @@ impl ExportBody {
 
 impl From<Bytes> for ExportBody {
     fn from(bytes: Bytes) -> Self {
-        ExportBody { parts: vec![bytes] }
+        ExportBody::new(vec![bytes])
     }
 }
 
@@ -93,6 +100,11 @@ impl Encoder for RawBytesEncoder {
     type Error = Status;
 
     fn encode(&mut self, item: ExportBody, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        if item.stand_in {
+            return Err(Status::internal(
+                "export body lost on its way to the wire (its parts never reached FramedParts)",
+            ));
+        }
         dst.reserve(item.len());
         for part in item.parts {
             dst.put(part);
@@ -107,9 +119,8 @@ impl Encoder for RawBytesEncoder {
 struct UnframedParts(ExportBody);
 
 /// The channel under tonic's client: when a request carries [`UnframedParts`], its body
-/// (tonic's encoding of an empty message) is replaced by one gRPC message frame holding
-/// the parts: the 5-byte prefix (uncompressed flag, big-endian length), then each part as
-/// its own DATA chunk, uncopied.
+/// (tonic's encoding of a stand-in, never polled) is replaced by one gRPC message frame
+/// holding the parts ([`framed`]).
 #[derive(Clone, Debug)]
 pub struct FramedParts {
     channel: Channel,
@@ -142,10 +153,10 @@ impl tower::Service<http::Request<tonic::body::Body>> for FramedParts {
 /// parts each, lost a quarter of their throughput that way).
 const OWN_CHUNK_BYTES: usize = 8 * 1024;
 
-/// One uncompressed gRPC message frame of `body`: the prefix and the runs of short parts
-/// copied into chunks of their own, every part of at least [`OWN_CHUNK_BYTES`] as it is.
-/// A body over the 4 GiB a frame's length can state is left to tonic's size checks: it
-/// cannot be built here (the receivers' message limit is far below it).
+/// One uncompressed gRPC message frame of `body`: the 5-byte prefix (uncompressed flag,
+/// big-endian length) and the runs of short parts copied into chunks of their own, every
+/// part of at least [`OWN_CHUNK_BYTES`] as it is. `body` is under 4 GiB
+/// ([`ExportClient::export`] leaves longer ones to tonic, which refuses them).
 fn framed(body: ExportBody) -> tonic::body::Body {
     let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
     let mut chunks = Vec::new();
@@ -254,8 +265,13 @@ impl ExportClient {
                 .ready()
                 .await
                 .map_err(|e| Status::unavailable(format!("downstream not ready: {e}")))?;
-            let mut req = if self.uncompressed {
-                let mut req = tonic::Request::new(ExportBody::default());
+            // A frame states its length in 32 bits: a longer body goes to tonic's encoder,
+            // whose size check refuses it (RESOURCE_EXHAUSTED).
+            let mut req = if self.uncompressed && u32::try_from(request.len()).is_ok() {
+                let mut req = tonic::Request::new(ExportBody {
+                    parts: Vec::new(),
+                    stand_in: true,
+                });
                 req.extensions_mut().insert(UnframedParts(request));
                 req
             } else {

@@ -1,15 +1,18 @@
-//! Sampling of the per-detection `loop detected` log lines, as the OpenTelemetry
-//! Collector samples its own logs (`service::telemetry::logs::sampling`, zap's sampler):
-//! per severity and per `tick`, the first `initial` lines are written, then every
-//! `thereafter`-th. A loop storm (thousands of detections a second) then costs a few lines
+//! Sampling of the per-detection `loop detected` log lines with the rule, keys and
+//! defaults of the OpenTelemetry Collector's own log sampling
+//! (`service::telemetry::logs::sampling`, zap's sampler): per `tick`, the first `initial`
+//! lines are written, then every `thereafter`-th. zap counts per level and message; here
+//! the count is per severity (info, warn, kill), so a kill is never hidden by a warn
+//! storm, and a storm's lines (whose messages name different tools) share one count. A loop storm (thousands of detections a second) then costs a few lines
 //! a second instead of one per detection; formatting them was the largest single cost of
 //! loop-heavy traffic (about 12 % of the server's CPU at 1000 spans per request).
 //!
 //! Only the log line is sampled: every detection is still annotated, counted in
-//! `loopwatch_detections_total`, listed by the HTTP API and signalled. Lines left out are
-//! counted (`loopwatch_detection_log_lines_sampled_total{severity}`) and, once their tick
-//! is over, summed up in one WARN line at the next detection of that severity (and at
-//! shutdown).
+//! `loopwatch_detections_total`, listed by the HTTP API and, when warn or kill, signalled.
+//! A line the log level filters out is not sampled or counted. Lines left out are
+//! counted (`loopwatch_detection_log_lines_suppressed_total{severity}`) and, once their tick
+//! is over, summed up in one line (at their level) at the next detection of that
+//! severity, and at shutdown.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
