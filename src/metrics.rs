@@ -181,6 +181,15 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
     registry.register(name, help, g);
 }
 
+/// `(info, warn, kill)` counts as `severity`-labelled values.
+fn by_severity((info, warn, kill): (u64, u64, u64)) -> Vec<(Labels, u64)> {
+    vec![
+        (label("severity", "info"), info),
+        (label("severity", "warn"), warn),
+        (label("severity", "kill"), kill),
+    ]
+}
+
 fn labelled_counter(registry: &mut Registry, name: &str, help: &str, values: Vec<(Labels, u64)>) {
     let family: Family<Labels, Counter> = Family::default();
     for (labels, v) in values {
@@ -343,16 +352,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         registry.state_bytes() as i64,
     );
     if let Some(reports) = state.reports {
-        let (info, warn, kill) = reports.dropped;
         labelled_counter(
             &mut r,
             "detection_reports_dropped",
             "Detections whose log line and signal were dropped because the report queue was full (least severe first; annotation and counters unaffected), by severity",
-            vec![
-                (label("severity", "info"), info),
-                (label("severity", "warn"), warn),
-                (label("severity", "kill"), kill),
-            ],
+            by_severity(reports.dropped),
         );
         gauge(
             &mut r,
@@ -361,16 +365,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             reports.queued as i64,
         );
     }
-    if let Some((info, warn, kill)) = state.log_lines_suppressed {
+    if let Some(suppressed) = state.log_lines_suppressed {
         labelled_counter(
             &mut r,
             "detection_log_lines_suppressed",
-            "loop detected log lines not written by log.sampling (the detections are still annotated, counted and signalled), by severity",
-            vec![
-                (label("severity", "info"), info),
-                (label("severity", "warn"), warn),
-                (label("severity", "kill"), kill),
-            ],
+            "loop detected log lines not written by log.sampling (the detections are still annotated, counted and, when warn or kill, signalled), by severity",
+            by_severity(suppressed),
         );
     }
     if let Some(limits) = state.limits {

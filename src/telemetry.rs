@@ -117,6 +117,13 @@ fn one(value: u64) -> Points {
     vec![(value, Vec::new())]
 }
 
+/// `(info, warn, kill)` counts as points with a `severity` attribute.
+fn by_severity((info, warn, kill): (u64, u64, u64)) -> Points {
+    [("info", info), ("warn", warn), ("kill", kill)]
+        .map(|(severity, n)| (n, vec![kv("severity", severity)]))
+        .to_vec()
+}
+
 fn kv(key: &'static str, value: &str) -> KeyValue {
     KeyValue::new(key, value.to_string())
 }
@@ -468,12 +475,9 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
         "{detection}",
         "Detections whose log line and signal were dropped because the report queue was full (least severe first), by severity",
         |s| {
-            s.reports.as_ref().map_or_else(Vec::new, |queue| {
-                let (info, warn, kill) = queue.dropped();
-                [("info", info), ("warn", warn), ("kill", kill)]
-                    .map(|(severity, n)| (n, vec![kv("severity", severity)]))
-                    .to_vec()
-            })
+            s.reports
+                .as_ref()
+                .map_or_else(Vec::new, |queue| by_severity(queue.dropped()))
         },
     );
     counter(
@@ -481,14 +485,11 @@ fn register(meter: &Meter, s: &Arc<AdminState>) {
         s,
         "loopwatch.detection_log_lines.suppressed",
         "{line}",
-        "loop detected log lines not written by log.sampling (the detections are still annotated, counted and signalled), by severity",
+        "loop detected log lines not written by log.sampling (the detections are still annotated, counted and, when warn or kill, signalled), by severity",
         |s| {
-            s.log_sampling.as_ref().map_or_else(Vec::new, |sampler| {
-                let (info, warn, kill) = sampler.left_out();
-                [("info", info), ("warn", warn), ("kill", kill)]
-                    .map(|(severity, n)| (n, vec![kv("severity", severity)]))
-                    .to_vec()
-            })
+            s.log_sampling
+                .as_ref()
+                .map_or_else(Vec::new, |sampler| by_severity(sampler.left_out()))
         },
     );
     counter(
