@@ -4,9 +4,10 @@
 //! Uncompressed, the bytes are not even copied: tonic's encoder copies every message into
 //! its frame buffer (4 % of the server's CPU forwarding 1000-span requests, plus the page
 //! faults of a fresh 430 KB buffer per export), so the request carries its parts in its
-//! extensions, the encoder writes nothing, and [`FramedParts`], the service under tonic's
-//! client, swaps the body for the gRPC frame header followed by the parts themselves
-//! (HTTP/2 writes large DATA payloads from them directly). Everything else — headers,
+//! extensions and tonic a stand-in it never encodes: [`FramedParts`], the service under
+//! tonic's client, swaps the body for the gRPC frame header followed by the parts
+//! (HTTP/2 writes large DATA payloads from them directly; runs of short parts are
+//! gathered into one chunk). Everything else — headers,
 //! deadline, response, trailers, status — stays tonic's. With gzip, tonic's encoder
 //! compresses as before.
 
