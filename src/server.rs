@@ -373,11 +373,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         let _ = admin.drain(drain_timeout).await;
         // Last, so a reporter still running past the drain deadline is summed up too.
         let (info, warn, kill) = pipeline.log_sampling.take_unreported();
-        for (severity, count) in [
-            (Severity::Info, info),
-            (Severity::Warn, warn),
-            (Severity::Kill, kill),
-        ] {
+        for (severity, count) in Severity::ALL.into_iter().zip([info, warn, kill]) {
             if count > 0 {
                 crate::pipeline::log_suppressed(severity, count);
             }

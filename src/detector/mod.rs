@@ -112,6 +112,15 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// Every severity, least severe first.
+    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warn, Severity::Kill];
+
+    /// The position in [`Severity::ALL`] (info 0, warn 1, kill 2): an index for counts
+    /// and queues kept per severity.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// `"info"`, `"warn"` or `"kill"`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -59,14 +59,6 @@ struct Window {
     left_out: u64,
 }
 
-fn index(severity: Severity) -> usize {
-    match severity {
-        Severity::Info => 0,
-        Severity::Warn => 1,
-        Severity::Kill => 2,
-    }
-}
-
 impl DetectionLogSampler {
     /// A sampler following `config` (`enabled = false`: every line is written).
     pub fn new(config: &LogSamplingConfig) -> Self {
@@ -91,7 +83,7 @@ impl DetectionLogSampler {
                 left_out_last_tick: 0,
             };
         };
-        let i = index(severity);
+        let i = severity.index();
         let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         let window = &mut windows[i];
         let mut left_out_last_tick = 0;

@@ -21,7 +21,6 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::class_queue::{ClassQueue, Pushed};
-use crate::detector::Severity;
 use crate::registry::RunDetection;
 
 /// Detections the queue holds by default: a loop storm of this many detections between
@@ -53,14 +52,6 @@ struct State {
     /// Detections by severity class (info, warn, kill), leaving in arrival order.
     queue: ClassQueue<RunDetection, 3>,
     closed: bool,
-}
-
-fn class(severity: Severity) -> usize {
-    match severity {
-        Severity::Info => 0,
-        Severity::Warn => 1,
-        Severity::Kill => 2,
-    }
 }
 
 impl ReportQueue {
@@ -108,7 +99,7 @@ impl ReportQueue {
     /// Queues `detection`; never blocks. When full, drops one detection by the policy in
     /// the module docs and counts it. Returns `false` when the arriving one was dropped.
     pub fn push(&self, detection: RunDetection) -> bool {
-        let arriving = class(detection.detection.severity);
+        let arriving = detection.detection.severity.index();
         let pushed = self.state().queue.push(arriving, detection);
         match pushed {
             Pushed::Queued => {}
@@ -225,6 +216,7 @@ mod tests {
 
     use super::*;
     use crate::detector::Pattern;
+    use crate::detector::Severity;
 
     fn detection(severity: Severity, occurrence: u32) -> RunDetection {
         let mut d = RunDetection::sample(Pattern::RepeatedCall, &["t"], severity);
