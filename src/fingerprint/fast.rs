@@ -159,8 +159,11 @@ impl<'d> Volatile<'d> {
         Volatile { set, lengths }
     }
 
-    fn contains(&self, key: &str) -> bool {
-        self.lengths & length_bit(key.len()) != 0 && self.set.contains(key)
+    /// `key` is a key's bytes as read (valid UTF-8: the text is a `str` and a key starts
+    /// and ends beside an ASCII quote).
+    fn contains(&self, key: &[u8]) -> bool {
+        self.lengths & length_bit(key.len()) != 0
+            && std::str::from_utf8(key).is_ok_and(|key| self.set.contains(key))
     }
 }
 
@@ -459,7 +462,7 @@ impl Reader<'_, '_, '_> {
                 let key = self.key()?;
                 if self.members.len() > first {
                     let last = self.members[self.members.len() - 1].key;
-                    match key_order(&self.text[last.0..last.1], &self.text[key.0..key.1]) {
+                    match key_order(&self.bytes[last.0..last.1], &self.bytes[key.0..key.1]) {
                         Ordering::Less => {}
                         // A repeated key: the tree path keeps the last one.
                         Ordering::Equal => return None,
@@ -471,7 +474,7 @@ impl Reader<'_, '_, '_> {
                 self.out.extend_from_slice(&self.bytes[key.0 - 1..=key.1]);
                 self.out.push(b':');
                 self.value(depth + 1)?;
-                let volatile = self.volatile.contains(&self.text[key.0..key.1]);
+                let volatile = self.volatile.contains(&self.bytes[key.0..key.1]);
                 any_volatile |= volatile;
                 self.members.push(Member {
                     start,
@@ -517,10 +520,10 @@ impl Reader<'_, '_, '_> {
     /// Rewrites the members of the object whose body starts at `out[body]` sorted by key
     /// and without volatile keys; `None` on a repeated key.
     fn reorder(&mut self, first: usize, body: usize, in_order: bool) -> Option<()> {
-        let text = self.text;
+        let bytes = self.bytes;
         let members = &mut self.members[first..];
         if !in_order {
-            let key = |m: &Member| &text[m.key.0..m.key.1];
+            let key = |m: &Member| &bytes[m.key.0..m.key.1];
             members.sort_unstable_by(|a, b| key_order(key(a), key(b)));
             if members.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
                 return None;
@@ -540,14 +543,18 @@ impl Reader<'_, '_, '_> {
     }
 }
 
-/// RFC 8785 §3.2.3 key order: by UTF-16 code units. Byte order agrees with it where the
-/// first difference is between two ASCII bytes (or one key is a prefix of the other).
-fn key_order(a: &str, b: &str) -> Ordering {
-    let (x, y) = (a.as_bytes(), b.as_bytes());
+/// RFC 8785 §3.2.3 key order of two keys' UTF-8 bytes: by UTF-16 code units. Byte order
+/// agrees with it where the first difference is between two ASCII bytes (or one key is a
+/// prefix of the other); otherwise both are decoded (lossily: keys read from a `str` at
+/// ASCII boundaries are valid UTF-8).
+fn key_order(x: &[u8], y: &[u8]) -> Ordering {
     match x.iter().zip(y).position(|(p, q)| p != q) {
         None => x.len().cmp(&y.len()),
         Some(i) if x[i].is_ascii() && y[i].is_ascii() => x[i].cmp(&y[i]),
-        Some(_) => a.encode_utf16().cmp(b.encode_utf16()),
+        Some(_) => {
+            let (a, b) = (String::from_utf8_lossy(x), String::from_utf8_lossy(y));
+            a.encode_utf16().cmp(b.encode_utf16())
+        }
     }
 }
 
