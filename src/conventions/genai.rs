@@ -130,7 +130,7 @@ fn events_named<'a>(
     span.events
         .iter()
         .filter(move |e| e.name == name)
-        .map(|e| e.attributes.as_slice())
+        .map(|e| &*e.attributes)
 }
 
 /// `id` of a `gen_ai.tool.message` / `gen_ai.choice` event (strands puts the call id there).

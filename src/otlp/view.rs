@@ -34,12 +34,68 @@ pub struct SpanView<'a> {
     pub start_time_unix_nano: u64,
     /// End, nanoseconds since the Unix epoch (0 when unset).
     pub end_time_unix_nano: u64,
-    /// Span attributes in wire order (duplicates kept, as prost keeps them).
-    pub attributes: Vec<KeyValueView<'a>>,
+    /// Span attributes in wire order (duplicates kept, as prost keeps them). Borrowed from
+    /// the request's attribute store on the wire path ([`crate::wire::view::ViewArena`]),
+    /// owned when converted from a decoded `Span`.
+    pub attributes: List<'a, KeyValueView<'a>>,
     /// Span events in wire order.
     pub events: Vec<EventView<'a>>,
     /// The status, when the span carries one.
     pub status: Option<StatusView<'a>>,
+}
+
+/// A list of a view: a slice of storage shared by a request's spans (the wire path,
+/// [`crate::wire::view::ViewArena`]) or a vector of its own (a view of a decoded `Span`).
+/// Reads as a slice (`Deref`); compares, clones and prints as one. (`Cow<[T]>` would do
+/// but is invariant in `T`, and views must stay covariant to be kept beside their bytes.)
+#[derive(Clone)]
+pub enum List<'a, T> {
+    /// Part of a shared store.
+    Borrowed(&'a [T]),
+    /// The view's own.
+    Owned(Vec<T>),
+}
+
+impl<T> Default for List<'_, T> {
+    fn default() -> Self {
+        List::Borrowed(&[])
+    }
+}
+
+impl<T> std::ops::Deref for List<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            List::Borrowed(items) => items,
+            List::Owned(items) => items,
+        }
+    }
+}
+
+impl<'l, T> IntoIterator for &'l List<'_, T> {
+    type Item = &'l T;
+    type IntoIter = std::slice::Iter<'l, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<T: PartialEq> PartialEq for List<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for List<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl<T> From<Vec<T>> for List<'_, T> {
+    fn from(items: Vec<T>) -> Self {
+        List::Owned(items)
+    }
 }
 
 /// One attribute: `KeyValue`.
@@ -86,8 +142,8 @@ pub struct EventView<'a> {
     pub time_unix_nano: u64,
     /// The event name, e.g. `exception`.
     pub name: Cow<'a, str>,
-    /// Event attributes in wire order.
-    pub attributes: Vec<KeyValueView<'a>>,
+    /// Event attributes in wire order (borrowed or owned as [`SpanView::attributes`]).
+    pub attributes: List<'a, KeyValueView<'a>>,
 }
 
 /// The span status: `Status`.
@@ -120,7 +176,7 @@ impl<'a> From<&'a Span> for SpanView<'a> {
             kind: span.kind,
             start_time_unix_nano: span.start_time_unix_nano,
             end_time_unix_nano: span.end_time_unix_nano,
-            attributes: span.attributes.iter().map(KeyValueView::from).collect(),
+            attributes: List::Owned(span.attributes.iter().map(KeyValueView::from).collect()),
             events: span.events.iter().map(EventView::from).collect(),
             status: span.status.as_ref().map(StatusView::from),
         }
@@ -195,7 +251,7 @@ impl<'a> From<&'a Event> for EventView<'a> {
         EventView {
             time_unix_nano: event.time_unix_nano,
             name: Cow::Borrowed(&event.name),
-            attributes: event.attributes.iter().map(KeyValueView::from).collect(),
+            attributes: List::Owned(event.attributes.iter().map(KeyValueView::from).collect()),
         }
     }
 }

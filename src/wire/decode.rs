@@ -78,6 +78,11 @@ impl ValueBudget {
         Self { left: limit, limit }
     }
 
+    /// Values left to take.
+    pub(super) fn left(&self) -> usize {
+        self.left
+    }
+
     /// Takes one value, or fails with [`WireError::TooManyValues`].
     pub(super) fn take(&mut self) -> Result<(), WireError> {
         match self.left.checked_sub(1) {

@@ -1,8 +1,11 @@
 //! One received `ExportTraceServiceRequest` read from its bytes: validated as prost would
 //! (minus UTF-8), every span located by byte range, and only what detection reads
 //! materialised: per resource its `service.name` (other attributes on demand, e.g. the
-//! run-key attribute), per span its borrowed [`SpanView`] ([`super::view::span`]), which
-//! borrows from the request's `Bytes` (held with it, [`self_cell`]). Nothing else is copied.
+//! run-key attribute), per span its borrowed [`SpanView`], which borrows from the request's
+//! `Bytes` and, for its attributes and events, from one [`super::view::ViewArena`] for the
+//! whole request. Two cells ([`self_cell`]) hold them: `Parsed` the bytes and what the
+//! validating walk read ([`super::view::span_into`]), `Located` that and the views built
+//! from it once the arena is complete. Nothing else is copied.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -40,10 +43,38 @@ pub struct WireSpan<'a> {
 
 type WireSpans<'a> = Vec<WireSpan<'a>>;
 
+/// What the validating walk reads: every span's record, its attributes and events in one
+/// arena for the request.
+#[derive(Debug)]
+struct Read<'a> {
+    arena: view::ViewArena<'a>,
+    /// Every span read, in request order.
+    spans: Vec<ReadSpan<'a>>,
+}
+
+/// One span as the walk read it: a [`WireSpan`] whose view is still a record.
+#[derive(Debug)]
+struct ReadSpan<'a> {
+    resource: usize,
+    index: (usize, usize, usize),
+    range: Range<usize>,
+    record: view::SpanRecord<'a>,
+}
+
 self_cell::self_cell!(
-    /// The request's bytes and the span views borrowing from them.
-    struct Located {
+    /// The request's bytes and what the walk read from them.
+    struct Parsed {
         owner: Bytes,
+        #[covariant]
+        dependent: Read,
+    }
+    impl {Debug}
+);
+
+self_cell::self_cell!(
+    /// The span views, borrowing from the bytes and the arena of [`Parsed`].
+    struct Located {
+        owner: Parsed,
         #[covariant]
         dependent: WireSpans,
     }
@@ -97,9 +128,21 @@ impl WireRequest {
         let max_spans = limits.max_spans;
         let mut values = decode::ValueBudget::new(limits.max_values);
         let mut resources = Vec::new();
-        let located = Located::try_new(bytes.clone(), |bytes| {
+        let parsed = Parsed::try_new(bytes.clone(), |bytes| {
             walk(bytes, max_spans, &mut values, &mut resources)
         })?;
+        let located = Located::new(parsed, |parsed| {
+            let read = parsed.borrow_dependent();
+            read.spans
+                .iter()
+                .map(|read_span| WireSpan {
+                    resource: read_span.resource,
+                    index: read_span.index,
+                    range: read_span.range.clone(),
+                    span: read_span.record.view(&read.arena),
+                })
+                .collect()
+        });
         Ok(WireRequest {
             bytes,
             resources,
@@ -142,11 +185,12 @@ fn walk<'a>(
     max_spans: usize,
     values: &mut decode::ValueBudget,
     resources: &mut Vec<WireResource>,
-) -> Result<WireSpans<'a>, WireError> {
+) -> Result<Read<'a>, WireError> {
     let buf = bytes.as_ref();
     // Sized for spans of ~256 bytes or more (GenAI tool spans are larger), so that a large
     // request does not move its views while they are read.
     let mut spans = Vec::with_capacity((buf.len() / 256).min(max_spans));
+    let mut arena = view::ViewArena::for_request(buf.len(), values.left());
     // One validating pass: spans are validated while their view is read, everything
     // else is checked without being read.
     let mut r = 0;
@@ -171,11 +215,18 @@ fn walk<'a>(
                                 if spans.len() >= max_spans {
                                     return Err(WireError::TooManySpans { limit: max_spans });
                                 }
-                                spans.push(WireSpan {
+                                let record = view::span_into(
+                                    buf,
+                                    range.clone(),
+                                    budget,
+                                    values,
+                                    &mut arena,
+                                )?;
+                                spans.push(ReadSpan {
                                     resource: resource_index,
                                     index: (r, s, i),
-                                    span: view::span(buf, range.clone(), budget, values)?,
                                     range,
+                                    record,
                                 });
                                 i += 1;
                             }
@@ -199,7 +250,7 @@ fn walk<'a>(
         resources.push(resource);
         r += 1;
     }
-    Ok(spans)
+    Ok(Read { arena, spans })
 }
 
 /// The value ranges of the length-delimited fields numbered `number` of the message in
