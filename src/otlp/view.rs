@@ -35,8 +35,9 @@ pub struct SpanView<'a> {
     /// End, nanoseconds since the Unix epoch (0 when unset).
     pub end_time_unix_nano: u64,
     /// Span attributes in wire order (duplicates kept, as prost keeps them). Borrowed from
-    /// the request's attribute store on the wire path ([`crate::wire::view::ViewArena`]),
-    /// owned when converted from a decoded `Span`.
+    /// the request's attribute store for the spans of a request read from its bytes
+    /// ([`crate::wire::view::ViewArena`]); owned in a view of a decoded `Span` or of one
+    /// span read on its own ([`crate::wire::view::span`]).
     pub attributes: List<'a, KeyValueView<'a>>,
     /// Span events in wire order.
     pub events: Vec<EventView<'a>>,

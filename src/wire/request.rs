@@ -188,7 +188,7 @@ fn walk<'a>(
 ) -> Result<Read<'a>, WireError> {
     let buf = bytes.as_ref();
     // Sized for spans of ~256 bytes or more (GenAI tool spans are larger), so that a large
-    // request does not move its views while they are read.
+    // request does not move its records while they are read.
     let mut spans = Vec::with_capacity((buf.len() / 256).min(max_spans));
     let mut arena = view::ViewArena::for_request(buf.len(), values.left());
     // One validating pass: spans are validated while their view is read, everything

@@ -1,8 +1,8 @@
 //! The borrowed [`SpanView`] of a span, read from the request's bytes: ids and bytes values
 //! are slices of the request, texts are borrowed when valid UTF-8 and read lossily (owned,
 //! U+FFFD) when not, and a request's attributes and events are kept in one
-//! [`ViewArena`] for all its spans, so a span costs no allocation of its own (bar a
-//! non-UTF-8 text or an array or kvlist value).
+//! [`ViewArena`] for all its spans, so a span costs no allocation of its own bar the list
+//! of its events, when it has any (and a non-UTF-8 text, an array or a kvlist value).
 //!
 //! Semantics and validation are those of [`super::decode`] (prost's merge rules: a repeated
 //! field appends, a scalar seen twice keeps the last value, a nested message seen twice is
@@ -41,7 +41,8 @@ pub struct ViewArena<'a> {
 
 impl ViewArena<'_> {
     /// An arena with room for the attributes of about `bytes` bytes of spans (a GenAI tool
-    /// span's attribute is rarely under 48 bytes on the wire), at most `max_values`.
+    /// span's attribute is rarely under 48 bytes on the wire), at most `max_values`: about
+    /// `bytes` of address space, touched only as far as attributes are read.
     pub fn for_request(bytes: usize, max_values: usize) -> Self {
         ViewArena {
             span_attributes: Vec::with_capacity((bytes / 48).min(max_values)),
@@ -77,23 +78,36 @@ impl<'a> SpanRecord<'a> {
     /// The whole view, its attributes borrowed from `arena` (the one it was read into); only
     /// a span with events allocates (its event list).
     pub fn view<'s>(&'s self, arena: &'s ViewArena<'a>) -> SpanView<'s> {
+        let fields = &self.fields;
         SpanView {
+            trace_id: fields.trace_id,
+            span_id: fields.span_id,
+            parent_span_id: fields.parent_span_id,
+            // Borrowed from the record even when lossy (owned there): no second copy.
+            name: Cow::Borrowed(&fields.name),
+            kind: fields.kind,
+            start_time_unix_nano: fields.start_time_unix_nano,
+            end_time_unix_nano: fields.end_time_unix_nano,
             attributes: List::Borrowed(&arena.span_attributes[self.attributes.clone()]),
             events: arena.events[self.events.clone()]
                 .iter()
                 .map(|event| EventView {
                     time_unix_nano: event.time_unix_nano,
-                    name: event.name.clone(),
+                    name: Cow::Borrowed(&event.name),
                     attributes: List::Borrowed(&arena.event_attributes[event.attributes.clone()]),
                 })
                 .collect(),
-            ..self.fields.clone()
+            status: fields.status.as_ref().map(|status| StatusView {
+                message: Cow::Borrowed(&status.message),
+                code: status.code,
+            }),
         }
     }
 }
 
 /// The view of the `Span` in `buf[range]` on its own: as [`span_into`], its attributes and
-/// events owned instead of kept in a request's arena.
+/// events owned instead of kept in a request's arena. For tests and tools that read one
+/// span; a request's spans are read with [`span_into`] ([`super::WireRequest`]).
 pub fn span<'a>(
     buf: &'a [u8],
     range: Range<usize>,
