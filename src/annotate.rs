@@ -95,9 +95,10 @@ pub fn most_severe<'a>(detections: &[&'a RunDetection]) -> Option<&'a RunDetecti
 pub const EVENT_NAME: &str = "loop.detected";
 
 /// Writes the `loop.*` attributes of `detections` (all completed by this span) on `span`,
-/// and a span event [`EVENT_NAME`] with the same attributes at the completing span's end
-/// time (`time_unix_nano` of the detection, so the prost and wire paths write identical
-/// events). An existing `loop.detected` event is replaced, never doubled.
+/// and a span event [`EVENT_NAME`] with the same attributes at the span's end time (the
+/// detection's time, except on a copy of the completing span, same span_id, that carries
+/// another end time; the wire path writes the same). An existing `loop.detected` event is
+/// replaced, never doubled.
 /// `short_fingerprint` renders a fingerprint in its external short form (16 hex chars of
 /// the keyed HMAC). Does nothing when `detections` is empty.
 pub fn annotate_span(
@@ -105,9 +106,10 @@ pub fn annotate_span(
     detections: &[&RunDetection],
     short_fingerprint: &dyn Fn(&Fingerprint) -> String,
 ) {
-    let Some((attributes, time_unix_nano)) = loop_attributes(detections, short_fingerprint) else {
+    let Some((attributes, _detection_time)) = loop_attributes(detections, short_fingerprint) else {
         return;
     };
+    let time_unix_nano = span.end_time_unix_nano;
     span.attributes
         .retain(|kv| !attributes.iter().any(|new| new.key == kv.key));
     span.events.retain(|e| e.name != EVENT_NAME);
@@ -322,6 +324,7 @@ mod tests {
             ..KeyValue::default()
         };
         let mut span = Span {
+            end_time_unix_nano: 1_500,
             attributes: vec![
                 kv("loop.iteration", Value::IntValue(4)),
                 kv("loop.count", Value::IntValue(99)),
@@ -372,5 +375,13 @@ mod tests {
             .filter(|kv| kv.key.starts_with("loop.") && kv.key != "loop.iteration")
             .collect();
         assert_eq!(event.attributes.iter().collect::<Vec<_>>(), loop_keys);
+        // A copy of the completing span (same span_id) sent with another end time: its
+        // event sits at its own end.
+        let mut copy = Span {
+            end_time_unix_nano: 1_700,
+            ..Default::default()
+        };
+        annotate_span(&mut copy, &[&detection], &|_| "0123456789abcdef".into());
+        assert_eq!(copy.events[0].time_unix_nano, 1_700);
     }
 }

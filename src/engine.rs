@@ -348,12 +348,16 @@ impl Engine {
             .into_iter()
             .filter_map(|(range, here)| {
                 let short = |fp: &crate::fingerprint::Fingerprint| self.fingerprint_key.short(fp);
-                let (attributes, time) = encoded_loop_attributes(&here, &short)?;
+                let (attributes, detection_time) = encoded_loop_attributes(&here, &short)?;
                 // Spans are in byte order: the view of the span being edited.
                 let view = views
                     .binary_search_by_key(&range.start, |wire| wire.range.start)
                     .ok()
                     .map(|i| &views[i].span);
+                // The event sits at the edited span's own end, as `annotate_span` puts it
+                // (the detection's time unless a copy of the span with another end time
+                // completed it); every edited span has a view.
+                let time = view.map_or(detection_time, |view| view.end_time_unix_nano);
                 let edit = SpanEdit::adding_encoded_with_event(
                     range,
                     &attributes,

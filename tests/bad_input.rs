@@ -325,7 +325,7 @@ async fn raw_downstream() -> (
 /// arguments are patched to invalid UTF-8 after encoding.
 fn looping_request_with_a_bad_string() -> Vec<u8> {
     use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use opentelemetry_proto::tonic::trace::v1::Span;
     let kv = |key: &str, value: &str| KeyValue {
         key: key.into(),
         value: Some(AnyValue {
@@ -351,15 +351,7 @@ fn looping_request_with_a_bad_string() -> Vec<u8> {
         .map(|i| span(i, "read_file", "{\"path\":\"a.txt\"}"))
         .collect();
     spans.insert(2, span(9, "search", "{\"q\":\"BAD\"}"));
-    let request = ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    };
+    let request = common::request_of(spans);
     let mut bytes = request.encode_to_vec();
     let at = bytes.windows(3).position(|w| w == b"BAD").unwrap();
     bytes[at] = 0xff;

@@ -2,6 +2,7 @@
 //! random and mutated inputs from the corpus through the same functions. Nothing may
 //! panic; the functions assert their own invariants (see `fuzz/src/lib.rs`).
 
+mod common;
 #[path = "../fuzz/src/lib.rs"]
 mod fuzz_support;
 
@@ -271,4 +272,54 @@ fn wire_reader_agrees_with_prost() {
         lossy > 20,
         "requests with a broken string read lossily instead of refused: {lossy}"
     );
+}
+
+/// Found by a longer run of `wire_reader_agrees_with_prost`: a copy of the span that
+/// completes a loop (same span_id) sent with another end time is annotated too, and its
+/// `loop.detected` event must sit at its own end, on both paths (`check_loop_events`).
+#[test]
+fn a_copy_of_the_completing_span_gets_its_event_at_its_own_end() {
+    use common::{kv, s};
+    use opentelemetry_proto::tonic::trace::v1::Span;
+    let text = |key: &str, value: &str| kv(key, s(value));
+    let call = |id: u8, end: u64| Span {
+        trace_id: vec![7; 16],
+        span_id: vec![id; 8],
+        name: "execute_tool fetch_url".into(),
+        start_time_unix_nano: u64::from(id) * 1_000,
+        end_time_unix_nano: end,
+        attributes: vec![
+            text("gen_ai.operation.name", "execute_tool"),
+            text("gen_ai.tool.name", "fetch_url"),
+            text(
+                "gen_ai.tool.call.arguments",
+                r#"{"url":"https://example.com"}"#,
+            ),
+            text("gen_ai.tool.call.result", "503 Service Unavailable"),
+        ],
+        ..Default::default()
+    };
+    // The third identical call completes repeated_result (nudge: 3); its copy ends later.
+    let spans = vec![
+        call(1, 1_500),
+        call(2, 2_500),
+        call(3, 3_500),
+        call(3, 3_900),
+    ];
+    let request = common::request_of(spans);
+    assert!(fuzz_support::wire_input(&request.encode_to_vec()));
+    // Both copies are annotated, so the check above covered two different end times.
+    let mut annotated = request.clone();
+    let engine = loopwatch::engine::Engine::from_config(&loopwatch::config::Config::default())
+        .expect("default config");
+    let processed = engine.process(&mut annotated, std::time::Instant::now());
+    assert_eq!(processed.annotated_spans, 2);
+    let events: Vec<u64> = annotated.resource_spans[0].scope_spans[0]
+        .spans
+        .iter()
+        .flat_map(|s| &s.events)
+        .filter(|e| e.name == "loop.detected")
+        .map(|e| e.time_unix_nano)
+        .collect();
+    assert_eq!(events, [3_500, 3_900]);
 }

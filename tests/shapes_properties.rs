@@ -12,7 +12,7 @@ use loopwatch::engine::Engine;
 use loopwatch::event::{CallStatus, EventKind, Payload};
 use loopwatch::registry::RunDetection;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
+use opentelemetry_proto::tonic::trace::v1::{Span, Status};
 use serde_json::Value as Json;
 
 fn final_detections(requests: &[ExportTraceServiceRequest]) -> Vec<RunDetection> {
@@ -110,18 +110,6 @@ fn inner_mcp_span(outer: &Span) -> Option<Span> {
     })
 }
 
-fn request_of(spans: Vec<Span>) -> ExportTraceServiceRequest {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-}
-
 #[test]
 fn calls_traced_twice_count_once_whatever_arrives_first() {
     let mut doubled = 0;
@@ -137,10 +125,10 @@ fn calls_traced_twice_count_once_whatever_arrives_first() {
         doubled += inners.len();
         // Inner spans after their outer spans (one request at the end)...
         let mut after = requests.clone();
-        after.push(request_of(inners.clone()));
+        after.push(common::request_of(inners.clone()));
         check(&run, &expected, &after, "inner MCP spans after");
         // ...before them (the outer span arrives late)...
-        let mut before = vec![request_of(inners.clone())];
+        let mut before = vec![common::request_of(inners.clone())];
         before.extend(requests.clone());
         check(&run, &expected, &before, "inner MCP spans first");
         // ...and inside the same request.

@@ -278,6 +278,19 @@ pub fn json_to_any(v: &Json) -> Value {
     }
 }
 
+/// A request of `spans` under one resource and one scope, both empty.
+pub fn request_of(spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
 /// Splits a request into one request per span (keeping resource and scope).
 pub fn one_span_per_request(request: &ExportTraceServiceRequest) -> Vec<ExportTraceServiceRequest> {
     let mut out = Vec::new();
