@@ -183,11 +183,11 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
 
 /// `(info, warn, kill)` counts as `severity`-labelled values.
 fn by_severity((info, warn, kill): (u64, u64, u64)) -> Vec<(Labels, u64)> {
-    vec![
-        (label("severity", "info"), info),
-        (label("severity", "warn"), warn),
-        (label("severity", "kill"), kill),
-    ]
+    crate::detector::Severity::ALL
+        .into_iter()
+        .zip([info, warn, kill])
+        .map(|(severity, n)| (label("severity", severity.as_str()), n))
+        .collect()
 }
 
 fn labelled_counter(registry: &mut Registry, name: &str, help: &str, values: Vec<(Labels, u64)>) {

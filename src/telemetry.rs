@@ -119,9 +119,11 @@ fn one(value: u64) -> Points {
 
 /// `(info, warn, kill)` counts as points with a `severity` attribute.
 fn by_severity((info, warn, kill): (u64, u64, u64)) -> Points {
-    [("info", info), ("warn", warn), ("kill", kill)]
-        .map(|(severity, n)| (n, vec![kv("severity", severity)]))
-        .to_vec()
+    crate::detector::Severity::ALL
+        .into_iter()
+        .zip([info, warn, kill])
+        .map(|(severity, n)| (n, vec![kv("severity", severity.as_str())]))
+        .collect()
 }
 
 fn kv(key: &'static str, value: &str) -> KeyValue {
