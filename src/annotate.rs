@@ -312,7 +312,7 @@ mod tests {
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),
             span_id: [2; 8].as_slice().into(),
-            span_ids: vec![[3; 8].as_slice().into(), [2; 8].as_slice().into()],
+            span_ids: Arc::new([[3; 8].as_slice().into(), [2; 8].as_slice().into()]),
             time_unix_nano: 1_500,
             occurrence: 1,
             service_name: None,

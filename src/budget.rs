@@ -106,7 +106,7 @@ impl BudgetTracker {
                 run_key: span.run_key.clone(),
                 trace_id: span.trace_id.into(),
                 span_id: span.span_id.into(),
-                span_ids: Vec::new(),
+                span_ids: Arc::new([]),
                 time_unix_nano: figures.end_time_unix_nano,
                 occurrence: 1,
                 service_name: span.service_name.clone(),

@@ -136,8 +136,9 @@ pub struct RunDetection {
     pub trace_id: TraceId,
     pub span_id: SpanId,
     /// span_ids of the spans that formed it, in start order (inline each: a loop of ten
-    /// calls was ten allocations, twice, per detection).
-    pub span_ids: Vec<SpanId>,
+    /// calls was ten allocations, twice, per detection). Shared: the copy the run keeps and
+    /// the copy [`Registry::observe`] returns are one list.
+    pub span_ids: Arc<[SpanId]>,
     /// End time of the completing span (ns since the Unix epoch).
     pub time_unix_nano: u64,
     /// 1-based count of detections in this run with the same profile, pattern and
@@ -175,7 +176,7 @@ impl RunDetection {
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),
             span_id: [2; 8].as_slice().into(),
-            span_ids: vec![],
+            span_ids: Arc::new([]),
             time_unix_nano: 0,
             occurrence: 0,
             service_name: None,
@@ -742,13 +743,16 @@ impl Registry {
     ) {
         let completing = &run.events[index];
         // Detector indices count every observation since the run began, forgotten ones too.
-        let span_ids = detection
+        // Gathered on the stack first: collecting a filtered iterator straight into an
+        // `Arc<[_]>` would allocate a `Vec` and then the `Arc`.
+        let span_ids: SmallVec<[SpanId; 16]> = detection
             .members
             .iter()
             .filter_map(|m| m.checked_sub(run.forgotten_events()))
             .filter_map(|i| run.events.get(i))
             .map(|e| SpanId::from(e.span_id()))
             .collect();
+        let span_ids = Arc::from(span_ids.as_slice());
         let mut rd = RunDetection {
             profile_index,
             profile: self.profiles[profile_index].clone(),

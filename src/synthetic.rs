@@ -140,7 +140,7 @@ mod tests {
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),
             span_id: [span; 8].as_slice().into(),
-            span_ids: vec![[span; 8].as_slice().into()],
+            span_ids: Arc::new([[span; 8].as_slice().into()]),
             time_unix_nano: 4_000 + u64::from(span),
             occurrence: 1,
             service_name: Some(Arc::from("agent")),
