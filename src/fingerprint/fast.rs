@@ -146,24 +146,25 @@ fn read_value(
     (reader.pos == reader.bytes.len() && reader.size <= limits.max_bytes).then_some(())
 }
 
-/// The volatile keys, with a cheap first test (which key lengths occur).
+/// The volatile keys as bytes, with a cheap first test (which key lengths occur). A key
+/// whose length occurs is compared byte for byte with each (a handful by default: cheaper
+/// than hashing it, and no UTF-8 check).
 struct Volatile<'d> {
-    set: &'d HashSet<String>,
+    keys: smallvec::SmallVec<[&'d [u8]; 16]>,
     /// Bit `n` set when a key of `n` bytes (`n` < 63) is in the set; bit 63 for longer.
     lengths: u64,
 }
 
 impl<'d> Volatile<'d> {
     fn new(set: &'d HashSet<String>) -> Self {
-        let lengths = set.iter().fold(0, |acc, key| acc | length_bit(key.len()));
-        Volatile { set, lengths }
+        let keys: smallvec::SmallVec<[&[u8]; 16]> = set.iter().map(|k| k.as_bytes()).collect();
+        let lengths = keys.iter().fold(0, |acc, key| acc | length_bit(key.len()));
+        Volatile { keys, lengths }
     }
 
-    /// `key` is a key's bytes as read (valid UTF-8: the text is a `str` and a key starts
-    /// and ends beside an ASCII quote).
+    /// `key` is a key's bytes as read.
     fn contains(&self, key: &[u8]) -> bool {
-        self.lengths & length_bit(key.len()) != 0
-            && std::str::from_utf8(key).is_ok_and(|key| self.set.contains(key))
+        self.lengths & length_bit(key.len()) != 0 && self.keys.contains(&key)
     }
 }
 
