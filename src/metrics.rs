@@ -152,11 +152,11 @@ impl Metrics {
     }
 
     /// Counts a signal handed to the hub.
-    pub fn record_signal(&self, signal: &crate::signals::Signal) {
+    pub fn record_signal(&self, profile: &str, action: crate::detector::Action) {
         self.signals_published
             .get_or_create(&SignalLabels {
-                profile: signal.profile.to_string(),
-                action: signal.action.as_str(),
+                profile: profile.to_string(),
+                action: action.as_str(),
             })
             .inc();
         self.signals_published_count

@@ -128,8 +128,6 @@ impl Pipeline {
     /// Logs one detection (one line, structured fields; sampled by `[log.sampling]`) and
     /// publishes its signal.
     fn report(&self, d: &RunDetection) {
-        let reason = crate::annotate::reason(d);
-        let trace_id = compact_hex(&d.trace_id);
         let severity = d.detection.severity;
         // A line the log level filters out is neither written nor sampled (nor counted).
         let enabled = match severity {
@@ -142,7 +140,8 @@ impl Pipeline {
                 log_suppressed(severity, verdict.left_out_last_tick);
             }
             if verdict.log {
-                self.log_detection(d, &reason, &trace_id);
+                let reason = crate::annotate::reason(d);
+                self.log_detection(d, &reason, &compact_hex(&d.trace_id));
             }
         }
         let wants_signal = self
@@ -150,11 +149,15 @@ impl Pipeline {
             .get(d.profile_index)
             .copied()
             .unwrap_or(true);
-        if let (Some(hub), true) = (&self.signals, wants_signal) {
-            if let Some(signal) = signal_of(d, &self.engine, reason, trace_id) {
-                self.metrics.record_signal(&signal);
-                hub.publish(signal);
-            }
+        if let (Some(hub), true, Some(action)) =
+            (&self.signals, wants_signal, d.detection.severity.action())
+        {
+            self.metrics.record_signal(&d.profile.name, action);
+            hub.publish_deferred(Box::new(PendingSignal {
+                detection: d.clone(),
+                action,
+                engine: self.engine.clone(),
+            }));
         }
     }
 
@@ -215,6 +218,67 @@ pub fn signal_of(
     trace_id: CompactString,
 ) -> Option<Signal> {
     let action = d.detection.severity.action()?;
+    Some(signal_with_action(d, action, engine, reason, trace_id))
+}
+
+/// A warn or kill detection's signal, published by the reporter and built when first read
+/// ([`SignalHub::publish_deferred`]): from the detection and the engine's fingerprint key,
+/// so it is the record [`signal_of`] would have built at once.
+struct PendingSignal {
+    detection: RunDetection,
+    /// The detection severity's action (warn or kill).
+    action: Action,
+    engine: Arc<Engine>,
+}
+
+impl std::fmt::Debug for PendingSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingSignal")
+            .field("detection", &self.detection)
+            .field("action", &self.action)
+            .finish_non_exhaustive()
+    }
+}
+
+impl crate::signals::DeferredSignal for PendingSignal {
+    fn build(&self) -> Signal {
+        let d = &self.detection;
+        let reason = crate::annotate::reason(d);
+        signal_with_action(
+            d,
+            self.action,
+            &self.engine,
+            reason,
+            compact_hex(&d.trace_id),
+        )
+    }
+
+    fn has_trace_id(&self, trace_id: &str) -> bool {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let id = &self.detection.trace_id;
+        trace_id.len() == 2 * id.len()
+            && trace_id
+                .as_bytes()
+                .chunks_exact(2)
+                .zip(id.iter())
+                .all(|(pair, &byte)| {
+                    pair == [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]
+                })
+    }
+
+    fn time_unix_nano(&self) -> u64 {
+        self.detection.time_unix_nano
+    }
+}
+
+/// [`signal_of`] for a detection whose severity asks for `action`.
+fn signal_with_action(
+    d: &RunDetection,
+    action: Action,
+    engine: &Engine,
+    reason: String,
+    trace_id: CompactString,
+) -> Signal {
     let tool = d
         .detection
         .tool_names
@@ -228,7 +292,7 @@ pub fn signal_of(
         ),
     };
     let compact = |s: &str| CompactString::new(s);
-    Some(Signal {
+    Signal {
         schema: CompactString::const_new(crate::signals::SIGNAL_SCHEMA),
         id: signal_id(
             &d.run_key,
@@ -259,7 +323,7 @@ pub fn signal_of(
         span_ids: d.span_ids.iter().map(|s| compact_hex(s)).collect(),
         first_span_id: compact_hex(d.span_ids.first().unwrap_or(&d.span_id)),
         message,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -332,6 +396,34 @@ mod tests {
             assert!(json.contains(&fingerprints), "{json}");
             assert_eq!(signal.tool_names[..], names[..]);
             assert_eq!(signal.fingerprints.len(), names.len());
+        }
+    }
+
+    #[test]
+    fn a_pending_signal_builds_the_record_signal_of_builds() {
+        let engine = Arc::new(engine());
+        let mut d = RunDetection::sample(Pattern::RepeatedCall, &["search"], Severity::Kill);
+        d.trace_id = (0u8..16).map(|b| b * 17).collect();
+        d.span_ids = Arc::new([[3; 8].as_slice().into(), [2; 8].as_slice().into()]);
+        d.time_unix_nano = 42;
+        let eager = signal(&engine, &d).expect("kill signals");
+        let pending = PendingSignal {
+            detection: d.clone(),
+            action: Action::Kill,
+            engine: engine.clone(),
+        };
+        use crate::signals::DeferredSignal;
+        assert_eq!(pending.build(), eager);
+        assert_eq!(pending.time_unix_nano(), 42);
+        assert_eq!(eager.trace_id, "00112233445566778899aabbccddeeff");
+        assert!(pending.has_trace_id(&eager.trace_id));
+        for other in [
+            "00112233445566778899AABBCCDDEEFF",
+            "00112233445566778899aabbccddeef0",
+            "00112233445566778899aabbccddee",
+            "",
+        ] {
+            assert!(!pending.has_trace_id(other), "{other}");
         }
     }
 }

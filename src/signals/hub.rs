@@ -53,9 +53,49 @@ pub struct SignalHub {
 struct Inner {
     sinks: Vec<Arc<SinkQueue>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    recent: Mutex<VecDeque<Arc<Signal>>>,
+    recent: Mutex<VecDeque<Recent>>,
     recent_capacity: usize,
     broadcast: broadcast::Sender<Arc<Signal>>,
+}
+
+/// A signal whose record is built only when something reads it ([`SignalHub::publish_deferred`]).
+///
+/// `build` must return the same [`Signal`] whenever it is called: the hub calls it once per
+/// read of the recent ring, or once at publication when a sink or a watcher takes it.
+pub trait DeferredSignal: Send + Sync + std::fmt::Debug {
+    /// The signal record.
+    fn build(&self) -> Signal;
+    /// [`Signal::trace_id`] of the record (lowercase hex) is `trace_id`.
+    fn has_trace_id(&self, trace_id: &str) -> bool;
+    /// [`Signal::time_unix_nano`] of the record.
+    fn time_unix_nano(&self) -> u64;
+}
+
+/// An entry of the recent ring: a record, or what builds it.
+#[derive(Debug)]
+enum Recent {
+    Built(Arc<Signal>),
+    Deferred(Box<dyn DeferredSignal>),
+}
+
+impl Recent {
+    fn matches(&self, trace_id: Option<&str>, since_unix_nano: Option<u64>) -> bool {
+        let (time, trace_matches) = match self {
+            Recent::Built(s) => (s.time_unix_nano, trace_id.is_none_or(|t| s.trace_id == t)),
+            Recent::Deferred(d) => (
+                d.time_unix_nano(),
+                trace_id.is_none_or(|t| d.has_trace_id(t)),
+            ),
+        };
+        trace_matches && since_unix_nano.is_none_or(|since| time >= since)
+    }
+
+    fn signal(&self) -> Signal {
+        match self {
+            Recent::Built(s) => Signal::clone(s),
+            Recent::Deferred(d) => d.build(),
+        }
+    }
 }
 
 /// Sink queues and their tasks, gathered before the hub is built.
@@ -135,15 +175,35 @@ impl SignalHub {
         for queue in &self.inner.sinks {
             queue.push(Arc::clone(&signal));
         }
-        {
-            let mut recent = lock(&self.inner.recent);
-            if recent.len() >= self.inner.recent_capacity {
-                recent.pop_front();
-            }
-            recent.push_back(Arc::clone(&signal));
-        }
+        self.keep(Recent::Built(Arc::clone(&signal)));
         // An error only means nobody is watching right now.
         let _ = self.inner.broadcast.send(signal);
+    }
+
+    /// Publishes the signal `deferred` builds, building it only when it is read: at once
+    /// when a sink is configured or a `Watch` stream is open (then as [`SignalHub::publish`]),
+    /// else when `GET /v1/signals` lists it. So a loop storm with no sink and no watcher
+    /// costs no signal records, only the ring's entries. What readers see is the same.
+    pub fn publish_deferred(&self, deferred: Box<dyn DeferredSignal>) {
+        if !self.inner.sinks.is_empty() || self.inner.broadcast.receiver_count() > 0 {
+            self.publish(deferred.build());
+        } else {
+            self.keep(Recent::Deferred(deferred));
+        }
+    }
+
+    /// Appends to the recent ring, dropping its oldest entry when full (after the lock is
+    /// released: dropping a signal record frees a dozen allocations).
+    fn keep(&self, entry: Recent) {
+        let evicted = {
+            let mut recent = lock(&self.inner.recent);
+            let evicted = (recent.len() >= self.inner.recent_capacity)
+                .then(|| recent.pop_front())
+                .flatten();
+            recent.push_back(entry);
+            evicted
+        };
+        drop(evicted);
     }
 
     /// Recent signals (at most `recent_capacity`, oldest first) with this `trace_id`
@@ -154,9 +214,8 @@ impl SignalHub {
     pub fn recent(&self, trace_id: Option<&str>, since_unix_nano: Option<u64>) -> Vec<Signal> {
         lock(&self.inner.recent)
             .iter()
-            .filter(|s| trace_id.is_none_or(|t| s.trace_id == t))
-            .filter(|s| since_unix_nano.is_none_or(|since| s.time_unix_nano >= since))
-            .map(|s| Signal::clone(s))
+            .filter(|entry| entry.matches(trace_id, since_unix_nano))
+            .map(Recent::signal)
             .collect()
     }
 
@@ -273,6 +332,60 @@ mod tests {
         assert_eq!(times(hub.recent(None, Some(41))), Vec::<u64>::new());
         assert_eq!(rx.recv().await.map(|s| s.time_unix_nano).ok(), Some(10));
         assert!(hub.stats().is_empty());
+        hub.shutdown(Duration::from_millis(10)).await;
+    }
+
+    /// A deferred signal that counts how often it is built.
+    #[derive(Debug)]
+    struct Counted {
+        signal: Signal,
+        builds: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl DeferredSignal for Counted {
+        fn build(&self) -> Signal {
+            self.builds.fetch_add(1, Ordering::Relaxed);
+            self.signal.clone()
+        }
+        fn has_trace_id(&self, trace_id: &str) -> bool {
+            self.signal.trace_id == trace_id
+        }
+        fn time_unix_nano(&self) -> u64 {
+            self.signal.time_unix_nano
+        }
+    }
+
+    #[tokio::test]
+    async fn deferred_signals_are_built_when_read_and_read_as_published_ones() {
+        let builds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let deferred = |trace, time| {
+            Box::new(Counted {
+                signal: signal(trace, time),
+                builds: builds.clone(),
+            })
+        };
+        let hub = SignalHub::without_sinks(3);
+        hub.publish(signal('a', 10));
+        for (trace, time) in [('b', 20), ('a', 30), ('a', 40)] {
+            hub.publish_deferred(deferred(trace, time));
+        }
+        assert_eq!(builds.load(Ordering::Relaxed), 0, "nobody read them yet");
+        let times = |v: Vec<Signal>| v.iter().map(|s| s.time_unix_nano).collect::<Vec<_>>();
+        let a = "a".repeat(32);
+        assert_eq!(times(hub.recent(Some(&a), Some(40))), vec![40]);
+        assert_eq!(builds.load(Ordering::Relaxed), 1, "only the match is built");
+        let all = hub.recent(None, None);
+        assert_eq!(times(all.clone()), vec![20, 30, 40], "oldest evicted");
+        assert_eq!(all[0], signal('b', 20), "the record it builds");
+
+        // With a watcher, the signal is built once, at once, and streamed.
+        let mut rx = hub.subscribe();
+        builds.store(0, Ordering::Relaxed);
+        hub.publish_deferred(deferred('c', 50));
+        assert_eq!(builds.load(Ordering::Relaxed), 1);
+        assert_eq!(rx.recv().await.map(|s| s.time_unix_nano).ok(), Some(50));
+        assert_eq!(times(hub.recent(None, Some(50))), vec![50]);
+        assert_eq!(builds.load(Ordering::Relaxed), 1, "kept as built");
         hub.shutdown(Duration::from_millis(10)).await;
     }
 }

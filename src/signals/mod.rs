@@ -18,7 +18,7 @@ pub mod webhook;
 
 pub use config::{NatsSinkConfig, RedisSinkConfig, RetryConfig, SignalsConfig, WebhookSinkConfig};
 pub use grpc::signals_service;
-pub use hub::{SignalHub, SinkStats};
+pub use hub::{DeferredSignal, SignalHub, SinkStats};
 
 pub use compact_str::CompactString;
 use compact_str::ToCompactString;
