@@ -127,7 +127,7 @@ impl Pipeline {
 
     /// Logs one detection (one line, structured fields; sampled by `[log.sampling]`) and
     /// publishes its signal.
-    fn report(&self, d: &RunDetection) {
+    fn report(&self, d: RunDetection) {
         let severity = d.detection.severity;
         // A line the log level filters out is neither written nor sampled (nor counted).
         let enabled = match severity {
@@ -140,8 +140,8 @@ impl Pipeline {
                 log_suppressed(severity, verdict.left_out_last_tick);
             }
             if verdict.log {
-                let reason = crate::annotate::reason(d);
-                self.log_detection(d, &reason, &compact_hex(&d.trace_id));
+                let reason = crate::annotate::reason(&d);
+                self.log_detection(&d, &reason, &compact_hex(&d.trace_id));
             }
         }
         let wants_signal = self
@@ -154,7 +154,7 @@ impl Pipeline {
         {
             self.metrics.record_signal(&d.profile.name, action);
             hub.publish_deferred(Box::new(PendingSignal {
-                detection: d.clone(),
+                detection: d,
                 action,
                 engine: self.engine.clone(),
             }));

@@ -71,7 +71,7 @@ impl ReportQueue {
 
     /// Takes the oldest [`REPORT_BATCH`] detections and hands each to `report`, holding
     /// the reporting turn; returns how many.
-    fn report_batch(&self, report: &mut impl FnMut(&RunDetection)) -> usize {
+    fn report_batch(&self, report: &mut impl FnMut(RunDetection)) -> usize {
         let turn = self.reporting.lock().unwrap_or_else(|e| e.into_inner());
         self.report_batch_holding(turn, report)
     }
@@ -80,13 +80,14 @@ impl ReportQueue {
     fn report_batch_holding(
         &self,
         _turn: MutexGuard<'_, ()>,
-        report: &mut impl FnMut(&RunDetection),
+        report: &mut impl FnMut(RunDetection),
     ) -> usize {
         let batch = self.pop_many(REPORT_BATCH);
-        for detection in &batch {
+        let taken = batch.len();
+        for detection in batch {
             report(detection);
         }
-        batch.len()
+        taken
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -154,7 +155,7 @@ impl ReportQueue {
     pub fn push_helping(
         &self,
         detections: impl IntoIterator<Item = RunDetection>,
-        mut report: impl FnMut(&RunDetection),
+        mut report: impl FnMut(RunDetection),
     ) {
         for detection in detections {
             let waiting = self.len();
@@ -173,7 +174,7 @@ impl ReportQueue {
     /// arrival order, up to [`REPORT_BATCH`] per turn before yielding (so a loop storm's
     /// reports neither hold the worker thread nor fall behind the requests that bring
     /// them); returns once the queue is closed and drained.
-    pub async fn serve(&self, mut report: impl FnMut(&RunDetection)) {
+    pub async fn serve(&self, mut report: impl FnMut(RunDetection)) {
         loop {
             if self.report_batch(&mut report) > 0 {
                 tokio::task::yield_now().await;
@@ -354,7 +355,7 @@ mod tests {
     fn helping_and_the_task_report_in_arrival_order() {
         let queue = Arc::new(ReportQueue::new(32));
         let reported = Arc::new(Mutex::new(Vec::new()));
-        let record = |reported: &Mutex<Vec<u32>>, d: &RunDetection| {
+        let record = |reported: &Mutex<Vec<u32>>, d: RunDetection| {
             std::thread::sleep(std::time::Duration::from_micros(50));
             reported.lock().unwrap().push(d.occurrence);
         };
