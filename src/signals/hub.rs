@@ -75,7 +75,7 @@ pub trait DeferredSignal: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 enum Recent {
     Built(Arc<Signal>),
-    Deferred(Box<dyn DeferredSignal>),
+    Deferred(Arc<dyn DeferredSignal>),
 }
 
 impl Recent {
@@ -88,6 +88,14 @@ impl Recent {
             ),
         };
         trace_matches && since_unix_nano.is_none_or(|since| time >= since)
+    }
+
+    /// A handle on the entry, to read once the ring's lock is released.
+    fn share(&self) -> Recent {
+        match self {
+            Recent::Built(s) => Recent::Built(Arc::clone(s)),
+            Recent::Deferred(d) => Recent::Deferred(Arc::clone(d)),
+        }
     }
 
     fn signal(&self) -> Signal {
@@ -184,7 +192,7 @@ impl SignalHub {
     /// when a sink is configured or a `Watch` stream is open (then as [`SignalHub::publish`]),
     /// else when `GET /v1/signals` lists it. So a loop storm with no sink and no watcher
     /// costs no signal records, only the ring's entries. What readers see is the same.
-    pub fn publish_deferred(&self, deferred: Box<dyn DeferredSignal>) {
+    pub fn publish_deferred(&self, deferred: Arc<dyn DeferredSignal>) {
         if !self.inner.sinks.is_empty() || self.inner.broadcast.receiver_count() > 0 {
             self.publish(deferred.build());
         } else {
@@ -212,11 +220,13 @@ impl SignalHub {
     /// `since` is inclusive because several signals can share a span's end time; callers
     /// that poll de-duplicate on [`Signal::id`].
     pub fn recent(&self, trace_id: Option<&str>, since_unix_nano: Option<u64>) -> Vec<Signal> {
-        lock(&self.inner.recent)
+        // Records are built after the lock is released: the reporter publishes meanwhile.
+        let matching: Vec<Recent> = lock(&self.inner.recent)
             .iter()
             .filter(|entry| entry.matches(trace_id, since_unix_nano))
-            .map(Recent::signal)
-            .collect()
+            .map(Recent::share)
+            .collect();
+        matching.iter().map(Recent::signal).collect()
     }
 
     /// A receiver of every signal published from now on (used by the gRPC stream).
@@ -359,7 +369,7 @@ mod tests {
     async fn deferred_signals_are_built_when_read_and_read_as_published_ones() {
         let builds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let deferred = |trace, time| {
-            Box::new(Counted {
+            Arc::new(Counted {
                 signal: signal(trace, time),
                 builds: builds.clone(),
             })
