@@ -346,4 +346,73 @@ mod tests {
         // And the frame is the body's bytes behind the prefix.
         assert_eq!(chunks.concat()[5..], body.to_bytes()[..]);
     }
+
+    /// Counts the exports a downstream fully received.
+    struct CountingDownstream(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    #[tonic::async_trait]
+    impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService
+        for CountingDownstream
+    {
+        async fn export(
+            &self,
+            _request: tonic::Request<
+                opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+            >,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, Status> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        }
+    }
+
+    /// The guard of the uncompressed path: a stand-in whose parts never reached
+    /// `FramedParts` (here: a channel without it) fails the export (the encoder's error
+    /// resets the HTTP/2 stream: `INTERNAL`), and the downstream receives no request,
+    /// rather than an empty one.
+    #[tokio::test]
+    async fn a_stand_in_that_reaches_the_encoder_fails_the_export_and_sends_nothing() {
+        use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+        let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(CountingDownstream(
+                    received.clone(),
+                )))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let grpc = tonic::client::Grpc::new(channel);
+        // One span-less resource_spans entry: a valid, non-empty request.
+        let request = Bytes::from_static(b"\x0a\x00");
+        let export = |body: ExportBody| {
+            let mut grpc = grpc.clone();
+            async move {
+                grpc.ready().await.unwrap();
+                grpc.unary(
+                    tonic::Request::new(body),
+                    PathAndQuery::from_static(EXPORT_PATH),
+                    RawBytesCodec,
+                )
+                .await
+            }
+        };
+        let stand_in = ExportBody {
+            parts: vec![request.clone()],
+            stand_in: true,
+        };
+        let status = export(stand_in)
+            .await
+            .expect_err("a stand-in never goes out");
+        assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
+        assert_eq!(received.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // The same parts as a real body are delivered on the same channel.
+        export(ExportBody::from(request)).await.expect("delivered");
+        assert_eq!(received.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 }
