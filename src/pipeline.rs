@@ -153,7 +153,7 @@ impl Pipeline {
             (&self.signals, wants_signal, d.detection.severity.action())
         {
             self.metrics.record_signal(&d.profile.name, action);
-            hub.publish_deferred(Arc::new(PendingSignal {
+            hub.publish_deferred(Box::new(PendingSignal {
                 detection: d,
                 action,
                 engine: self.engine.clone(),
@@ -268,6 +268,10 @@ impl crate::signals::DeferredSignal for PendingSignal {
 
     fn time_unix_nano(&self) -> u64 {
         self.detection.time_unix_nano
+    }
+
+    fn action(&self) -> Action {
+        self.action
     }
 }
 
@@ -415,6 +419,7 @@ mod tests {
         use crate::signals::DeferredSignal;
         assert_eq!(pending.build(), eager);
         assert_eq!(pending.time_unix_nano(), 42);
+        assert_eq!(pending.action(), eager.action);
         assert_eq!(eager.trace_id, "00112233445566778899aabbccddeeff");
         assert!(pending.has_trace_id(&eager.trace_id));
         for other in [

@@ -146,25 +146,35 @@ fn read_value(
     (reader.pos == reader.bytes.len() && reader.size <= limits.max_bytes).then_some(())
 }
 
-/// The volatile keys as bytes, with a cheap first test (which key lengths occur). A key
-/// whose length occurs is compared byte for byte with each (a handful by default: cheaper
-/// than hashing it, and no UTF-8 check).
+/// At most this many volatile keys are compared byte for byte; a longer list is hashed.
+const FEW_VOLATILE_KEYS: usize = 16;
+
+/// The volatile keys, with a cheap first test (which key lengths occur). A key whose length
+/// occurs is compared byte for byte with each of a few keys (8 by default: cheaper than
+/// hashing it, and no UTF-8 check), or looked up in the set when there are more.
 struct Volatile<'d> {
-    keys: smallvec::SmallVec<[&'d [u8]; 16]>,
+    set: &'d HashSet<String>,
+    /// The keys as bytes, when there are at most [`FEW_VOLATILE_KEYS`].
+    few: Option<smallvec::SmallVec<[&'d [u8]; FEW_VOLATILE_KEYS]>>,
     /// Bit `n` set when a key of `n` bytes (`n` < 63) is in the set; bit 63 for longer.
     lengths: u64,
 }
 
 impl<'d> Volatile<'d> {
     fn new(set: &'d HashSet<String>) -> Self {
-        let keys: smallvec::SmallVec<[&[u8]; 16]> = set.iter().map(|k| k.as_bytes()).collect();
-        let lengths = keys.iter().fold(0, |acc, key| acc | length_bit(key.len()));
-        Volatile { keys, lengths }
+        let lengths = set.iter().fold(0, |acc, key| acc | length_bit(key.len()));
+        let few =
+            (set.len() <= FEW_VOLATILE_KEYS).then(|| set.iter().map(|k| k.as_bytes()).collect());
+        Volatile { set, few, lengths }
     }
 
     /// `key` is a key's bytes as read.
     fn contains(&self, key: &[u8]) -> bool {
-        self.lengths & length_bit(key.len()) != 0 && self.keys.contains(&key)
+        self.lengths & length_bit(key.len()) != 0
+            && match &self.few {
+                Some(keys) => keys.contains(&key),
+                None => std::str::from_utf8(key).is_ok_and(|key| self.set.contains(key)),
+            }
     }
 }
 
@@ -618,6 +628,29 @@ mod tests {
             .iter()
             .map(|k| k.to_string())
             .collect()
+    }
+
+    #[test]
+    fn few_and_many_volatile_keys_drop_the_same_members() {
+        let text = r#"{"nonce":1,"k3":{"k19":2,"kept":3,"ünï":4},"k":5}"#;
+        let keep = r#"{"k":5,"k3":{"kept":3}}"#;
+        for count in [3, FEW_VOLATILE_KEYS, FEW_VOLATILE_KEYS + 1, 40] {
+            let mut keys: HashSet<String> = (0..count - 2).map(|i| format!("k{i}")).collect();
+            keys.remove("k3");
+            keys.extend(["nonce".to_string(), "ünï".to_string()]);
+            assert_eq!(
+                Volatile::new(&keys).few.is_some(),
+                keys.len() <= FEW_VOLATILE_KEYS
+            );
+            let mut scratch = Scratch::default();
+            let bytes = canonical_text(text, &keys, limits(), &mut scratch).map(<[u8]>::to_vec);
+            let expected = if keys.contains("k19") {
+                keep
+            } else {
+                r#"{"k":5,"k3":{"k19":2,"kept":3}}"#
+            };
+            assert_eq!(bytes.as_deref(), Some(expected.as_bytes()), "{count} keys");
+        }
     }
 
     /// The one-pass result, as text; `None` when it leaves the text to the tree path.

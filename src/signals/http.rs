@@ -48,10 +48,7 @@ pub async fn get_signals(
         })?),
     };
     let trace_id = query.trace_id.as_deref().filter(|t| !t.is_empty());
-    let mut data = hub.recent(trace_id, query.since);
-    if let Some(action) = action {
-        data.retain(|s| s.action == action);
-    }
+    let data = hub.recent(trace_id, query.since, action);
     Ok(Json(SignalsResponse { data }))
 }
 

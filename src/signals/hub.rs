@@ -13,7 +13,7 @@ use super::nats::NatsSink;
 use super::redis::RedisSink;
 use super::sink::{self, Sink, SinkQueue};
 use super::webhook::WebhookSink;
-use super::Signal;
+use super::{Action, Signal};
 
 /// Capacity of the broadcast channel behind the gRPC stream; a subscriber more than this
 /// many signals behind skips the ones it missed.
@@ -60,8 +60,10 @@ struct Inner {
 
 /// A signal whose record is built only when something reads it ([`SignalHub::publish_deferred`]).
 ///
-/// `build` must return the same [`Signal`] whenever it is called: the hub calls it once per
-/// read of the recent ring, or once at publication when a sink or a watcher takes it.
+/// The hub calls `build` at most once per published signal: at publication when a sink or
+/// a watcher takes it, else at the first read of the recent ring that lists it (the record
+/// is then kept). The other methods answer for the record without building it, so a read
+/// builds only the entries its filters keep.
 pub trait DeferredSignal: Send + Sync + std::fmt::Debug {
     /// The signal record.
     fn build(&self) -> Signal;
@@ -69,25 +71,46 @@ pub trait DeferredSignal: Send + Sync + std::fmt::Debug {
     fn has_trace_id(&self, trace_id: &str) -> bool;
     /// [`Signal::time_unix_nano`] of the record.
     fn time_unix_nano(&self) -> u64;
+    /// [`Signal::action`] of the record.
+    fn action(&self) -> Action;
+}
+
+/// A deferred signal in the ring, with its record once a read has built it.
+#[derive(Debug)]
+struct Deferred {
+    source: Box<dyn DeferredSignal>,
+    built: std::sync::OnceLock<Signal>,
 }
 
 /// An entry of the recent ring: a record, or what builds it.
 #[derive(Debug)]
 enum Recent {
     Built(Arc<Signal>),
-    Deferred(Arc<dyn DeferredSignal>),
+    Deferred(Arc<Deferred>),
 }
 
 impl Recent {
-    fn matches(&self, trace_id: Option<&str>, since_unix_nano: Option<u64>) -> bool {
-        let (time, trace_matches) = match self {
-            Recent::Built(s) => (s.time_unix_nano, trace_id.is_none_or(|t| s.trace_id == t)),
+    fn matches(
+        &self,
+        trace_id: Option<&str>,
+        since_unix_nano: Option<u64>,
+        action: Option<Action>,
+    ) -> bool {
+        let (time, trace_matches, its_action) = match self {
+            Recent::Built(s) => (
+                s.time_unix_nano,
+                trace_id.is_none_or(|t| s.trace_id == t),
+                s.action,
+            ),
             Recent::Deferred(d) => (
-                d.time_unix_nano(),
-                trace_id.is_none_or(|t| d.has_trace_id(t)),
+                d.source.time_unix_nano(),
+                trace_id.is_none_or(|t| d.source.has_trace_id(t)),
+                d.source.action(),
             ),
         };
-        trace_matches && since_unix_nano.is_none_or(|since| time >= since)
+        trace_matches
+            && since_unix_nano.is_none_or(|since| time >= since)
+            && action.is_none_or(|a| a == its_action)
     }
 
     /// A handle on the entry, to read once the ring's lock is released.
@@ -101,7 +124,7 @@ impl Recent {
     fn signal(&self) -> Signal {
         match self {
             Recent::Built(s) => Signal::clone(s),
-            Recent::Deferred(d) => d.build(),
+            Recent::Deferred(d) => d.built.get_or_init(|| d.source.build()).clone(),
         }
     }
 }
@@ -190,13 +213,17 @@ impl SignalHub {
 
     /// Publishes the signal `deferred` builds, building it only when it is read: at once
     /// when a sink is configured or a `Watch` stream is open (then as [`SignalHub::publish`]),
-    /// else when `GET /v1/signals` lists it. So a loop storm with no sink and no watcher
-    /// costs no signal records, only the ring's entries. What readers see is the same.
-    pub fn publish_deferred(&self, deferred: Arc<dyn DeferredSignal>) {
+    /// else the first time `GET /v1/signals` lists it (then kept). So a loop storm with no
+    /// sink and no watcher costs no signal records, only the ring's entries. What readers
+    /// see is the same.
+    pub fn publish_deferred(&self, deferred: Box<dyn DeferredSignal>) {
         if !self.inner.sinks.is_empty() || self.inner.broadcast.receiver_count() > 0 {
             self.publish(deferred.build());
         } else {
-            self.keep(Recent::Deferred(deferred));
+            self.keep(Recent::Deferred(Arc::new(Deferred {
+                source: deferred,
+                built: std::sync::OnceLock::new(),
+            })));
         }
     }
 
@@ -215,15 +242,21 @@ impl SignalHub {
     }
 
     /// Recent signals (at most `recent_capacity`, oldest first) with this `trace_id`
-    /// (exact match) and `time_unix_nano >= since_unix_nano`; `None` matches any.
+    /// (exact match), `time_unix_nano >= since_unix_nano` and this `action`; `None`
+    /// matches any.
     ///
     /// `since` is inclusive because several signals can share a span's end time; callers
     /// that poll de-duplicate on [`Signal::id`].
-    pub fn recent(&self, trace_id: Option<&str>, since_unix_nano: Option<u64>) -> Vec<Signal> {
+    pub fn recent(
+        &self,
+        trace_id: Option<&str>,
+        since_unix_nano: Option<u64>,
+        action: Option<Action>,
+    ) -> Vec<Signal> {
         // Records are built after the lock is released: the reporter publishes meanwhile.
         let matching: Vec<Recent> = lock(&self.inner.recent)
             .iter()
-            .filter(|entry| entry.matches(trace_id, since_unix_nano))
+            .filter(|entry| entry.matches(trace_id, since_unix_nano, action))
             .map(Recent::share)
             .collect();
         matching.iter().map(Recent::signal).collect()
@@ -328,18 +361,18 @@ mod tests {
         }
         let times = |v: Vec<Signal>| v.iter().map(|s| s.time_unix_nano).collect::<Vec<_>>();
         assert_eq!(
-            times(hub.recent(None, None)),
+            times(hub.recent(None, None, None)),
             vec![20, 30, 40],
             "oldest evicted"
         );
         let a = "a".repeat(32);
-        assert_eq!(times(hub.recent(Some(&a), None)), vec![30, 40]);
+        assert_eq!(times(hub.recent(Some(&a), None, None)), vec![30, 40]);
         assert_eq!(
-            times(hub.recent(Some(&a), Some(40))),
+            times(hub.recent(Some(&a), Some(40), None)),
             vec![40],
             "since is inclusive"
         );
-        assert_eq!(times(hub.recent(None, Some(41))), Vec::<u64>::new());
+        assert_eq!(times(hub.recent(None, Some(41), None)), Vec::<u64>::new());
         assert_eq!(rx.recv().await.map(|s| s.time_unix_nano).ok(), Some(10));
         assert!(hub.stats().is_empty());
         hub.shutdown(Duration::from_millis(10)).await;
@@ -363,13 +396,16 @@ mod tests {
         fn time_unix_nano(&self) -> u64 {
             self.signal.time_unix_nano
         }
+        fn action(&self) -> Action {
+            self.signal.action
+        }
     }
 
     #[tokio::test]
     async fn deferred_signals_are_built_when_read_and_read_as_published_ones() {
         let builds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let deferred = |trace, time| {
-            Arc::new(Counted {
+            Box::new(Counted {
                 signal: signal(trace, time),
                 builds: builds.clone(),
             })
@@ -382,11 +418,23 @@ mod tests {
         assert_eq!(builds.load(Ordering::Relaxed), 0, "nobody read them yet");
         let times = |v: Vec<Signal>| v.iter().map(|s| s.time_unix_nano).collect::<Vec<_>>();
         let a = "a".repeat(32);
-        assert_eq!(times(hub.recent(Some(&a), Some(40))), vec![40]);
+        assert_eq!(times(hub.recent(Some(&a), Some(40), None)), vec![40]);
         assert_eq!(builds.load(Ordering::Relaxed), 1, "only the match is built");
-        let all = hub.recent(None, None);
+        assert_eq!(
+            times(hub.recent(None, None, Some(Action::Warn))),
+            Vec::<u64>::new()
+        );
+        assert_eq!(
+            builds.load(Ordering::Relaxed),
+            1,
+            "filtered by action unbuilt"
+        );
+        let all = hub.recent(None, None, Some(Action::Kill));
         assert_eq!(times(all.clone()), vec![20, 30, 40], "oldest evicted");
         assert_eq!(all[0], signal('b', 20), "the record it builds");
+        assert_eq!(builds.load(Ordering::Relaxed), 3, "each built once");
+        assert_eq!(hub.recent(None, None, None), all, "and kept");
+        assert_eq!(builds.load(Ordering::Relaxed), 3);
 
         // With a watcher, the signal is built once, at once, and streamed.
         let mut rx = hub.subscribe();
@@ -394,7 +442,7 @@ mod tests {
         hub.publish_deferred(deferred('c', 50));
         assert_eq!(builds.load(Ordering::Relaxed), 1);
         assert_eq!(rx.recv().await.map(|s| s.time_unix_nano).ok(), Some(50));
-        assert_eq!(times(hub.recent(None, Some(50))), vec![50]);
+        assert_eq!(times(hub.recent(None, Some(50), None)), vec![50]);
         assert_eq!(builds.load(Ordering::Relaxed), 1, "kept as built");
         hub.shutdown(Duration::from_millis(10)).await;
     }
