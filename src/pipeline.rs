@@ -153,11 +153,11 @@ impl Pipeline {
             (&self.signals, wants_signal, d.detection.severity.action())
         {
             self.metrics.record_signal(&d.profile.name, action);
-            hub.publish_deferred(Box::new(PendingSignal {
+            hub.publish_deferred(PendingSignal {
                 detection: d,
                 action,
                 engine: self.engine.clone(),
-            }));
+            });
         }
     }
 

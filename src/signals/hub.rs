@@ -75,18 +75,19 @@ pub trait DeferredSignal: Send + Sync + std::fmt::Debug {
     fn action(&self) -> Action;
 }
 
-/// A deferred signal in the ring, with its record once a read has built it.
+/// A deferred signal in the ring, with its record once a read has built it (one
+/// allocation: `Arc<Deferred<dyn DeferredSignal>>` from a sized `Deferred<D>`).
 #[derive(Debug)]
-struct Deferred {
-    source: Box<dyn DeferredSignal>,
+struct Deferred<D: ?Sized> {
     built: std::sync::OnceLock<Signal>,
+    source: D,
 }
 
 /// An entry of the recent ring: a record, or what builds it.
 #[derive(Debug)]
 enum Recent {
     Built(Arc<Signal>),
-    Deferred(Arc<Deferred>),
+    Deferred(Arc<Deferred<dyn DeferredSignal>>),
 }
 
 impl Recent {
@@ -216,14 +217,15 @@ impl SignalHub {
     /// else the first time `GET /v1/signals` lists it (then kept). So a loop storm with no
     /// sink and no watcher costs no signal records, only the ring's entries. What readers
     /// see is the same.
-    pub fn publish_deferred(&self, deferred: Box<dyn DeferredSignal>) {
+    pub fn publish_deferred(&self, deferred: impl DeferredSignal + 'static) {
         if !self.inner.sinks.is_empty() || self.inner.broadcast.receiver_count() > 0 {
             self.publish(deferred.build());
         } else {
-            self.keep(Recent::Deferred(Arc::new(Deferred {
-                source: deferred,
+            let entry: Arc<Deferred<dyn DeferredSignal>> = Arc::new(Deferred {
                 built: std::sync::OnceLock::new(),
-            })));
+                source: deferred,
+            });
+            self.keep(Recent::Deferred(entry));
         }
     }
 
@@ -404,11 +406,9 @@ mod tests {
     #[tokio::test]
     async fn deferred_signals_are_built_when_read_and_read_as_published_ones() {
         let builds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let deferred = |trace, time| {
-            Box::new(Counted {
-                signal: signal(trace, time),
-                builds: builds.clone(),
-            })
+        let deferred = |trace, time| Counted {
+            signal: signal(trace, time),
+            builds: builds.clone(),
         };
         let hub = SignalHub::without_sinks(3);
         hub.publish(signal('a', 10));
