@@ -208,17 +208,10 @@ pub fn log_suppressed(severity: Severity, count: u64) {
 }
 
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which
-/// never signals. `reason`: [`crate::annotate::reason`] of the detection, which the
-/// message quotes. `trace_id`: the detection's trace_id in lowercase hex (the log line has it
-/// already).
-pub fn signal_of(
-    d: &RunDetection,
-    engine: &Engine,
-    reason: String,
-    trace_id: CompactString,
-) -> Option<Signal> {
+/// never signals. The message quotes [`crate::annotate::reason`] of the detection.
+pub fn signal_of(d: &RunDetection, engine: &Engine) -> Option<Signal> {
     let action = d.detection.severity.action()?;
-    Some(signal_with_action(d, action, engine, reason, trace_id))
+    Some(signal_with_action(d, action, engine))
 }
 
 /// A warn or kill detection's signal, published by the reporter and built when first read
@@ -242,28 +235,12 @@ impl std::fmt::Debug for PendingSignal {
 
 impl crate::signals::DeferredSignal for PendingSignal {
     fn build(&self) -> Signal {
-        let d = &self.detection;
-        let reason = crate::annotate::reason(d);
-        signal_with_action(
-            d,
-            self.action,
-            &self.engine,
-            reason,
-            compact_hex(&d.trace_id),
-        )
+        signal_with_action(&self.detection, self.action, &self.engine)
     }
 
+    /// As the record's field is written (read path only: `GET /v1/signals?trace_id=`).
     fn has_trace_id(&self, trace_id: &str) -> bool {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let id = &self.detection.trace_id;
-        trace_id.len() == 2 * id.len()
-            && trace_id
-                .as_bytes()
-                .chunks_exact(2)
-                .zip(id.iter())
-                .all(|(pair, &byte)| {
-                    pair == [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]
-                })
+        compact_hex(&self.detection.trace_id) == trace_id
     }
 
     fn time_unix_nano(&self) -> u64 {
@@ -276,13 +253,8 @@ impl crate::signals::DeferredSignal for PendingSignal {
 }
 
 /// [`signal_of`] for a detection whose severity asks for `action`.
-fn signal_with_action(
-    d: &RunDetection,
-    action: Action,
-    engine: &Engine,
-    reason: String,
-    trace_id: CompactString,
-) -> Signal {
+fn signal_with_action(d: &RunDetection, action: Action, engine: &Engine) -> Signal {
+    let reason = crate::annotate::reason(d);
     let tool = d
         .detection
         .tool_names
@@ -308,7 +280,7 @@ fn signal_with_action(
         occurrence: d.occurrence,
         severity: d.detection.severity,
         time_unix_nano: d.time_unix_nano,
-        trace_id,
+        trace_id: compact_hex(&d.trace_id),
         run_key: compact(&d.run_key),
         service_name: d.service_name.as_deref().map(compact),
         agent_name: d.agent_name.as_deref().map(compact),
@@ -341,16 +313,6 @@ mod tests {
         Engine::from_config(&config).expect("default config")
     }
 
-    /// The signal of `d`, built as the reporter builds it.
-    fn signal(engine: &Engine, d: &RunDetection) -> Option<Signal> {
-        signal_of(
-            d,
-            engine,
-            crate::annotate::reason(d),
-            compact_hex(&d.trace_id),
-        )
-    }
-
     #[test]
     fn messages_wrap_the_reason_word_for_word() {
         let engine = engine();
@@ -361,7 +323,9 @@ mod tests {
         );
         Arc::make_mut(&mut alternating.detection).count = 3;
         assert_eq!(
-            signal(&engine, &alternating).expect("warn signals").message,
+            signal_of(&alternating, &engine)
+                .expect("warn signals")
+                .message,
             "You seem to be stuck in a loop: search and fetch alternated 3 times with the same \
              arguments. Do not call search with the same arguments again; try a different \
              approach, or stop and report what is blocking you."
@@ -369,20 +333,24 @@ mod tests {
         let mut cycle = RunDetection::sample(Pattern::Cycle, &["a", "b", "c"], Severity::Kill);
         Arc::make_mut(&mut cycle.detection).count = 6;
         assert_eq!(
-            signal(&engine, &cycle).expect("kill signals").message,
+            signal_of(&cycle, &engine).expect("kill signals").message,
             "loopwatch stopped this run: the call sequence a → b → c repeated 6 times with the \
              same arguments."
         );
         let mut text = RunDetection::sample(Pattern::RepeatedText, &[], Severity::Warn);
         Arc::make_mut(&mut text.detection).count = 3;
         assert_eq!(
-            signal(&engine, &text).expect("warn signals").message,
+            signal_of(&text, &engine).expect("warn signals").message,
             "You seem to be stuck in a loop: the model gave the same text response 3 times in a \
              row. Do not call the same tool with the same arguments again; try a different \
              approach, or stop and report what is blocking you."
         );
         let progress = RunDetection::sample(Pattern::RepeatedCall, &["poll"], Severity::Info);
-        assert_eq!(signal(&engine, &progress), None, "progress never signals");
+        assert_eq!(
+            signal_of(&progress, &engine),
+            None,
+            "progress never signals"
+        );
     }
 
     #[test]
@@ -390,7 +358,7 @@ mod tests {
         let engine = engine();
         for names in [&[][..], &["search"], &["search", "fetch"], &["a", "b", "c"]] {
             let d = RunDetection::sample(Pattern::Cycle, names, Severity::Kill);
-            let signal = signal(&engine, &d).expect("kill signals");
+            let signal = signal_of(&d, &engine).expect("kill signals");
             // As the `Vec<CompactString>` fields serialized them.
             let as_vec = |list: &[CompactString]| serde_json::to_string(&list.to_vec()).unwrap();
             let json = serde_json::to_string(&signal).unwrap();
@@ -410,7 +378,7 @@ mod tests {
         d.trace_id = (0u8..16).map(|b| b * 17).collect();
         d.span_ids = Arc::new([[3; 8].as_slice().into(), [2; 8].as_slice().into()]);
         d.time_unix_nano = 42;
-        let eager = signal(&engine, &d).expect("kill signals");
+        let eager = signal_of(&d, &engine).expect("kill signals");
         let pending = PendingSignal {
             detection: d.clone(),
             action: Action::Kill,
