@@ -5,7 +5,8 @@
 //! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
 //! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
-//! [`vercel_ai`], [`langfuse`], then inference spans: each convention's response reader
+//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], then inference spans: each
+//! convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -18,6 +19,7 @@ pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
 pub mod llamaindex;
+pub mod logfire_openai_agents;
 pub mod message_parts;
 pub mod message_parts_text;
 pub mod model_response;
@@ -86,6 +88,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     pydantic_legacy::extract,
     vercel_ai::extract,
     langfuse::extract,
+    logfire_openai_agents::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
