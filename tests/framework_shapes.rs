@@ -20,6 +20,7 @@ const SHAPES: &[(&str, &str)] = &[
         "logfire_openai_agents_function_span.json",
         "logfire-openai-agents",
     ),
+    ("strands_0_1_tool_span.json", "strands-legacy"),
 ];
 
 const LOOPING: &str = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";

@@ -5,7 +5,7 @@
 //! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
 //! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
-//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], then inference spans: each
+//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`strands_legacy`], then inference spans: each
 //! convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
@@ -27,6 +27,7 @@ pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
 pub mod smolagents;
+pub mod strands_legacy;
 pub mod vercel_ai;
 pub mod wrappers;
 
@@ -89,6 +90,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     vercel_ai::extract,
     langfuse::extract,
     logfire_openai_agents::extract,
+    strands_legacy::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
