@@ -21,6 +21,11 @@ const SHAPES: &[(&str, &str)] = &[
         "logfire-openai-agents",
     ),
     ("strands_0_1_tool_span.json", "strands-legacy"),
+    ("google_genai_code_function_parameters.json", "google-genai"),
+    (
+        "google_genai_code_function_parameters_reordered.json",
+        "google-genai",
+    ),
 ];
 
 const LOOPING: &str = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";

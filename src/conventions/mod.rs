@@ -3,7 +3,8 @@
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
 //! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
-//! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
+//! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
+//! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`strands_legacy`], then inference spans: each
 //! convention's response reader
@@ -15,6 +16,7 @@
 pub mod custom;
 pub mod dspy;
 pub mod genai;
+pub mod google_genai;
 pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
@@ -114,6 +116,10 @@ fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
     if openllmetry::is_tool_span(span) {
         // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
         return openllmetry::extract(span);
+    }
+    if google_genai::is_tool_span(span) {
+        // A GenAI tool span whose content is in per-parameter `code.function.*` attributes.
+        return google_genai::extract(span);
     }
     if genai::is_tool_span(span) {
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
