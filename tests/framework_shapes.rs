@@ -26,6 +26,7 @@ const SHAPES: &[(&str, &str)] = &[
         "google_genai_code_function_parameters_reordered.json",
         "google-genai",
     ),
+    ("mastra_old_exporter_tool_execute.json", "mastra-legacy"),
 ];
 
 const LOOPING: &str = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";

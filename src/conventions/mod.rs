@@ -6,8 +6,8 @@
 //! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
-//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`strands_legacy`], then inference spans: each
-//! convention's response reader
+//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`strands_legacy`],
+//! [`mastra_legacy`], then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -22,6 +22,7 @@ pub mod json_skip;
 pub mod langfuse;
 pub mod llamaindex;
 pub mod logfire_openai_agents;
+pub mod mastra_legacy;
 pub mod message_parts;
 pub mod message_parts_text;
 pub mod model_response;
@@ -93,6 +94,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     langfuse::extract,
     logfire_openai_agents::extract,
     strands_legacy::extract,
+    mastra_legacy::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
