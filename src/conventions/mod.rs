@@ -3,9 +3,11 @@
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
 //! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
-//! attributes holding its whole callback context), [`genai`] tool spans, [`llamaindex`],
+//! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
+//! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
-//! [`vercel_ai`], [`langfuse`], then inference spans: each convention's response reader
+//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`strands_legacy`],
+//! [`mastra_legacy`], then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -14,10 +16,13 @@
 pub mod custom;
 pub mod dspy;
 pub mod genai;
+pub mod google_genai;
 pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
 pub mod llamaindex;
+pub mod logfire_openai_agents;
+pub mod mastra_legacy;
 pub mod message_parts;
 pub mod message_parts_text;
 pub mod model_response;
@@ -25,6 +30,7 @@ pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
 pub mod smolagents;
+pub mod strands_legacy;
 pub mod vercel_ai;
 pub mod wrappers;
 
@@ -86,6 +92,9 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     pydantic_legacy::extract,
     vercel_ai::extract,
     langfuse::extract,
+    logfire_openai_agents::extract,
+    strands_legacy::extract,
+    mastra_legacy::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
@@ -109,6 +118,10 @@ fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
     if openllmetry::is_tool_span(span) {
         // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
         return openllmetry::extract(span);
+    }
+    if google_genai::is_tool_span(span) {
+        // A GenAI tool span whose content is in per-parameter `code.function.*` attributes.
+        return google_genai::extract(span);
     }
     if genai::is_tool_span(span) {
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.

@@ -1,0 +1,156 @@
+//! strands-agents 0.1.x tool spans (before the GenAI semconv spans of v0.2.0).
+//!
+//! `Tracer.start_tool_call_span` opens a span named `Tool: {name}` with `tool.name`,
+//! `tool.id` (the model's `toolUseId`), `tool.parameters` (`json.dumps` of the tool input)
+//! and `gen_ai.prompt` (the whole `ToolUse`); `end_tool_call_span` adds `tool.result` (and
+//! the same text as `gen_ai.completion`: `json.dumps` of the `ToolResult` content list,
+//! e.g. `[{"text": "…"}]`) and `tool.status` (`success` / `error`); an exception sets the
+//! span status to ERROR. No `gen_ai.operation.name`: from v0.2.0 the same span name comes
+//! with `gen_ai.operation.name` = `execute_tool` and is read by [`super::genai`].
+//! A `tool.status` of `error` (the tool returned an error result) is a failed call whose
+//! message is the result's text.
+//! Source: strands-agents/sdk-python `src/strands/telemetry/tracer.py`, tags v0.1.0 –
+//! v0.1.9 (first commit b3890bb8, 2025-05-16, to the parent of f20a4051, 2025-07-01).
+
+use serde_json::Value as Json;
+
+use super::{agent_name, call_id, call_status, first_str, payload_attr};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
+use crate::otlp::view::{attr_str, SpanView};
+
+/// Convention label on events from this module.
+pub const CONVENTION: &str = "strands-legacy";
+
+/// The tool call of a strands 0.1.x `Tool: {name}` span; `None` for other spans.
+pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
+    let attrs = &span.attributes;
+    let name = first_str(attrs, &["tool.name"])?;
+    if span.name.strip_prefix("Tool: ") != Some(name)
+        || attr_str(attrs, "gen_ai.operation.name").is_some()
+        || attr_str(attrs, "openinference.span.kind").is_some()
+    {
+        return None;
+    }
+    let mut status = call_status(span);
+    if status == CallStatus::Ok && attr_str(attrs, "tool.status") == Some("error") {
+        status = CallStatus::Error {
+            message: attr_str(attrs, "tool.result")
+                .map(result_text)
+                .unwrap_or_default(),
+        };
+    }
+    Some(ExtractedEvent {
+        kind: EventKind::ToolCall(ToolCall {
+            tool_name: name.to_owned(),
+            call_id: call_id(attrs, "tool.id"),
+            arguments: payload_attr(attrs, &["tool.parameters"]),
+            result: payload_attr(attrs, &["tool.result"]),
+            status,
+        }),
+        agent_name: agent_name(span),
+        convention: CONVENTION,
+    })
+}
+
+/// The `text` parts of a `ToolResult` content list joined with `\n`; the recorded text
+/// when it is not such a list.
+fn result_text(recorded: &str) -> String {
+    let Ok(Json::Array(parts)) = serde_json::from_str::<Json>(recorded) else {
+        return recorded.to_owned();
+    };
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| p.get("text")?.as_str())
+        .collect();
+    if texts.is_empty() {
+        recorded.to_owned()
+    } else {
+        texts.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::conventions::extract;
+    use crate::conventions::test_support::*;
+    use crate::event::{CallStatus, EventKind, Payload};
+
+    fn tool_span(status: &str, result: &str) -> opentelemetry_proto::tonic::trace::v1::Span {
+        span(
+            "Tool: word_count",
+            vec![
+                kvs(
+                    "gen_ai.event.start_time",
+                    "2025-06-12T09:30:01.120000+00:00",
+                ),
+                kvs(
+                    "gen_ai.prompt",
+                    r#"{"toolUseId": "tooluse_kZ3pQm1xS2aT", "name": "word_count", "input": {"text": "hello world"}}"#,
+                ),
+                kvs("tool.name", "word_count"),
+                kvs("tool.id", "tooluse_kZ3pQm1xS2aT"),
+                kvs("tool.parameters", r#"{"text": "hello world"}"#),
+                kvs("tool.result", result),
+                kvs("gen_ai.completion", result),
+                kvs("tool.status", status),
+            ],
+        )
+    }
+
+    #[test]
+    fn tool_span_is_a_tool_call() {
+        let ev = extract(&tool_span("success", r#"[{"text": "2"}]"#)).expect("a tool call");
+        assert_eq!(ev.convention, "strands-legacy");
+        let EventKind::ToolCall(c) = ev.kind else {
+            panic!("not a tool call")
+        };
+        assert_eq!(c.tool_name, "word_count");
+        assert_eq!(c.call_id.as_deref(), Some("tooluse_kZ3pQm1xS2aT"));
+        assert_eq!(
+            c.arguments,
+            Some(Payload::Text(r#"{"text": "hello world"}"#.into()))
+        );
+        assert_eq!(c.result, Some(Payload::Text(r#"[{"text": "2"}]"#.into())));
+        assert_eq!(c.status, CallStatus::Ok);
+    }
+
+    #[test]
+    fn error_status_is_a_failed_call_with_the_result_text() {
+        let ev = extract(&tool_span(
+            "error",
+            r#"[{"text": "Error: tool failed: rate limited"}]"#,
+        ))
+        .expect("a tool call");
+        let EventKind::ToolCall(c) = ev.kind else {
+            panic!("not a tool call")
+        };
+        assert_eq!(
+            c.status,
+            CallStatus::Error {
+                message: "Error: tool failed: rate limited".into()
+            }
+        );
+    }
+
+    #[test]
+    fn other_spans_are_not_claimed() {
+        // The event-loop cycle span also carries `tool.result`, but no `tool.name`.
+        let cycle = span(
+            "Cycle 1",
+            vec![kvs("tool.result", r#"[{"toolResult": {}}]"#)],
+        );
+        assert_eq!(extract(&cycle), None);
+        // A span name that is not `Tool: <tool.name>`.
+        let other = span(
+            "Tool: other",
+            vec![kvs("tool.name", "word_count"), kvs("tool.parameters", "{}")],
+        );
+        assert_eq!(extract(&other), None);
+        // strands ≥ 0.2: the same name with GenAI attributes is GenAI's.
+        let mut v2 = tool_span("success", r#"[{"text": "2"}]"#);
+        v2.attributes
+            .push(kvs("gen_ai.operation.name", "execute_tool"));
+        v2.attributes.push(kvs("gen_ai.tool.name", "word_count"));
+        assert_eq!(extract(&v2).expect("a tool call").convention, "genai");
+    }
+}
