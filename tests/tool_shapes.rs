@@ -77,3 +77,8 @@ fn openinference_over_adk_with_adk_capture_off_reads_openinference_content() {
 fn openinference_over_adk_with_capture_on_is_unchanged() {
     assert_loop_at_call_3("openinference_adk_content_on.json", "get_weather");
 }
+
+#[test]
+fn ag2_failure_marked_by_error_type_only_is_the_same_error() {
+    assert_loop_at_call_3("ag2_failure_error_type_only.json", "get_weather");
+}
