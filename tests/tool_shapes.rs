@@ -82,3 +82,16 @@ fn openinference_over_adk_with_capture_on_is_unchanged() {
 fn ag2_failure_marked_by_error_type_only_is_the_same_error() {
     assert_loop_at_call_3("ag2_failure_error_type_only.json", "get_weather");
 }
+
+/// Known limit (`src/conventions/genai.rs` module docs): ADK writes a no-argument tool
+/// returning `{}` exactly as its capture-off placeholders, so it reads as not captured.
+#[test]
+fn adk_no_argument_tool_returning_empty_dict_reads_as_not_captured() {
+    for profile in ["nudge", "stop"] {
+        assert_eq!(
+            scan("adk_noarg_empty_dict_result.json", profile),
+            vec![],
+            "{profile}"
+        );
+    }
+}

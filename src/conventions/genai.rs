@@ -22,6 +22,15 @@
 //! `gcp.vertex.agent.tool_call_args` and `gcp.vertex.agent.tool_response` (content capture
 //! off), `<not specified>` as call id or response.
 //!
+//! A no-argument tool that returns `{}` with capture on is written exactly so too:
+//! adk-python `telemetry.py` `trace_tool_call` writes `_safe_json_serialize(args)` =
+//! `json.dumps({})` = `{}` and the dict response as is (`{}`), and with
+//! `ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false` the literal `'{}'` for both, with every
+//! other attribute of the span the same. The pair is read as not captured: taking it as
+//! content would make every capture-off call of a tool identical (a false
+//! `repeated_result` on any healthy run), while the cost is that such a tool's own loop
+//! is not seen from ADK's attributes alone.
+//!
 //! OpenInference's google-adk instrumentor marks ADK's `execute_tool` span as its `TOOL`
 //! span and writes `input.value` (the arguments) and `output.value` (ADK's
 //! `FunctionResponse` as JSON) on it, whatever ADK's own capture switch says. When the
@@ -661,6 +670,29 @@ mod tests {
             let payload = Payload::Text(kept.into());
             assert_eq!(adk_function_response(payload.clone()), payload, "{kept}");
         }
+    }
+
+    #[test]
+    fn adk_no_argument_tool_returning_empty_dict_reads_as_not_captured() {
+        // Capture on, `ping()` returning `{}`: the same attributes as capture off (see
+        // the module docs), so not captured; a non-empty result is read.
+        let empty = span(
+            "execute_tool ping",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "ping"),
+                kvs("gen_ai.tool.call.id", "adk-1"),
+                kvs("gcp.vertex.agent.tool_call_args", "{}"),
+                kvs("gcp.vertex.agent.tool_response", "{}"),
+            ],
+        );
+        let c = tool(extract(&empty).unwrap());
+        assert_eq!((c.arguments, c.result), (None, None));
+        let mut ticked = empty.clone();
+        ticked.attributes[4] = kvs("gcp.vertex.agent.tool_response", r#"{"tick": 0}"#);
+        let c = tool(extract(&ticked).unwrap());
+        assert_eq!(c.arguments, Some(Payload::Text("{}".into())));
+        assert_eq!(c.result, Some(Payload::Text(r#"{"tick": 0}"#.into())));
     }
 
     #[test]
