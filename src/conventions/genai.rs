@@ -22,6 +22,22 @@
 //! `gcp.vertex.agent.tool_call_args` and `gcp.vertex.agent.tool_response` (content capture
 //! off), `<not specified>` as call id or response.
 //!
+//! A no-argument tool that returns `{}` with capture on is written exactly so too:
+//! adk-python `telemetry.py` `trace_tool_call` writes `_safe_json_serialize(args)` =
+//! `json.dumps({})` = `{}` and the dict response as is (`{}`), and with
+//! `ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false` the literal `'{}'` for both, with every
+//! other attribute of the span the same. The pair is read as not captured: taking it as
+//! content would make every capture-off call of a tool identical (a false
+//! `repeated_result` on any healthy run), while the cost is that such a tool's own loop
+//! is not seen from ADK's attributes alone.
+//!
+//! OpenInference's google-adk instrumentor marks ADK's `execute_tool` span as its `TOOL`
+//! span and writes `input.value` (the arguments) and `output.value` (ADK's
+//! `FunctionResponse` as JSON) on it, whatever ADK's own capture switch says. When the
+//! keys above hold no content, those are read; the `FunctionResponse` is its `response`
+//! (what ADK records as `gcp.vertex.agent.tool_response`), so its per-call `id` does not
+//! make identical results differ.
+//!
 //! google-adk's `execute_tool (merged)` span (`gen_ai.tool.name` = `(merged tools)`) sums
 //! up a batch of parallel calls that have their own spans: it is claimed and yields `None`.
 
@@ -109,17 +125,68 @@ pub(crate) fn read_tool_call(span: &SpanView, tool_name: &str) -> ToolCall {
     } else {
         (ARGUMENT_KEYS, RESULT_KEYS)
     };
-    let arguments =
-        payload_attr(attrs, arg_keys).or_else(|| arguments_from_events(span, id.as_deref()));
+    let openinference = attr_str(attrs, "openinference.span.kind") == Some("TOOL");
+    let arguments = payload_attr(attrs, arg_keys)
+        .or_else(|| arguments_from_events(span, id.as_deref()))
+        .or_else(|| openinference.then(|| openinference_value(span, "input.value"))?);
     let result = payload_attr(attrs, result_keys)
         .filter(|r| !matches!(r, Payload::Text(t) if t == "<not specified>"))
-        .or_else(|| result_from_events(span, id.as_deref()));
+        .or_else(|| result_from_events(span, id.as_deref()))
+        .or_else(|| {
+            openinference
+                .then(|| openinference_value(span, "output.value"))?
+                .map(adk_function_response)
+        });
     ToolCall {
         tool_name: tool_name.to_owned(),
         call_id: id,
         arguments,
         result,
         status: call_status(span),
+    }
+}
+
+/// `input.value` / `output.value` that OpenInference's google-adk instrumentor writes on
+/// ADK's own `execute_tool` span (`openinference.span.kind` = `TOOL`), read when the GenAI
+/// and ADK keys hold no content (ADK's capture switched off); `__REDACTED__` is not
+/// captured.
+fn openinference_value(span: &SpanView, key: &str) -> Option<Payload> {
+    payload_attr(&span.attributes, &[key]).filter(|p| !super::openinference::is_redacted(p))
+}
+
+/// The fields of google-genai's `FunctionResponse` (`model_dump_json(exclude_none=True)`).
+const FUNCTION_RESPONSE_FIELDS: &[&str] = &[
+    "id",
+    "name",
+    "response",
+    "will_continue",
+    "scheduling",
+    "parts",
+];
+
+/// OpenInference's google-adk `output.value` is ADK's `FunctionResponse` as JSON
+/// (`{"id": <call id>, "name": <tool>, "response": {…}}`): its `response`, the value ADK
+/// itself records as `gcp.vertex.agent.tool_response` with capture on. The per-call `id`
+/// must not make identical results differ. Anything else is returned unchanged.
+fn adk_function_response(payload: Payload) -> Payload {
+    let json = match &payload {
+        Payload::Json(value) => Some(value.clone()),
+        Payload::Text(text) if text.trim_start().starts_with('{') => {
+            serde_json::from_str::<Json>(text).ok()
+        }
+        _ => None,
+    };
+    let Some(Json::Object(mut object)) = json else {
+        return payload;
+    };
+    let is_function_response = object.contains_key("name")
+        && object.get("response").is_some_and(Json::is_object)
+        && object
+            .keys()
+            .all(|k| FUNCTION_RESPONSE_FIELDS.contains(&k.as_str()));
+    match object.remove("response") {
+        Some(response) if is_function_response => Payload::Json(response),
+        _ => payload,
     }
 }
 
@@ -263,6 +330,7 @@ mod tests {
     use opentelemetry_proto::tonic::common::v1::{
         any_value::Value, AnyValue, ArrayValue, KeyValueList,
     };
+    use opentelemetry_proto::tonic::trace::v1::Span;
     use serde_json::json;
 
     fn tool(ev: ExtractedEvent) -> ToolCall {
@@ -524,6 +592,107 @@ mod tests {
         );
         let c = tool(extract(&off).expect("tool call"));
         assert_eq!((c.arguments, c.result), (None, None));
+    }
+
+    /// OpenInference google-adk on ADK with `ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false`
+    /// (`_wrappers.py` `_TraceToolCall` on adk-python's `trace_tool_call` span).
+    fn openinference_over_adk(args: &str, response: &str, call: &str) -> Span {
+        span(
+            "execute_tool get_weather",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "get_weather"),
+                kvs("gen_ai.tool.call.id", call),
+                kvs("gcp.vertex.agent.tool_call_args", "{}"),
+                kvs("gcp.vertex.agent.tool_response", "{}"),
+                kvs("openinference.span.kind", "TOOL"),
+                kvs("tool.name", "get_weather"),
+                kvs("input.value", args),
+                kvs(
+                    "output.value",
+                    &format!(
+                        r#"{{"id": "{call}", "name": "get_weather", "response": {response}}}"#
+                    ),
+                ),
+            ],
+        )
+    }
+
+    #[test]
+    fn openinference_content_on_adk_span_with_adk_capture_off() {
+        let args = r#"{"city": "Paris", "units": "metric"}"#;
+        let timeout = r#"{"result": "Error: upstream timeout"}"#;
+        let first = tool(extract(&openinference_over_adk(args, timeout, "adk-1")).unwrap());
+        assert_eq!(first.arguments, Some(Payload::Text(args.into())));
+        assert_eq!(
+            first.result,
+            Some(Payload::Json(json!({"result": "Error: upstream timeout"})))
+        );
+        assert_eq!(first.call_id.as_deref(), Some("adk-1"));
+        // The per-call FunctionResponse id is not part of the result.
+        let second = tool(extract(&openinference_over_adk(args, timeout, "adk-2")).unwrap());
+        assert_eq!(second.result, first.result);
+        // ADK's capture on: its own attributes win, and read the same result.
+        let mut on = openinference_over_adk(args, timeout, "adk-3");
+        on.attributes[3] = kvs("gcp.vertex.agent.tool_call_args", args);
+        on.attributes[4] = kvs("gcp.vertex.agent.tool_response", timeout);
+        let on = tool(extract(&on).unwrap());
+        assert_eq!(on.result, Some(Payload::Text(timeout.into())));
+        // ADK versions that set a dict (dropped by the SDK) leave no ADK keys at all.
+        let mut dropped = openinference_over_adk(args, timeout, "adk-4");
+        dropped.attributes.drain(3..5);
+        assert_eq!(tool(extract(&dropped).unwrap()).result, first.result);
+        // Hidden OpenInference content stays not captured.
+        let mut hidden = openinference_over_adk(args, timeout, "adk-5");
+        hidden.attributes[7] = kvs("input.value", "__REDACTED__");
+        hidden.attributes[8] = kvs("output.value", "__REDACTED__");
+        let hidden = tool(extract(&hidden).unwrap());
+        assert_eq!((hidden.arguments, hidden.result), (None, None));
+        // Without OpenInference's TOOL kind the values are not read.
+        let mut other = openinference_over_adk(args, timeout, "adk-6");
+        other.attributes.remove(5);
+        let other = tool(extract(&other).unwrap());
+        assert_eq!((other.arguments, other.result), (None, None));
+    }
+
+    #[test]
+    fn function_response_unwrap_only_for_its_shape() {
+        let unwrapped = adk_function_response(Payload::Text(
+            r#"{"id":"c1","name":"f","response":{"result":1},"will_continue":false}"#.into(),
+        ));
+        assert_eq!(unwrapped, Payload::Json(json!({"result": 1})));
+        for kept in [
+            r#"{"id":"c1","name":"f","response":{"result":1},"extra":2}"#,
+            r#"{"id":"c1","response":{"result":1}}"#,
+            r#"{"id":"c1","name":"f","response":"text"}"#,
+            "plain text",
+        ] {
+            let payload = Payload::Text(kept.into());
+            assert_eq!(adk_function_response(payload.clone()), payload, "{kept}");
+        }
+    }
+
+    #[test]
+    fn adk_no_argument_tool_returning_empty_dict_reads_as_not_captured() {
+        // Capture on, `ping()` returning `{}`: the same attributes as capture off (see
+        // the module docs), so not captured; a non-empty result is read.
+        let empty = span(
+            "execute_tool ping",
+            vec![
+                kvs("gen_ai.operation.name", "execute_tool"),
+                kvs("gen_ai.tool.name", "ping"),
+                kvs("gen_ai.tool.call.id", "adk-1"),
+                kvs("gcp.vertex.agent.tool_call_args", "{}"),
+                kvs("gcp.vertex.agent.tool_response", "{}"),
+            ],
+        );
+        let c = tool(extract(&empty).unwrap());
+        assert_eq!((c.arguments, c.result), (None, None));
+        let mut ticked = empty.clone();
+        ticked.attributes[4] = kvs("gcp.vertex.agent.tool_response", r#"{"tick": 0}"#);
+        let c = tool(extract(&ticked).unwrap());
+        assert_eq!(c.arguments, Some(Payload::Text("{}".into())));
+        assert_eq!(c.result, Some(Payload::Text(r#"{"tick": 0}"#.into())));
     }
 
     #[test]

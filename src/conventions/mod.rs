@@ -173,7 +173,9 @@ pub fn call_id(attributes: &[KeyValueView], key: &str) -> Option<String> {
 
 /// Span status → [`CallStatus`]: OTLP `STATUS_CODE_ERROR` (2) → `Error` with the status
 /// message (or, when that is empty, the `exception.type: exception.message` of the span's
-/// OTel semconv `exception` event); `UNSET` and `OK` → `Ok`.
+/// OTel semconv `exception` event); `OK` → `Ok`; `UNSET` → `Error` with the `error.type`
+/// attribute as message when the span has one (OTel semconv: `error.type` is set only
+/// when the operation failed; AG2 marks a failed tool with it alone), else `Ok`.
 pub fn call_status(span: &SpanView) -> CallStatus {
     match span.status.as_ref() {
         Some(status) if status.code == StatusCode::Error as i32 => CallStatus::Error {
@@ -183,7 +185,13 @@ pub fn call_status(span: &SpanView) -> CallStatus {
                 status.message.as_ref().to_owned()
             },
         },
-        _ => CallStatus::Ok,
+        Some(status) if status.code == StatusCode::Ok as i32 => CallStatus::Ok,
+        _ => match first_str(&span.attributes, &["error.type"]) {
+            Some(kind) => CallStatus::Error {
+                message: kind.to_owned(),
+            },
+            None => CallStatus::Ok,
+        },
     }
 }
 
@@ -265,6 +273,43 @@ mod status_tests {
             }
         );
         span.status = None;
+        assert_eq!(call_status(&SpanView::from(&span)), CallStatus::Ok);
+    }
+
+    #[test]
+    fn error_type_without_error_status_is_an_error() {
+        // AG2 (`agent_instrumentators/tool.py`): a failed tool has `error.type` and an
+        // UNSET status.
+        let mut span = Span {
+            attributes: vec![kv("error.type", "ExecutionError")],
+            ..Default::default()
+        };
+        let failed = CallStatus::Error {
+            message: "ExecutionError".into(),
+        };
+        assert_eq!(call_status(&SpanView::from(&span)), failed);
+        span.status = Some(Status {
+            code: StatusCode::Unset as i32,
+            message: String::new(),
+        });
+        assert_eq!(call_status(&SpanView::from(&span)), failed);
+        // An explicit OK status is final (OTel trace API).
+        span.status.as_mut().unwrap().code = StatusCode::Ok as i32;
+        assert_eq!(call_status(&SpanView::from(&span)), CallStatus::Ok);
+        // An ERROR status keeps its own message.
+        span.status = Some(Status {
+            code: StatusCode::Error as i32,
+            message: "429 Too Many Requests".into(),
+        });
+        assert_eq!(
+            call_status(&SpanView::from(&span)),
+            CallStatus::Error {
+                message: "429 Too Many Requests".into()
+            }
+        );
+        // An empty `error.type` is no error.
+        span.status = None;
+        span.attributes = vec![kv("error.type", "")];
         assert_eq!(call_status(&SpanView::from(&span)), CallStatus::Ok);
     }
 }
