@@ -13,6 +13,14 @@
 //!   inner event is taken out of the run and the outer one replaces it, filled from it.
 //!   Spans nested this way start close together, so only the [`NEAR`] events around the
 //!   insertion point are searched.
+//! - **Call hops**: OpenLLMetry traces an MCP `tools/call` as a client `{name}.tool` span,
+//!   a server `mcp.server` span under it and a server `{name}.tool` span under that
+//!   (traceloop/openllmetry `opentelemetry-instrumentation-mcp`, `instrumentation.py` and
+//!   `fastmcp_instrumentation.py`). A tool span whose parent is such a call hop
+//!   ([`crate::conventions::is_call_hop`]) counts the hop's parent as its parent
+//!   ([`CallContext::via_hop`]; one hop, never two), so the rule above makes the two tool
+//!   spans one call. The engine applies the hop when it knows it (same request, or a hop
+//!   seen before); a hop arriving after its child is applied by [`relink`].
 //! - **Joins**: a tool call without arguments or result takes them from the `tool_call` /
 //!   `tool_call_response` message parts with the same `gen_ai.tool.call.id` on the run's
 //!   inference spans, whichever arrives first. Parts no tool call has claimed yet are kept,
@@ -72,6 +80,10 @@ pub struct CallContext {
     /// A tool call none of whose spans (nor a joined `tool_call` part) captured
     /// arguments so far: set from the span, cleared when a merge or join brings them.
     pub without_arguments: bool,
+    /// `parent_span_id` is not the span's own parent but its parent's parent: the span's
+    /// parent is a call hop ([`crate::conventions::is_call_hop`]), an MCP server span
+    /// between the two tool spans of one call. Set once; a hop is never followed twice.
+    pub via_hop: bool,
 }
 
 /// A `tool_call` (arguments) or `tool_call_response` (result) message part.
@@ -244,6 +256,55 @@ fn re_export(run: &mut RunState, i: usize, event: &RunEvent) -> Placement {
         changed: true,
         replaces_without_arguments: old.without_arguments(),
     }
+}
+
+/// A call hop span ([`crate::conventions::is_call_hop`]) as the registry needs it: in run
+/// `run_key`, span `span_id` of `trace_id`, starting at `start_time_unix_nano`, is the
+/// child of `parent_span_id`.
+#[derive(Clone, Debug)]
+pub struct CallHop {
+    pub run_key: Arc<str>,
+    pub trace_id: super::TraceId,
+    pub span_id: super::SpanId,
+    pub parent_span_id: super::SpanId,
+    pub start_time_unix_nano: u64,
+}
+
+/// Applies a call hop that arrived after (or with) the tool spans under it: each tool call
+/// of the run whose parent is the hop (and that followed no hop yet) takes the hop's parent
+/// as its parent, and is merged into that parent when the parent is a tool call of the
+/// same name in the run (the outer span is the call, filled from the inner one). The hop
+/// starts before its child, so the events from [`NEAR`] before its start to [`NEAR`] after
+/// are searched. True when the run changed (it must replay).
+pub(super) fn relink(run: &mut RunState, hop: &CallHop) -> bool {
+    let position = run
+        .events
+        .partition_point(|e| e.start_time_unix_nano < hop.start_time_unix_nano);
+    let lo = position.saturating_sub(NEAR);
+    let hi = (position + NEAR).min(run.events.len());
+    let children: Vec<usize> = (lo..hi)
+        .filter(|&j| {
+            let e = &run.events[j];
+            e.is_tool_call()
+                && !e.via_hop()
+                && e.parent_span_id() == hop.span_id.as_slice()
+                && e.trace_id() == hop.trace_id.as_slice()
+        })
+        .collect();
+    let changed = !children.is_empty();
+    for j in children.into_iter().rev() {
+        run.events[j].set_parent_via_hop(&hop.parent_span_id);
+        let from = j.saturating_sub(NEAR);
+        if let Some(outer) = (from..j)
+            .rev()
+            .find(|&k| same_call(&run.events[k], &run.events[j]))
+        {
+            run.seen.removing(&run.events, j);
+            let inner = run.events.remove(j);
+            fill(&mut run.events[outer], &inner);
+        }
+    }
+    changed
 }
 
 /// True when `inner` is the same call as `outer` traced again (see module docs).
