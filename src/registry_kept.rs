@@ -411,6 +411,7 @@ mod tests {
                 mcp_request: mcp,
                 parts: Vec::new(),
                 without_arguments: false,
+                via_hop: false,
             },
         }
     }

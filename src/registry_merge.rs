@@ -469,6 +469,72 @@ mod tests {
         assert_eq!((calls(&r), without_arguments(&r)), (1, 1));
     }
 
+    fn hop(span: u8, parent: u8, start: u64) -> CallHop {
+        CallHop {
+            run_key: Arc::from("r"),
+            trace_id: [1; 16].into(),
+            span_id: [span; 8].into(),
+            parent_span_id: [parent; 8].into(),
+            start_time_unix_nano: start,
+        }
+    }
+
+    #[test]
+    fn a_late_hop_merges_only_the_tool_call_under_it_into_its_parent() {
+        let now = Instant::now();
+        // Two sequential identical calls, each client span (1, 4) → hop (2, 5) → server
+        // span (3, 6); the server spans carry the result the client spans lack.
+        let spans = || {
+            vec![
+                tool(1, 0, 100, Some(7), None),
+                tool(3, 2, 102, Some(7), Some(9)),
+                tool(4, 0, 200, Some(7), None),
+                tool(6, 5, 202, Some(7), Some(9)),
+            ]
+        };
+        for hops in [
+            vec![hop(2, 1, 101), hop(5, 4, 201)],
+            vec![hop(5, 4, 201), hop(2, 1, 101)],
+        ] {
+            let r = registry();
+            r.observe(spans(), now);
+            assert_eq!(calls(&r), 4, "no hop known yet: four spans, four calls");
+            r.relink(&hops);
+            assert_eq!(calls(&r), 2, "one call per client span");
+            let run = r.runs.get("r").unwrap();
+            let ids: Vec<&[u8]> = run.events.iter().map(|e| e.span_id()).collect();
+            assert_eq!(ids, [&[1; 8][..], &[4; 8][..]]);
+            assert!(run
+                .events
+                .iter()
+                .all(|e| e.result_fingerprint() == Some(&[9; 32])));
+            // Applying a hop again changes nothing.
+            drop(run);
+            r.relink(&hops);
+            assert_eq!(calls(&r), 2);
+        }
+        // A hop before its outer span: the child takes the hop's parent, and the outer
+        // span arriving later absorbs it; a hop is followed once, never twice.
+        let r = registry();
+        r.observe(vec![tool(3, 2, 102, Some(7), Some(9))], now);
+        r.relink(&[hop(2, 1, 101)]);
+        r.relink(&[hop(1, 8, 99)]);
+        assert_eq!(r.runs.get("r").unwrap().events[0].parent_span_id(), [1; 8]);
+        r.observe(vec![tool(1, 0, 100, Some(7), None)], now);
+        assert_eq!(calls(&r), 1);
+        // A hop whose parent is no tool call in the run merges nothing.
+        let r = registry();
+        r.observe(
+            vec![
+                tool(3, 2, 102, Some(7), Some(9)),
+                tool(4, 0, 200, Some(7), None),
+            ],
+            now,
+        );
+        r.relink(&[hop(2, 8, 101)]);
+        assert_eq!(calls(&r), 2);
+    }
+
     #[test]
     fn late_outer_span_replaces_its_inner_span_and_is_filled_from_it() {
         let r = registry();
