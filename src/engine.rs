@@ -493,6 +493,7 @@ impl Engine {
     /// events are read (so a tool span finds its hop in any order); the hops, for
     /// [`Registry::relink`], and whether tool spans need to look their parent up (any hop
     /// is kept).
+    #[allow(clippy::type_complexity)]
     fn learn_hops<L>(
         &self,
         spans: &[(L, &SpanView, Option<&Resource>, Option<Arc<str>>)],
