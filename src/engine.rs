@@ -16,7 +16,7 @@ use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter, RecentFingerprints};
 use crate::otlp::view::{self, SpanView, ValueView};
 use crate::otlp::{self, ExportTraceServiceRequest};
-use crate::registry::{Registry, RunDetection, RunEvent};
+use crate::registry::{CallHop, Registry, RunDetection, RunEvent};
 use crate::run_key::{agent_run_key, AgentIndex, RunKeyMode};
 use crate::synthetic::synthetic_spans;
 use crate::wire::annotate::SpanEdit;
@@ -28,6 +28,8 @@ use prost::Message;
 mod calls;
 #[path = "engine_conversations.rs"]
 pub mod conversations;
+#[path = "engine_hops.rs"]
+pub mod hops;
 #[cfg(test)]
 #[path = "engine_recent_tests.rs"]
 mod recent_tests;
@@ -122,6 +124,8 @@ pub struct Engine {
     agents: Option<Mutex<AgentIndex>>,
     /// Message parts of the conversations read so far, by trace ([`conversations`]).
     conversations: conversations::Conversations,
+    /// Call hops seen so far ([`hops`]).
+    hops: Mutex<hops::HopIndex>,
 }
 
 /// What processing one request read from its bytes found.
@@ -175,6 +179,7 @@ impl Engine {
             names: crate::intern::Interner::default(),
             agents,
             conversations: conversations::Conversations::default(),
+            hops: Mutex::default(),
         }
     }
 
@@ -205,8 +210,9 @@ impl Engine {
                 (*location, view, *resource, service_name.clone())
             })
             .collect();
-        let (events, mut located, moves) = self.events_of(spans.iter().cloned());
+        let (events, mut located, moves, hops) = self.events_of(spans.iter().cloned());
         let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.relink(&hops));
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&spans, &mut located, &mut detections, now);
         let (completed_here, elsewhere) = place_detections(&detections, located);
@@ -337,8 +343,9 @@ impl Engine {
             )
         });
         let inputs: Vec<_> = inputs.collect();
-        let (events, mut located, moves) = self.events_of(inputs.iter().cloned());
+        let (events, mut located, moves, hops) = self.events_of(inputs.iter().cloned());
         let mut detections = self.rehome(moves, now);
+        detections.extend(self.registry.relink(&hops));
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&inputs, &mut located, &mut detections, now);
         let (completed_here, elsewhere) = place_detections(&detections, located);
@@ -399,15 +406,22 @@ impl Engine {
         })
     }
 
-    /// Events of `spans` (location, span, resource, service.name), and for each event the
-    /// location and ids of its span.
+    /// Events of `spans` (location, span, resource, service.name), for each event the
+    /// location and ids of its span, the agent moves, and the call hops of the request
+    /// for the registry to apply to tool calls that came before them ([`hops`]).
     #[allow(clippy::type_complexity)]
     fn events_of<'a, L>(
         &self,
         spans: impl IntoIterator<Item = (L, &'a SpanView<'a>, Option<&'a Resource>, Option<Arc<str>>)>,
-    ) -> (Vec<RunEvent>, Vec<(L, &'a [u8], &'a [u8])>, Vec<AgentMove>) {
+    ) -> (
+        Vec<RunEvent>,
+        Vec<(L, &'a [u8], &'a [u8])>,
+        Vec<AgentMove>,
+        Vec<CallHop>,
+    ) {
         let spans: Vec<_> = spans.into_iter().collect();
         let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
+        let (hops, look_up_hops) = self.learn_hops(&spans);
         let mut events = Vec::with_capacity(spans.len());
         let mut located = Vec::with_capacity(spans.len());
         // Spans of one trace share one run key allocation, when the key is the trace_id
@@ -452,7 +466,10 @@ impl Engine {
                 EventKind::ModelResponse(_) => counts.model_responses += 1,
             }
             let observation = self.observation(&extracted.kind, span, &recent);
-            let call = self.call_context(span, &extracted);
+            let mut call = self.call_context(span, &extracted);
+            if look_up_hops && matches!(extracted.kind, EventKind::ToolCall(_)) {
+                self.follow_hop(span, &mut call);
+            }
             let agent_name = extracted.agent_name.as_deref().map(|a| self.names.get(a));
             remember(&mut recent, extracted.kind, &observation);
             events.push(RunEvent {
@@ -469,7 +486,53 @@ impl Engine {
             located.push((location, span.trace_id, span.span_id));
         }
         counts.add_to(&self.stats);
-        (events, located, moves)
+        (events, located, moves, hops)
+    }
+
+    /// Records the call hops of a request ([`hops`]) in the engine's index, all before its
+    /// events are read (so a tool span finds its hop in any order); the hops, for
+    /// [`Registry::relink`], and whether tool spans need to look their parent up (any hop
+    /// is kept).
+    #[allow(clippy::type_complexity)]
+    fn learn_hops<L>(
+        &self,
+        spans: &[(L, &SpanView, Option<&Resource>, Option<Arc<str>>)],
+    ) -> (Vec<CallHop>, bool) {
+        let mut found = Vec::new();
+        for (_, span, resource, _) in spans {
+            if span.parent_span_id.is_empty() || !conventions::is_call_hop(span) {
+                continue;
+            }
+            let Some(run_key) = self.run_key(span, *resource) else {
+                continue;
+            };
+            found.push(CallHop {
+                run_key,
+                trace_id: span.trace_id.into(),
+                span_id: span.span_id.into(),
+                parent_span_id: span.parent_span_id.into(),
+                start_time_unix_nano: span.start_time_unix_nano,
+            });
+        }
+        let mut index = self.hops.lock().unwrap_or_else(|e| e.into_inner());
+        for hop in &found {
+            index.record(&hop.trace_id, &hop.span_id, &hop.parent_span_id);
+        }
+        let look_up = !index.is_empty();
+        (found, look_up)
+    }
+
+    /// A tool span whose parent is a call hop takes the hop's parent as its parent
+    /// ([`crate::registry::CallContext::via_hop`]).
+    fn follow_hop(&self, span: &SpanView, call: &mut crate::registry::CallContext) {
+        if span.parent_span_id.is_empty() {
+            return;
+        }
+        let index = self.hops.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(parent) = index.parent(span.trace_id, span.parent_span_id) {
+            call.parent_span_id = parent.clone();
+            call.via_hop = true;
+        }
     }
 
     /// With `run_key_by_agent`: records every span of a request in the agent index (all

@@ -64,7 +64,7 @@ fn fingerprints_remembered_within_a_request_are_the_ones_computed() {
         tool_span(7, "search", arguments, result, true),
     ];
     let views: Vec<SpanView> = spans.iter().map(SpanView::from).collect();
-    let (events, _, _) = engine.events_of(views.iter().map(|v| ((), v, None, None::<Arc<str>>)));
+    let (events, _, _, _) = engine.events_of(views.iter().map(|v| ((), v, None, None::<Arc<str>>)));
     let fingerprints: Vec<_> = events
         .iter()
         .map(|e| match &e.observation {
@@ -228,7 +228,7 @@ proptest! {
             .collect();
         let views: Vec<SpanView> = spans.iter().map(SpanView::from).collect();
         let observations = |views: &[SpanView]| -> Vec<Observation> {
-            let (events, _, _) =
+            let (events, _, _, _) =
                 engine.events_of(views.iter().map(|v| ((), v, None, None::<Arc<str>>)));
             events.into_iter().map(|e| e.observation).collect()
         };

@@ -35,7 +35,7 @@ mod kept;
 #[path = "registry_merge.rs"]
 pub mod merge;
 use kept::KeptEvent;
-pub use merge::{CallContext, CallKey, ToolCallPart};
+pub use merge::{CallContext, CallHop, CallKey, ToolCallPart};
 #[path = "registry_span_ids.rs"]
 mod span_ids;
 
@@ -609,6 +609,22 @@ impl Registry {
         }
         // The guard on `from` is released: observing may lock any shard.
         out.extend(self.observe(moved, now));
+        out
+    }
+
+    /// Applies call hops ([`merge::relink`]) to the runs that hold their child tool calls
+    /// already (a hop's run is not created: a tool call arriving later finds its hop in the
+    /// engine); runs that change replay. Returns the detections not reported before.
+    pub fn relink(&self, hops: &[merge::CallHop]) -> Vec<RunDetection> {
+        let mut out = Vec::new();
+        for hop in hops {
+            if let Some(mut run) = self.runs.get_mut(hop.run_key.as_ref()) {
+                let key = run.key().clone();
+                if merge::relink(&mut run, hop) {
+                    self.replay(&key, &mut run, &mut out);
+                }
+            }
+        }
         out
     }
 

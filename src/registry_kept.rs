@@ -71,6 +71,8 @@ const HAS_RESULT: u8 = 1 << 3;
 const WITHOUT_ARGUMENTS: u8 = 1 << 4;
 /// The end time is in [`Rare::end_time_unix_nano`], not a 40-bit duration.
 const END_IN_RARE: u8 = 1 << 5;
+/// The parent span_id kept is the parent of the span's call hop ([`CallContext::via_hop`]).
+const VIA_HOP: u8 = 1 << 6;
 
 /// A span id length nibble of an id longer than 8 bytes (kept in [`Rare`]).
 const LONG: u8 = 0xF;
@@ -170,6 +172,9 @@ impl KeptEvent {
         if call.without_arguments {
             flags |= WITHOUT_ARGUMENTS;
         }
+        if call.via_hop {
+            flags |= VIA_HOP;
+        }
         let duration = event
             .end_time_unix_nano
             .checked_sub(event.start_time_unix_nano)
@@ -235,6 +240,31 @@ impl KeptEvent {
     pub fn parent_span_id(&self) -> &[u8] {
         let long = self.rare.as_ref().and_then(|r| r.parent_span_id.as_deref());
         self.id(&self.parent_span_id, self.lengths >> 4, long)
+    }
+
+    /// [`CallContext::via_hop`]: the parent kept is the parent of the span's call hop.
+    pub fn via_hop(&self) -> bool {
+        self.flags & VIA_HOP != 0
+    }
+
+    /// Takes `parent` (the parent of this span's call hop) as the parent span_id, and marks
+    /// it [`Self::via_hop`] (one hop is followed, never two).
+    pub fn set_parent_via_hop(&mut self, parent: &[u8]) {
+        let (inline, len) = short_id(parent);
+        let long = (len == LONG).then(|| Box::<[u8]>::from(parent));
+        match (&mut self.rare, long) {
+            (Some(rare), long) => rare.parent_span_id = long,
+            (None, Some(long)) => {
+                self.rare = Some(Box::new(Rare {
+                    parent_span_id: Some(long),
+                    ..Rare::default()
+                }))
+            }
+            (None, None) => {}
+        }
+        self.parent_span_id = inline;
+        self.lengths = (self.lengths & 0xF) | len << 4;
+        self.flags |= VIA_HOP;
     }
 
     /// Span end, ns since the Unix epoch.
@@ -350,6 +380,7 @@ impl KeptEvent {
                 mcp_request: self.mcp_request(),
                 parts: self.parts().to_vec(),
                 without_arguments: self.without_arguments(),
+                via_hop: self.via_hop(),
             },
         }
     }
@@ -380,6 +411,7 @@ mod tests {
                 mcp_request: mcp,
                 parts: Vec::new(),
                 without_arguments: false,
+                via_hop: false,
             },
         }
     }

@@ -13,6 +13,14 @@
 //!   inner event is taken out of the run and the outer one replaces it, filled from it.
 //!   Spans nested this way start close together, so only the [`NEAR`] events around the
 //!   insertion point are searched.
+//! - **Call hops**: OpenLLMetry traces an MCP `tools/call` as a client `{name}.tool` span,
+//!   a server `mcp.server` span under it and a server `{name}.tool` span under that
+//!   (traceloop/openllmetry `opentelemetry-instrumentation-mcp`, `instrumentation.py` and
+//!   `fastmcp_instrumentation.py`). A tool span whose parent is such a call hop
+//!   ([`crate::conventions::is_call_hop`]) counts the hop's parent as its parent
+//!   ([`CallContext::via_hop`]; one hop, never two), so the rule above makes the two tool
+//!   spans one call. The engine applies the hop when it knows it (same request, or a hop
+//!   seen before); a hop arriving after its child is applied by [`relink`].
 //! - **Joins**: a tool call without arguments or result takes them from the `tool_call` /
 //!   `tool_call_response` message parts with the same `gen_ai.tool.call.id` on the run's
 //!   inference spans, whichever arrives first. Parts no tool call has claimed yet are kept,
@@ -72,6 +80,10 @@ pub struct CallContext {
     /// A tool call none of whose spans (nor a joined `tool_call` part) captured
     /// arguments so far: set from the span, cleared when a merge or join brings them.
     pub without_arguments: bool,
+    /// `parent_span_id` is not the span's own parent but its parent's parent: the span's
+    /// parent is a call hop ([`crate::conventions::is_call_hop`]), an MCP server span
+    /// between the two tool spans of one call. Set once; a hop is never followed twice.
+    pub via_hop: bool,
 }
 
 /// A `tool_call` (arguments) or `tool_call_response` (result) message part.
@@ -246,6 +258,55 @@ fn re_export(run: &mut RunState, i: usize, event: &RunEvent) -> Placement {
     }
 }
 
+/// A call hop span ([`crate::conventions::is_call_hop`]) as the registry needs it: in run
+/// `run_key`, span `span_id` of `trace_id`, starting at `start_time_unix_nano`, is the
+/// child of `parent_span_id`.
+#[derive(Clone, Debug)]
+pub struct CallHop {
+    pub run_key: Arc<str>,
+    pub trace_id: super::TraceId,
+    pub span_id: super::SpanId,
+    pub parent_span_id: super::SpanId,
+    pub start_time_unix_nano: u64,
+}
+
+/// Applies a call hop that arrived after (or with) the tool spans under it: each tool call
+/// of the run whose parent is the hop (and that followed no hop yet) takes the hop's parent
+/// as its parent, and is merged into that parent when the parent is a tool call of the
+/// same name in the run (the outer span is the call, filled from the inner one). The hop
+/// starts before its child, so the events from [`NEAR`] before its start to [`NEAR`] after
+/// are searched. True when the run changed (it must replay).
+pub(super) fn relink(run: &mut RunState, hop: &CallHop) -> bool {
+    let position = run
+        .events
+        .partition_point(|e| e.start_time_unix_nano < hop.start_time_unix_nano);
+    let lo = position.saturating_sub(NEAR);
+    let hi = (position + NEAR).min(run.events.len());
+    let children: Vec<usize> = (lo..hi)
+        .filter(|&j| {
+            let e = &run.events[j];
+            e.is_tool_call()
+                && !e.via_hop()
+                && e.parent_span_id() == hop.span_id.as_slice()
+                && e.trace_id() == hop.trace_id.as_slice()
+        })
+        .collect();
+    let changed = !children.is_empty();
+    for j in children.into_iter().rev() {
+        run.events[j].set_parent_via_hop(&hop.parent_span_id);
+        let from = j.saturating_sub(NEAR);
+        if let Some(outer) = (from..j)
+            .rev()
+            .find(|&k| same_call(&run.events[k], &run.events[j]))
+        {
+            run.seen.removing(&run.events, j);
+            let inner = run.events.remove(j);
+            fill(&mut run.events[outer], &inner);
+        }
+    }
+    changed
+}
+
 /// True when `inner` is the same call as `outer` traced again (see module docs).
 fn same_call(outer: &KeptEvent, inner: &KeptEvent) -> bool {
     if !outer.is_tool_call() || !inner.is_tool_call() {
@@ -406,6 +467,72 @@ mod tests {
         r.observe(vec![tool(2, 1, 101, None, None)], now);
         r.observe(vec![tool(1, 0, 100, None, None)], now);
         assert_eq!((calls(&r), without_arguments(&r)), (1, 1));
+    }
+
+    fn hop(span: u8, parent: u8, start: u64) -> CallHop {
+        CallHop {
+            run_key: Arc::from("r"),
+            trace_id: [1; 16].into(),
+            span_id: [span; 8].into(),
+            parent_span_id: [parent; 8].into(),
+            start_time_unix_nano: start,
+        }
+    }
+
+    #[test]
+    fn a_late_hop_merges_only_the_tool_call_under_it_into_its_parent() {
+        let now = Instant::now();
+        // Two sequential identical calls, each client span (1, 4) → hop (2, 5) → server
+        // span (3, 6); the server spans carry the result the client spans lack.
+        let spans = || {
+            vec![
+                tool(1, 0, 100, Some(7), None),
+                tool(3, 2, 102, Some(7), Some(9)),
+                tool(4, 0, 200, Some(7), None),
+                tool(6, 5, 202, Some(7), Some(9)),
+            ]
+        };
+        for hops in [
+            vec![hop(2, 1, 101), hop(5, 4, 201)],
+            vec![hop(5, 4, 201), hop(2, 1, 101)],
+        ] {
+            let r = registry();
+            r.observe(spans(), now);
+            assert_eq!(calls(&r), 4, "no hop known yet: four spans, four calls");
+            r.relink(&hops);
+            assert_eq!(calls(&r), 2, "one call per client span");
+            let run = r.runs.get("r").unwrap();
+            let ids: Vec<&[u8]> = run.events.iter().map(|e| e.span_id()).collect();
+            assert_eq!(ids, [&[1; 8][..], &[4; 8][..]]);
+            assert!(run
+                .events
+                .iter()
+                .all(|e| e.result_fingerprint() == Some(&[9; 32])));
+            // Applying a hop again changes nothing.
+            drop(run);
+            r.relink(&hops);
+            assert_eq!(calls(&r), 2);
+        }
+        // A hop before its outer span: the child takes the hop's parent, and the outer
+        // span arriving later absorbs it; a hop is followed once, never twice.
+        let r = registry();
+        r.observe(vec![tool(3, 2, 102, Some(7), Some(9))], now);
+        r.relink(&[hop(2, 1, 101)]);
+        r.relink(&[hop(1, 8, 99)]);
+        assert_eq!(r.runs.get("r").unwrap().events[0].parent_span_id(), [1; 8]);
+        r.observe(vec![tool(1, 0, 100, Some(7), None)], now);
+        assert_eq!(calls(&r), 1);
+        // A hop whose parent is no tool call in the run merges nothing.
+        let r = registry();
+        r.observe(
+            vec![
+                tool(3, 2, 102, Some(7), Some(9)),
+                tool(4, 0, 200, Some(7), None),
+            ],
+            now,
+        );
+        r.relink(&[hop(2, 8, 101)]);
+        assert_eq!(calls(&r), 2);
     }
 
     #[test]

@@ -133,6 +133,22 @@ fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
         .or_else(|| model_response::extract(span, RESPONSE_READERS))
 }
 
+/// True for a span that sits between two tool spans of one call (DESIGN §2 "One call, one
+/// event", call hops): an MCP server or session span, not a tool span itself. The tool span
+/// under it is the same call as a tool span of the same name above it. Read from the span
+/// alone, so it answers the same whatever request the span arrives in:
+/// - OpenLLMetry's FastMCP `mcp.server` span (`traceloop.span.kind` = `server`,
+///   [`openllmetry::is_server_span`]);
+/// - an MCP semantic-conventions span (`mcp.method.name` or `mcp.session.id` set) that is no
+///   tool span (no `gen_ai.operation.name`, no `traceloop.span.kind`).
+pub fn is_call_hop(span: &SpanView) -> bool {
+    let attrs = &span.attributes;
+    openllmetry::is_server_span(span)
+        || ((attr(attrs, "mcp.method.name").is_some() || attr(attrs, "mcp.session.id").is_some())
+            && attr(attrs, "gen_ai.operation.name").is_none()
+            && attr(attrs, "traceloop.span.kind").is_none())
+}
+
 /// True for a Logfire pending span (`logfire.span_type` = `pending_span`): a placeholder
 /// Logfire exports when a span starts, re-sent in full when it ends.
 pub fn is_pending(span: &SpanView) -> bool {

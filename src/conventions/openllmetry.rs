@@ -29,6 +29,17 @@ pub fn is_tool_span(span: &SpanView) -> bool {
     attr_str(&span.attributes, "traceloop.span.kind") == Some("tool")
 }
 
+/// True for the `mcp.server` span OpenLLMetry's FastMCP instrumentation puts between the
+/// client's `{name}.tool` span and the server's own `{name}.tool` span of one MCP
+/// `tools/call` (`traceloop.span.kind` = `server`; traceloop/openllmetry
+/// `packages/opentelemetry-instrumentation-mcp/.../fastmcp_instrumentation.py`: the server
+/// tool span is that span's child, and the client's context reaches the server through
+/// the request's `params._meta` traceparent, `instrumentation.py`). A call hop
+/// ([`super::is_call_hop`]).
+pub fn is_server_span(span: &SpanView) -> bool {
+    attr_str(&span.attributes, "traceloop.span.kind") == Some("server")
+}
+
 /// The tool call of a Traceloop `tool` span; `None` for other spans.
 pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
