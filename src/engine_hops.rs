@@ -14,13 +14,13 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::registry::SpanId;
+use crate::registry::{SpanId, TraceId};
 
 /// Hops kept across requests (about 64 bytes each).
 pub const MAX_HOPS: usize = 16_384;
 
 /// (trace_id, span_id) of a hop.
-type HopKey = (Vec<u8>, SpanId);
+type HopKey = (TraceId, SpanId);
 
 /// Hop span → its parent span_id, bounded (oldest first out).
 #[derive(Debug, Default)]
@@ -32,7 +32,7 @@ pub struct HopIndex {
 impl HopIndex {
     /// Keeps `span_id` of `trace_id` as a hop whose parent is `parent`.
     pub fn record(&mut self, trace_id: &[u8], span_id: &[u8], parent: &[u8]) {
-        let key = (trace_id.to_vec(), SpanId::from_slice(span_id));
+        let key = (TraceId::from_slice(trace_id), SpanId::from_slice(span_id));
         if self.parents.contains_key(&key) {
             return;
         }
@@ -51,7 +51,7 @@ impl HopIndex {
             return None;
         }
         self.parents
-            .get(&(trace_id.to_vec(), SpanId::from_slice(span_id)))
+            .get(&(TraceId::from_slice(trace_id), SpanId::from_slice(span_id)))
     }
 
     /// Hops kept.

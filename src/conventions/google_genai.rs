@@ -32,17 +32,17 @@ pub const CONVENTION: &str = "google-genai";
 
 const PARAMETERS: &str = "code.function.parameters.";
 
-/// True for a GenAI tool span written by the google-genai instrumentation: a GenAI tool
-/// span ([`genai::is_tool_span`]) with `code.function.name` and the argument counts.
-pub fn is_tool_span(span: &SpanView) -> bool {
+/// True for a GenAI tool span ([`genai::is_tool_span`], which the caller has checked)
+/// written by the google-genai instrumentation: it has `code.function.name` and the
+/// argument counts.
+pub fn has_function_parameters(span: &SpanView) -> bool {
     let attrs = &span.attributes;
-    genai::is_tool_span(span)
-        && attr_str(attrs, "code.function.name").is_some()
+    attr_str(attrs, "code.function.name").is_some()
         && attr(attrs, "code.args.positional.count").is_some()
         && attr(attrs, "code.args.keyword.count").is_some()
 }
 
-/// The tool call of a span [`is_tool_span`] claims: [`genai::extract_tool`], with the
+/// The tool call of a GenAI tool span [`has_function_parameters`] claims: [`genai::extract_tool`], with the
 /// arguments and result it lacks taken from the `code.function.*` attributes.
 pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let mut event = genai::extract_tool(span)?;

@@ -119,11 +119,11 @@ fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
         // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
         return openllmetry::extract(span);
     }
-    if google_genai::is_tool_span(span) {
-        // A GenAI tool span whose content is in per-parameter `code.function.*` attributes.
-        return google_genai::extract(span);
-    }
     if genai::is_tool_span(span) {
+        if google_genai::has_function_parameters(span) {
+            // Content in per-parameter `code.function.*` attributes.
+            return google_genai::extract(span);
+        }
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
         return genai::extract_tool(span);
     }

@@ -94,7 +94,9 @@ mod tests {
 
     #[test]
     fn a_thread_keeps_a_few_buffers() {
-        let live: Vec<_> = (0..KEPT_PER_THREAD as u8 + 2).map(|i| export(64, i)).collect();
+        let live: Vec<_> = (0..KEPT_PER_THREAD as u8 + 2)
+            .map(|i| export(64, i))
+            .collect();
         assert_eq!(KEPT.with_borrow(Vec::len), KEPT_PER_THREAD);
         // The ones kept are the last ones: the first two went when the pool was full.
         let kept: Vec<_> = live[2..].iter().map(|chunk| chunk.as_ptr()).collect();
