@@ -162,16 +162,14 @@ fn framed(body: ExportBody) -> tonic::body::Body {
     let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
     let mut chunks = Vec::new();
     // One buffer for every gathered chunk, sized up front: growing it by doubling
-    // reallocated and copied half of a loop-heavy request's bytes again. The thread's
-    // last one when HTTP/2 is done with it (no fresh memory to fault in).
+    // reallocated and copied half of a loop-heavy request's bytes again.
     let short: usize = body
         .parts
         .iter()
         .map(Bytes::len)
         .filter(|&len| len < OWN_CHUNK_BYTES)
         .sum();
-    let capacity = 5 + short;
-    let mut gathered = super::gather::take(capacity);
+    let mut gathered = bytes::BytesMut::with_capacity(5 + short);
     gathered.put_u8(0);
     gathered.put_u32(len);
     for part in body.parts {
@@ -185,9 +183,8 @@ fn framed(body: ExportBody) -> tonic::body::Body {
         }
     }
     if !gathered.is_empty() {
-        chunks.push(gathered.split().freeze());
+        chunks.push(gathered.freeze());
     }
-    super::gather::keep(gathered, capacity);
     let frames = chunks
         .into_iter()
         .map(|chunk| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(chunk)));

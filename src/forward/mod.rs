@@ -23,7 +23,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub mod client;
-mod gather;
 pub mod health;
 pub mod queue;
 pub mod stats;
