@@ -5,13 +5,9 @@
 //! profile must warn `repeated_result` at call 3 (`stop` says nothing); trace `b2…` makes
 //! three distinct calls and must give nothing. Detections are read through `loopwatch scan`.
 
-use std::process::Command;
-
-use serde_json::Value as Json;
-
 mod common;
 
-use common::fixtures;
+use common::{fixtures, key_of, Key};
 use loopwatch::conventions;
 use loopwatch::event::EventKind;
 use loopwatch::otlp::view::SpanView;
@@ -77,39 +73,16 @@ fn every_tool_span_is_one_call_with_arguments_and_result() {
     }
 }
 
-/// (trace_id, call ordinal, pattern, tools, count, severity) of one detection.
-type Found = (String, u64, String, Vec<String>, u64, String);
-
-fn scan(file: &str, profile: &str) -> Vec<Found> {
-    let path = common::fixtures().join("shapes").join(file);
-    let output = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
-        .args(["scan", "--format", "json", "--profile", profile])
-        .arg(&path)
-        .output()
-        .expect("run loopwatch scan");
-    assert!(
-        output.status.success(),
-        "scan {file}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let detections: Json = serde_json::from_slice(&output.stdout).expect("scan prints JSON");
-    let mut found: Vec<Found> = detections
-        .as_array()
-        .unwrap()
+/// (trace_id, profile, detection) of every detection `loopwatch scan` prints for `file`
+/// with the default configuration (both built-in profiles), sorted.
+fn scan(file: &str) -> Vec<(String, String, Key)> {
+    let mut found: Vec<_> = common::scan_json("", &fixtures().join("shapes").join(file))
         .iter()
         .map(|d| {
             (
                 d["trace_id"].as_str().unwrap().to_owned(),
-                d["call"].as_u64().unwrap(),
-                d["pattern"].as_str().unwrap().to_owned(),
-                d["tools"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|t| t.as_str().unwrap().to_owned())
-                    .collect(),
-                d["count"].as_u64().unwrap(),
-                d["severity"].as_str().unwrap().to_owned(),
+                d["profile"].as_str().unwrap().to_owned(),
+                key_of(d),
             )
         })
         .collect();
@@ -117,22 +90,22 @@ fn scan(file: &str, profile: &str) -> Vec<Found> {
     found
 }
 
-/// `nudge` warns at call 3 of trace A (`repeated_result`); `stop` finds nothing; trace B
+/// `nudge` warns `repeated_result` at call 3 of trace A; `stop` finds nothing; trace B
 /// gives nothing in either profile.
 fn assert_loop_at_call_3(file: &str, tool: &str) {
-    assert_eq!(
-        scan(file, "nudge"),
-        vec![(
-            TRACE_A.to_owned(),
-            3,
-            "repeated_result".to_owned(),
-            vec![tool.to_owned()],
-            3,
-            "warn".to_owned(),
-        )],
-        "{file} --profile nudge"
+    let warn: Key = (
+        Some(3),
+        None,
+        "repeated_result".into(),
+        vec![tool.into()],
+        3,
+        "warn".into(),
     );
-    assert_eq!(scan(file, "stop"), vec![], "{file} --profile stop");
+    assert_eq!(
+        scan(file),
+        vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn)],
+        "{file}"
+    );
 }
 
 #[test]
@@ -146,11 +119,5 @@ fn looping_traces_warn_at_call_3_and_healthy_traces_give_nothing() {
 /// returning `{}` exactly as its capture-off placeholders, so it reads as not captured.
 #[test]
 fn adk_no_argument_tool_returning_empty_dict_reads_as_not_captured() {
-    for profile in ["nudge", "stop"] {
-        assert_eq!(
-            scan("adk_noarg_empty_dict_result.json", profile),
-            vec![],
-            "{profile}"
-        );
-    }
+    assert_eq!(scan("adk_noarg_empty_dict_result.json"), vec![]);
 }
