@@ -29,7 +29,8 @@ const SHAPES: &[(&str, &str)] = &[
 
 /// Files whose looping trace must warn at call 3: [`SHAPES`] and shapes read by existing
 /// conventions with new rules (OpenInference over ADK with ADK's capture off or on, AG2's
-/// failure marked by `error.type` alone).
+/// failure marked by `error.type` alone, OpenInference's CrewAI `_use` spans whose agent
+/// text differs call to call).
 const LOOPS_AT_CALL_3: &[&str] = &[
     "logfire_openai_agents_function_span.json",
     "strands_0_1_tool_span.json",
@@ -39,6 +40,7 @@ const LOOPS_AT_CALL_3: &[&str] = &[
     "openinference_adk_capture_off.json",
     "openinference_adk_content_on.json",
     "ag2_failure_error_type_only.json",
+    "openinference_crewai_tool_use_varying_thought.json",
 ];
 
 const TRACE_A: &str = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";

@@ -50,10 +50,40 @@ fn tool_call(span: &SpanView) -> Option<ToolCall> {
     Some(ToolCall {
         tool_name: name.to_owned(),
         call_id: attr_str(attrs, "output.value").and_then(tool_message_call_id),
-        arguments: payload_attr(attrs, &["input.value"]).filter(|p| !is_redacted(p)),
+        arguments: payload_attr(attrs, &["input.value"])
+            .filter(|p| !is_redacted(p))
+            .map(|p| crewai_tool_use_arguments(span, &p).unwrap_or(p)),
         result: payload_attr(attrs, &["output.value"]).filter(|p| !is_redacted(p)),
         status: call_status(span),
     })
+}
+
+/// The arguments of CrewAI's `ToolUsage._use(tool_string, tool, calling)` as
+/// openinference-instrumentation-crewai traces it (`_ToolUseWrapper`: span `{tool}._use`,
+/// `input.value` the JSON of the bound arguments, `_get_input_value`): `tool_string` is the
+/// agent's raw text ("Thought: … Action Input: …", different whenever the thought is) and
+/// `tool` the tool's repr, so the call's arguments are `calling.arguments` (the parsed
+/// `ToolCalling`, JSON through its `dict()`). `None` for any other span or shape, which
+/// keeps `input.value` as recorded. Source: Arize-ai/openinference
+/// `python/instrumentation/openinference-instrumentation-crewai/src/openinference/
+/// instrumentation/crewai/_wrappers.py`; crewAIInc/crewAI `tools/tool_usage.py`.
+fn crewai_tool_use_arguments(span: &SpanView, input: &Payload) -> Option<Payload> {
+    if !span.name.ends_with("._use") {
+        return None;
+    }
+    let Payload::Text(text) = input else {
+        return None;
+    };
+    let Json::Object(mut bound) = serde_json::from_str::<Json>(text).ok()? else {
+        return None;
+    };
+    if !bound.contains_key("tool_string") {
+        return None;
+    }
+    let Json::Object(mut calling) = bound.remove("calling")? else {
+        return None;
+    };
+    calling.remove("arguments").map(Payload::Json)
 }
 
 /// OpenInference's placeholder for hidden inputs/outputs (`OPENINFERENCE_HIDE_INPUTS` /
@@ -247,6 +277,44 @@ mod tests {
             extract(&huge).expect("response").kind,
             EventKind::ModelResponse(ModelResponse::Text("kept".into()))
         );
+    }
+
+    #[test]
+    fn crewai_tool_use_reads_the_calling_arguments_not_the_agent_text() {
+        let span_with = |thought: &str| {
+            let input = serde_json::json!({
+                "tool_string": format!("Thought: {thought}\nAction: get_weather\nAction Input: {{\"city\": \"Paris\"}}"),
+                "tool": "CrewStructuredTool(name='get_weather', description='Tool Name: get_weather')",
+                "calling": {"tool_name": "get_weather", "arguments": {"city": "Paris"}},
+            });
+            span(
+                "get_weather._use",
+                vec![
+                    kvs("openinference.span.kind", "TOOL"),
+                    kvs("tool.name", "get_weather"),
+                    kvs("input.value", &input.to_string()),
+                    kvs("output.value", "Error: upstream timeout"),
+                ],
+            )
+        };
+        let arguments = |thought: &str| {
+            let EventKind::ToolCall(call) = extract(&span_with(thought)).expect("a tool call").kind
+            else {
+                panic!("not a tool call")
+            };
+            call.arguments
+        };
+        let expected = Some(Payload::Json(serde_json::json!({"city": "Paris"})));
+        assert_eq!(arguments("I need the weather"), expected);
+        assert_eq!(arguments("Let me try again"), expected);
+
+        // The same input on a span not named `{tool}._use` is kept as recorded.
+        let mut other = span_with("x");
+        other.name = "get_weather".into();
+        let EventKind::ToolCall(call) = extract(&other).unwrap().kind else {
+            panic!("not a tool call")
+        };
+        assert!(matches!(call.arguments, Some(Payload::Text(t)) if t.contains("tool_string")));
     }
 
     #[test]
