@@ -253,10 +253,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         runtime.worker_threads(n);
     }
     let runtime = runtime.enable_all().build()?;
-    runtime.block_on(loopwatch::server::run(
-        config,
-        loopwatch::server::shutdown_signal(),
-    ))
+    runtime.block_on(async {
+        // Registered before the server starts (and says it is listening).
+        let shutdown = loopwatch::server::shutdown_signal();
+        loopwatch::server::run(config, shutdown).await
+    })
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<()> {

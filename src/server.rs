@@ -42,27 +42,41 @@ pub fn init_logging(log: &LogConfig) {
     };
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// A future that resolves on SIGTERM or SIGINT. The handlers are registered when this is
+/// called, not when the future is first polled: call it (inside the runtime) before the
+/// server says it is listening, so a SIGTERM sent right after that line (a supervisor, a
+/// test) is a graceful shutdown and never the default action, which kills the process
+/// before it drains. Where a handler cannot be registered, that signal keeps its default
+/// action.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            tokio::select! {
+                _ = received(term.as_mut()) => {},
+                _ = received(interrupt.as_mut()) => {},
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Resolves when `signal` is received; never when it could not be registered.
+#[cfg(unix)]
+async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -141,3 +141,18 @@ async fn sigterm_with_the_downstream_still_down_reports_the_loss_and_exits_non_z
         "{error}"
     );
 }
+
+/// The SIGTERM and SIGINT handlers are registered before the server says it is listening:
+/// a signal sent the moment that line appears is a graceful shutdown (exit 0 with nothing
+/// queued), never the default action that kills the process undrained. Several rounds,
+/// since the old window (between the line and the first poll of the shutdown future) was
+/// short.
+#[test]
+fn sigterm_right_after_the_listening_line_is_a_graceful_shutdown() {
+    for _ in 0..5 {
+        let mut serve = serve(closed_port());
+        sigterm(&serve.child);
+        let status = wait_exit(&mut serve.child, Duration::from_secs(10));
+        assert_eq!(status.code(), Some(0), "{status:?}");
+    }
+}
