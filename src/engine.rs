@@ -421,7 +421,7 @@ impl Engine {
     ) {
         let spans: Vec<_> = spans.into_iter().collect();
         let moves = self.learn_agents(spans.iter().map(|(_, span, _, _)| *span));
-        let (hops, look_up_hops) = self.learn_hops(&spans);
+        let hops = self.hops_of(&spans);
         let mut events = Vec::with_capacity(spans.len());
         let mut located = Vec::with_capacity(spans.len());
         // Spans of one trace share one run key allocation, when the key is the trace_id
@@ -466,10 +466,7 @@ impl Engine {
                 EventKind::ModelResponse(_) => counts.model_responses += 1,
             }
             let observation = self.observation(&extracted.kind, span, &recent);
-            let mut call = self.call_context(span, &extracted);
-            if look_up_hops && matches!(extracted.kind, EventKind::ToolCall(_)) {
-                self.follow_hop(span, &mut call);
-            }
+            let call = self.call_context(span, &extracted);
             let agent_name = extracted.agent_name.as_deref().map(|a| self.names.get(a));
             remember(&mut recent, extracted.kind, &observation);
             events.push(RunEvent {
@@ -486,18 +483,17 @@ impl Engine {
             located.push((location, span.trace_id, span.span_id));
         }
         counts.add_to(&self.stats);
+        self.follow_hops(&hops, &mut events);
         (events, located, moves, hops)
     }
 
-    /// Records the call hops of a request ([`hops`]) in the engine's index, all before its
-    /// events are read (so a tool span finds its hop in any order); the hops, for
-    /// [`Registry::relink`], and whether tool spans need to look their parent up (any hop
-    /// is kept).
+    /// The call hops of a request ([`hops`]), for the engine's index and for
+    /// [`Registry::relink`] (tool calls that came before them).
     #[allow(clippy::type_complexity)]
-    fn learn_hops<L>(
+    fn hops_of<L>(
         &self,
         spans: &[(L, &SpanView, Option<&Resource>, Option<Arc<str>>)],
-    ) -> (Vec<CallHop>, bool) {
+    ) -> Vec<CallHop> {
         let mut found = Vec::new();
         for (_, span, resource, _) in spans {
             if span.parent_span_id.is_empty() || !conventions::is_call_hop(span) {
@@ -514,24 +510,31 @@ impl Engine {
                 start_time_unix_nano: span.start_time_unix_nano,
             });
         }
-        let mut index = self.hops.lock().unwrap_or_else(|e| e.into_inner());
-        for hop in &found {
-            index.record(&hop.trace_id, &hop.span_id, &hop.parent_span_id);
-        }
-        let look_up = !index.is_empty();
-        (found, look_up)
+        found
     }
 
-    /// A tool span whose parent is a call hop takes the hop's parent as its parent
-    /// ([`crate::registry::CallContext::via_hop`]).
-    fn follow_hop(&self, span: &SpanView, call: &mut crate::registry::CallContext) {
-        if span.parent_span_id.is_empty() {
+    /// Keeps the request's `hops` in the engine's index, then gives every tool call of
+    /// `events` whose parent is a kept hop (of this request or an earlier one) the hop's
+    /// parent as its parent ([`crate::registry::CallContext::via_hop`]). One lock per
+    /// request; nothing is looked up while no hop was ever seen.
+    fn follow_hops(&self, hops: &[CallHop], events: &mut [RunEvent]) {
+        let mut index = self.hops.lock().unwrap_or_else(|e| e.into_inner());
+        for hop in hops {
+            index.record(&hop.trace_id, &hop.span_id, &hop.parent_span_id);
+        }
+        if index.is_empty() {
             return;
         }
-        let index = self.hops.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(parent) = index.parent(span.trace_id, span.parent_span_id) {
-            call.parent_span_id = parent.clone();
-            call.via_hop = true;
+        for event in events {
+            if !matches!(event.observation, Observation::ToolCall { .. })
+                || event.call.parent_span_id.is_empty()
+            {
+                continue;
+            }
+            if let Some(parent) = index.parent(&event.trace_id, &event.call.parent_span_id) {
+                event.call.parent_span_id = parent.clone();
+                event.call.via_hop = true;
+            }
         }
     }
 
