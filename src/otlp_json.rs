@@ -10,6 +10,11 @@
 //! [`serde_json::Value`] to that canonical form first, walking the OTLP trace schema
 //! (a table of messages below), and counts the fields it does not know. The typed
 //! decoding (hex ids, 64-bit strings, AnyValue) stays with `opentelemetry-proto`.
+//!
+//! Names OTLP renamed before 1.0 are read under their new name, as the Collector read them
+//! while both existed: `instrumentationLibrarySpans` (OTLP ≤ 0.18) as `scopeSpans` and its
+//! `instrumentationLibrary` as `scope`, when the message has no value under the new name.
+//! Dropping them as unknown fields would drop every span of an old export.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +33,9 @@ enum Kind {
     Enum(&'static [(&'static str, i64)]),
     /// An `AnyValue` (nested messages inside).
     AnyValue,
+    /// A field OTLP renamed: its values are messages of the given schema, moved to the
+    /// named (lowerCamelCase) field when the message has no value of that field.
+    Renamed(&'static str, &'static [Field]),
 }
 
 /// One field: lowerCamelCase JSON name, proto name, what it holds.
@@ -154,10 +162,27 @@ const SCOPE_SPANS: &[Field] = &[
     ("schemaUrl", "schema_url", Kind::Scalar),
 ];
 
+/// `InstrumentationLibrarySpans` (OTLP ≤ 0.18, renamed `ScopeSpans` in 0.19; field 1000 of
+/// `ResourceSpans` until OTLP 1.0 removed it): the same fields under older names.
+const INSTRUMENTATION_LIBRARY_SPANS: &[Field] = &[
+    (
+        "instrumentationLibrary",
+        "instrumentation_library",
+        Kind::Renamed("scope", SCOPE),
+    ),
+    ("spans", "spans", Kind::Message(SPAN)),
+    ("schemaUrl", "schema_url", Kind::Scalar),
+];
+
 const RESOURCE_SPANS: &[Field] = &[
     ("resource", "resource", Kind::Message(RESOURCE)),
     ("scopeSpans", "scope_spans", Kind::Message(SCOPE_SPANS)),
     ("schemaUrl", "schema_url", Kind::Scalar),
+    (
+        "instrumentationLibrarySpans",
+        "instrumentation_library_spans",
+        Kind::Renamed("scopeSpans", INSTRUMENTATION_LIBRARY_SPANS),
+    ),
 ];
 
 /// `ExportTraceServiceRequest`.
@@ -276,6 +301,7 @@ fn normalize_message(
     unknown: &mut UnknownFields,
 ) {
     let entries = std::mem::take(object);
+    let mut renamed = Vec::new();
     for (key, mut value) in entries {
         let Some((camel, _, kind)) = field(schema, &key) else {
             unknown.record(path, &key);
@@ -286,15 +312,28 @@ fn normalize_message(
         } else {
             format!("{path}.{camel}")
         };
+        if let Kind::Renamed(new_name, fields) = *kind {
+            normalize_value(&mut value, Kind::Message(fields), &here, unknown);
+            renamed.push((new_name, value));
+            continue;
+        }
         normalize_value(&mut value, *kind, &here, unknown);
         // When both spellings are present, the first one read wins (as for duplicates).
         object.entry(*camel).or_insert(value);
+    }
+    // An old name is read only when the new one is absent or empty, as the Collector's
+    // `MigrateTraces` did while OTLP carried both (a sender in transition wrote both).
+    for (new_name, value) in renamed {
+        let empty = |v: &Value| v.is_null() || v.as_array().is_some_and(Vec::is_empty);
+        if object.get(new_name).is_none_or(empty) {
+            object.insert(new_name.to_owned(), value);
+        }
     }
 }
 
 fn normalize_value(value: &mut Value, kind: Kind, path: &str, unknown: &mut UnknownFields) {
     match (kind, value) {
-        (Kind::Scalar, _) => {}
+        (Kind::Scalar | Kind::Renamed(..), _) => {}
         (Kind::Enum(names), value) => {
             if let Some(number) = value
                 .as_str()
@@ -357,6 +396,55 @@ mod tests {
         assert_eq!(
             unknown.first.as_deref(),
             Some("resourceSpans[0].scopeSpans[0].spans[0].foo")
+        );
+    }
+
+    #[test]
+    fn instrumentation_library_spans_are_read_as_scope_spans() {
+        // OTLP ≤ 0.18 JSON (opentelemetry-proto v0.9–v0.18, Collector file exports of 2021).
+        let old = json!({"resourceSpans":[{
+            "resource":{"attributes":[]},
+            "instrumentationLibrarySpans":[{
+                "instrumentationLibrary":{"name":"agent","version":"0.1"},
+                "spans":[{"name":"a","kind":"SPAN_KIND_INTERNAL"}]
+            }]
+        }]});
+        let new = json!({"resourceSpans":[{
+            "resource":{"attributes":[]},
+            "scopeSpans":[{
+                "scope":{"name":"agent","version":"0.1"},
+                "spans":[{"name":"a","kind":1}]
+            }]
+        }]});
+        for mut v in [
+            old.clone(),
+            json!({"resource_spans":[{"instrumentation_library_spans":[{
+                "instrumentation_library":{"name":"agent","version":"0.1"},
+                "spans":[{"name":"a","kind":1}]}],
+                "resource":{"attributes":[]}}]}),
+        ] {
+            assert_eq!(normalize(&mut v), Ok(UnknownFields::default()));
+            assert_eq!(v, new);
+        }
+        // A sender writing both names: the current one wins, nothing is read twice.
+        let mut both = json!({"resourceSpans":[{
+            "scopeSpans":[{"spans":[{"name":"new"}]}],
+            "instrumentationLibrarySpans":[{"spans":[{"name":"old"}]}]
+        }]});
+        normalize(&mut both).expect("an OTLP object");
+        assert_eq!(
+            both,
+            json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"new"}]}]}]})
+        );
+        // An empty current field does not hide the old one.
+        let mut empty = json!({"resourceSpans":[{
+            "instrumentationLibrarySpans":[{"spans":[{"name":"old"}]}],
+            "scopeSpans":[]
+        }]});
+        normalize(&mut empty).expect("an OTLP object");
+        assert_eq!(
+            empty,
+            json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"old"}]}]}]})
         );
     }
 

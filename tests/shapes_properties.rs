@@ -230,3 +230,45 @@ fn otlp_json_spellings_give_identical_detections() {
         check(&run, &expected, &proto, "proto field names, enum names");
     }
 }
+
+/// Renames `scopeSpans` → `instrumentationLibrarySpans` and `scope` →
+/// `instrumentationLibrary`: OTLP/JSON as OTLP ≤ 0.18 wrote it.
+fn pre_scope_spelling(value: &mut Json) {
+    for resource_spans in value["resourceSpans"].as_array_mut().into_iter().flatten() {
+        let Some(object) = resource_spans.as_object_mut() else {
+            continue;
+        };
+        let Some(mut scope_spans) = object.remove("scopeSpans") else {
+            continue;
+        };
+        for scope_span in scope_spans.as_array_mut().into_iter().flatten() {
+            if let Some(scope) = scope_span.as_object_mut().and_then(|o| o.remove("scope")) {
+                scope_span["instrumentationLibrary"] = scope;
+            }
+        }
+        object.insert("instrumentationLibrarySpans".into(), scope_spans);
+    }
+}
+
+#[test]
+fn otlp_json_before_scope_spans_gives_identical_detections() {
+    let dir = tempfile::tempdir().unwrap();
+    for (run, expected) in corpus_expected() {
+        let mut current = Vec::new();
+        let mut old = Vec::new();
+        for (i, file) in corpus_files(&run, "json").iter().enumerate() {
+            current.push(loopwatch::scan::read_request(file).unwrap());
+            let mut value: Json = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+            pre_scope_spelling(&mut value);
+            let text = value.to_string();
+            assert!(
+                text.contains("\"instrumentationLibrarySpans\"") && !text.contains("scopeSpans")
+            );
+            let path = dir.path().join(format!("{i}.json"));
+            std::fs::write(&path, text).unwrap();
+            old.push(loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}")));
+        }
+        assert_eq!(current, old, "{run}: both names decode to one request");
+        check(&run, &expected, &old, "instrumentationLibrarySpans");
+    }
+}
