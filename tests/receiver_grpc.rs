@@ -121,6 +121,7 @@ async fn corpus_accepted_with_every_compression_and_raw_bytes_kept() {
         None,
         Some(CompressionEncoding::Gzip),
         Some(CompressionEncoding::Zstd),
+        Some(CompressionEncoding::Deflate),
     ];
     let mut sent = 0u64;
     for file in &files {
@@ -254,14 +255,14 @@ async fn unsupported_compression_is_unimplemented_listing_accepted() {
     assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
     assert_eq!(
         status.message(),
-        "unsupported compression `br`; accepted encodings: identity, gzip, zstd"
+        "unsupported compression `br`; accepted encodings: identity, gzip, zstd, deflate"
     );
     assert_eq!(
         status
             .metadata()
             .get("grpc-accept-encoding")
             .and_then(|v| v.to_str().ok()),
-        Some("gzip,zstd,identity")
+        Some("gzip,zstd,deflate,identity")
     );
     assert_eq!(
         server

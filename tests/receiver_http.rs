@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{big_request, corpus, decode_pb, gzip, read, zstd, RecordingSink};
+use common::{big_request, corpus, decode_pb, deflate, gzip, read, zstd, RecordingSink};
 use loopwatch::receiver::decode::decode_json;
 use loopwatch::receiver::rpc_status::RpcStatus;
 use loopwatch::receiver::{serve_http, ReceiverOptions, ReceiverStats, RejectReason};
@@ -71,6 +71,7 @@ fn encode(body: &[u8], encoding: Option<&str>) -> Vec<u8> {
     match encoding {
         Some("gzip") => gzip(body),
         Some("zstd") => zstd(body),
+        Some("deflate") => deflate(body),
         _ => body.to_vec(),
     }
 }
@@ -86,7 +87,7 @@ async fn json_error(resp: reqwest::Response) -> (u16, serde_json::Value) {
 #[tokio::test]
 async fn corpus_protobuf_and_json_with_every_encoding() {
     let server = start().await;
-    let encodings = [None, Some("gzip"), Some("zstd")];
+    let encodings = [None, Some("gzip"), Some("zstd"), Some("deflate")];
     let mut sent = 0;
     for pb_file in corpus("pb") {
         let original = read(&pb_file);
@@ -277,7 +278,7 @@ async fn unsupported_media_and_encoding_are_415() {
     assert_eq!(code, 415);
     assert_eq!(
         body["message"],
-        "unsupported compression `br`; accepted encodings: identity, gzip, zstd"
+        "unsupported compression `br`; accepted encodings: identity, gzip, zstd, deflate"
     );
     assert_eq!(
         server

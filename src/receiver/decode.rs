@@ -11,7 +11,8 @@ use crate::otlp_json::UnknownFields;
 
 use super::error::ReceiveError;
 
-/// A request body compression we accept (OTLP: `gzip` required, `zstd` optional).
+/// A request body compression we accept (OTLP: `gzip` required, `zstd` optional;
+/// `deflate` as the Collector's receivers and exporters offer it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
     /// No compression (`identity`, or the header absent).
@@ -20,6 +21,9 @@ pub enum Compression {
     Gzip,
     /// `zstd` (RFC 8878).
     Zstd,
+    /// `deflate` (HTTP, RFC 9110 §8.4.1.2, and gRPC: the zlib format of RFC 1950), also
+    /// named `zlib` (the Collector's `confighttp` reads both names as zlib).
+    Deflate,
 }
 
 impl Compression {
@@ -33,6 +37,8 @@ impl Compression {
             Ok(Self::Gzip)
         } else if v.eq_ignore_ascii_case("zstd") {
             Ok(Self::Zstd)
+        } else if v.eq_ignore_ascii_case("deflate") || v.eq_ignore_ascii_case("zlib") {
+            Ok(Self::Deflate)
         } else {
             Err(ReceiveError::UnsupportedEncoding(v.to_owned()))
         }
@@ -44,6 +50,7 @@ impl Compression {
             Self::Identity => "identity",
             Self::Gzip => "gzip",
             Self::Zstd => "zstd",
+            Self::Deflate => "deflate",
         }
     }
 }
@@ -64,6 +71,7 @@ pub fn decompress(
             };
         }
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(body.as_ref())),
+        Compression::Deflate => Box::new(flate2::read::ZlibDecoder::new(body.as_ref())),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(body.as_ref()).map_err(
             |source| ReceiveError::Decompress {
                 encoding: "zstd",
@@ -204,11 +212,38 @@ mod tests {
         assert_eq!(Compression::parse("").ok(), Some(Compression::Identity));
         assert_eq!(Compression::parse("GZIP").ok(), Some(Compression::Gzip));
         assert_eq!(Compression::parse("zstd").ok(), Some(Compression::Zstd));
+        assert_eq!(
+            Compression::parse("deflate").ok(),
+            Some(Compression::Deflate)
+        );
+        assert_eq!(Compression::parse("zlib").ok(), Some(Compression::Deflate));
         let err = Compression::parse("br").err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("unsupported compression `br`; accepted encodings: identity, gzip, zstd")
+            Some("unsupported compression `br`; accepted encodings: identity, gzip, zstd, deflate")
         );
+    }
+
+    #[test]
+    fn deflate_is_zlib_and_stops_at_limit() {
+        let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&vec![7u8; 1 << 20]).ok();
+        let zlib = Bytes::from(enc.finish().unwrap_or_default());
+        let ok = decompress(Compression::Deflate, zlib.clone(), 1 << 20);
+        assert_eq!(ok.ok(), Some(Bytes::from(vec![7u8; 1 << 20])));
+        let err = decompress(Compression::Deflate, zlib, 1000).err();
+        assert!(matches!(err, Some(ReceiveError::TooLarge { limit: 1000 })));
+        // Raw deflate without the zlib header is not what `deflate` means.
+        let mut raw = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        raw.write_all(b"{}").ok();
+        let raw = Bytes::from(raw.finish().unwrap_or_default());
+        assert!(matches!(
+            decompress(Compression::Deflate, raw, 100).err(),
+            Some(ReceiveError::Decompress {
+                encoding: "deflate",
+                ..
+            })
+        ));
     }
 
     #[test]

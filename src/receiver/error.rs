@@ -6,7 +6,7 @@ use crate::ingest::AcceptError;
 use super::stats::RejectReason;
 
 /// Accepted `Content-Encoding` / `grpc-encoding` values, as listed in error messages.
-pub const ACCEPTED_ENCODINGS: &str = "identity, gzip, zstd";
+pub const ACCEPTED_ENCODINGS: &str = "identity, gzip, zstd, deflate";
 /// Accepted OTLP/HTTP `Content-Type` values, as listed in error messages.
 pub const ACCEPTED_CONTENT_TYPES: &str = "application/x-protobuf, application/json";
 

@@ -34,7 +34,7 @@ use crate::wire::WireRequest;
 
 pub use crate::otlp::{EXPORT_PATH, TRACE_SERVICE_NAME};
 /// `grpc-accept-encoding` advertised when a request's compression is refused.
-const GRPC_ACCEPT_ENCODING: &str = "gzip,zstd,identity";
+const GRPC_ACCEPT_ENCODING: &str = "gzip,zstd,deflate,identity";
 
 /// An `ExportTraceServiceRequest` as received (after gRPC decompression), not yet read.
 #[derive(Clone, Debug)]
@@ -169,6 +169,7 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
     let mut grpc = Grpc::new(ExportCodec)
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Zstd)
+        .accept_compressed(CompressionEncoding::Deflate)
         .max_decoding_message_size(limit);
     let handled = Arc::new(AtomicBool::new(false));
     let response = grpc

@@ -84,6 +84,14 @@ pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     enc.finish().unwrap_or_else(|e| panic!("gzip: {e}"))
 }
 
+/// `deflate` as HTTP and gRPC mean it: the zlib format (RFC 1950).
+pub fn deflate(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(bytes).unwrap_or_else(|e| panic!("zlib: {e}"));
+    enc.finish().unwrap_or_else(|e| panic!("zlib: {e}"))
+}
+
 pub fn zstd(bytes: &[u8]) -> Vec<u8> {
     zstd::encode_all(bytes, 3).unwrap_or_else(|e| panic!("zstd: {e}"))
 }
