@@ -22,7 +22,8 @@ struct Cli {
 enum Command {
     /// Run the sidecar: OTLP receivers → detection → annotation → forwarding, signals, admin API.
     Serve(ServeArgs),
-    /// Scan recorded OTLP export requests (.pb / .json files or folders of them) and print loops.
+    /// Scan recorded OTLP export requests (.pb / .json / .jsonl files, Collector `file`
+    /// exporter output, optionally .gz / .zst; or folders of them) and print loops.
     Scan(ScanArgs),
     /// Explain, run by run, which rule fired on which call and why, or why not (counts
     /// below thresholds, progress, ignored tools): for tuning rules against a recorded trace.
@@ -86,8 +87,9 @@ struct RecordedInput {
     /// embedded defaults).
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Request files (.pb protobuf, .json OTLP/JSON) or folders of them; all paths form
-    /// one stream, files in name order within a folder.
+    /// Request files (.pb / .binpb protobuf, .json / .jsonl / .ndjson OTLP/JSON; one request
+    /// or several: JSON lines, length-prefixed protobuf; optionally .gz / .zst) or folders
+    /// of them; all paths form one stream, files in name order within a folder.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }

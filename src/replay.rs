@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
-use crate::scan::read_request;
+use crate::scan::files::read_requests;
 
-/// Sends each file's request, in order, to `endpoint` (e.g. `http://127.0.0.1:4317`),
+/// Sends each file's requests (one, or several in a JSON-lines or length-prefixed export
+/// file: [`crate::scan::files`]), in order, to `endpoint` (e.g. `http://127.0.0.1:4317`),
 /// waiting `delay` between requests. Returns how many requests were accepted.
 ///
 /// Errors: unreadable/undecodable files, a connection failure, or a refused request
@@ -23,19 +24,20 @@ pub async fn replay(endpoint: &str, files: &[PathBuf], delay: Duration) -> anyho
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to {endpoint}: {}", with_causes(&e)))?;
     let mut sent = 0;
-    for (i, file) in files.iter().enumerate() {
-        if i > 0 && !delay.is_zero() {
-            tokio::time::sleep(delay).await;
+    for file in files {
+        for request in read_requests(file)? {
+            if sent > 0 && !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            client.export(request).await.map_err(|status| {
+                anyhow::anyhow!(
+                    "{}: refused by {endpoint}: {}",
+                    file.display(),
+                    with_causes(&status)
+                )
+            })?;
+            sent += 1;
         }
-        let request = read_request(file)?;
-        client.export(request).await.map_err(|status| {
-            anyhow::anyhow!(
-                "{}: refused by {endpoint}: {}",
-                file.display(),
-                with_causes(&status)
-            )
-        })?;
-        sent += 1;
     }
     Ok(sent)
 }

@@ -1,5 +1,7 @@
 //! Offline scan of recorded OTLP export requests (`loopwatch scan`): the same engine as
-//! the sidecar, fed from files.
+//! the sidecar, fed from files ([`files`]: which requests one file holds).
+
+pub mod files;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -7,7 +9,6 @@ use std::time::Instant;
 use crate::engine::Engine;
 use crate::otlp::ExportTraceServiceRequest;
 use crate::pipeline::IncomingRequest;
-use crate::receiver::decode::{decode_json_counted, decode_protobuf, read_protobuf};
 use crate::registry::RunDetection;
 use crate::report::DetectionRecord;
 
@@ -24,15 +25,26 @@ pub enum ScanError {
         path: PathBuf,
         error: crate::receiver::error::ReceiveError,
     },
-    #[error("{path}: unknown file type (expected .pb or .json)")]
+    #[error("{path}: request {request} of the file is not a valid OTLP ExportTraceServiceRequest: {error}")]
+    DecodeRequest {
+        path: PathBuf,
+        /// Position of the request in the file, from 1.
+        request: usize,
+        error: crate::receiver::error::ReceiveError,
+    },
+    #[error("{path}: unknown file type (expected {EXPORT_FILE_TYPES})")]
     UnknownType { path: PathBuf },
-    #[error("no .pb or .json request files found in {0}")]
+    #[error("no request files ({EXPORT_FILE_TYPES}) found in {0}")]
     NoFiles(String),
 }
 
+/// The export file names `scan` and `replay` read ([`files::classify`]).
+pub const EXPORT_FILE_TYPES: &str = ".pb, .binpb, .json, .jsonl or .ndjson, optionally .gz or .zst";
+
 /// Expands `paths` into request files: files as given, folders recursively with entries
-/// in name order. Only `.pb` and `.json` files inside folders are taken, and a `.json`
-/// file whose `.pb` twin (same name) is beside it is skipped: the two hold one request.
+/// in name order. Only export files ([`EXPORT_FILE_TYPES`]) inside folders are taken, and a
+/// `.json` file whose `.pb` twin (same name) is beside it is skipped: the two hold one
+/// request.
 pub fn request_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ScanError> {
     let mut files = Vec::new();
     for path in paths {
@@ -75,67 +87,22 @@ fn collect(path: &Path, explicit: bool, out: &mut Vec<PathBuf>) -> Result<(), Sc
 }
 
 fn is_request_file(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("pb") | Some("json")
-    ) && path.file_name().and_then(|n| n.to_str()) != Some("runs.json")
+    files::classify(path).is_some()
+        && path.file_name().and_then(|n| n.to_str()) != Some("runs.json")
         && path.file_name().and_then(|n| n.to_str()) != Some("expected.json")
 }
 
-/// Reads one request file: `.pb` is protobuf, `.json` is OTLP/JSON (decoded exactly as the
-/// receivers decode them, so errors name the same problems).
+/// Reads one request file as one request: the requests it holds ([`files::read_requests`])
+/// merged, their `resource_spans` in file order (what protobuf makes of their encodings
+/// concatenated). Decoded exactly as the receivers decode them, so errors name the same
+/// problems.
 pub fn read_request(path: &Path) -> Result<ExportTraceServiceRequest, ScanError> {
-    let bytes = std::fs::read(path).map_err(|error| ScanError::Io {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    let decoded = match path.extension().and_then(|e| e.to_str()) {
-        Some("pb") => decode_protobuf(&bytes),
-        Some("json") => decode_json_counted(&bytes).map(|(request, unknown)| {
-            if unknown.count > 0 {
-                tracing::warn!(
-                    path = %path.display(),
-                    field = unknown.first.as_deref().unwrap_or(""),
-                    count = unknown.count,
-                    "fields OTLP does not define are ignored"
-                );
-            }
-            request
-        }),
-        _ => {
-            return Err(ScanError::UnknownType {
-                path: path.to_path_buf(),
-            })
-        }
-    };
-    decoded.map_err(|error| ScanError::Decode {
-        path: path.to_path_buf(),
-        error,
-    })
-}
-
-/// Reads one request file as the receivers hand it on: `.pb` through the wire reader,
-/// `.json` through the OTLP/JSON decoder.
-pub fn read_incoming(path: &Path) -> Result<IncomingRequest, ScanError> {
-    let bytes = std::fs::read(path).map_err(|error| ScanError::Io {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    let read = match path.extension().and_then(|e| e.to_str()) {
-        Some("pb") => read_protobuf(bytes.into(), crate::wire::ReadLimits::NONE)
-            .map(IncomingRequest::Protobuf),
-        // OTLP/JSON as `read_request` reads it (unknown fields warned about).
-        Some("json") => return read_request(path).map(IncomingRequest::Json),
-        _ => {
-            return Err(ScanError::UnknownType {
-                path: path.to_path_buf(),
-            })
-        }
-    };
-    read.map_err(|error| ScanError::Decode {
-        path: path.to_path_buf(),
-        error,
-    })
+    let mut requests = files::read_requests(path)?.into_iter();
+    let mut merged = requests.next().unwrap_or_default();
+    for request in requests {
+        merged.resource_spans.extend(request.resource_spans);
+    }
+    Ok(merged)
 }
 
 /// What a scan read and found.
@@ -152,30 +119,31 @@ pub struct ScanOutcome {
 
 /// Feeds every request file through `engine` as one stream and returns the final
 /// detections with counts of what was read.
-pub fn scan(engine: &Engine, files: &[PathBuf]) -> Result<ScanOutcome, ScanError> {
+pub fn scan(engine: &Engine, paths: &[PathBuf]) -> Result<ScanOutcome, ScanError> {
     let mut run_order: Vec<std::sync::Arc<str>> = Vec::new();
     let mut outcome = ScanOutcome::default();
     let now = Instant::now();
-    for file in files {
-        let incoming = read_incoming(file)?;
-        outcome.requests += 1;
-        outcome.spans += incoming.span_count() as usize;
-        let processed = match incoming {
-            IncomingRequest::Protobuf(wire) => {
-                let path = file.clone();
-                engine
-                    .process_wire(wire, now)
-                    .map_err(|error| ScanError::Decode {
-                        path,
-                        error: error.into(),
-                    })?
-                    .processed
-            }
-            IncomingRequest::Json(mut request) => engine.process(&mut request, now),
-        };
-        for d in processed.detections {
-            if !run_order.contains(&d.run_key) {
-                run_order.push(d.run_key.clone());
+    for file in paths {
+        for incoming in files::read_incoming_requests(file)? {
+            outcome.requests += 1;
+            outcome.spans += incoming.span_count() as usize;
+            let processed = match incoming {
+                IncomingRequest::Protobuf(wire) => {
+                    let path = file.clone();
+                    engine
+                        .process_wire(wire, now)
+                        .map_err(|error| ScanError::Decode {
+                            path,
+                            error: error.into(),
+                        })?
+                        .processed
+                }
+                IncomingRequest::Json(mut request) => engine.process(&mut request, now),
+            };
+            for d in processed.detections {
+                if !run_order.contains(&d.run_key) {
+                    run_order.push(d.run_key.clone());
+                }
             }
         }
     }

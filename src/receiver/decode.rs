@@ -143,11 +143,19 @@ pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveErr
 pub fn decode_json_counted(
     bytes: &[u8],
 ) -> Result<(ExportTraceServiceRequest, UnknownFields), ReceiveError> {
-    let mut value: serde_json::Value =
+    let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| ReceiveError::InvalidJson {
             path: ".".to_owned(),
             message: e.to_string(),
         })?;
+    decode_json_value_counted(value)
+}
+
+/// [`decode_json_counted`] of an already parsed JSON value (one line of a JSON-lines export
+/// file, say).
+pub fn decode_json_value_counted(
+    mut value: serde_json::Value,
+) -> Result<(ExportTraceServiceRequest, UnknownFields), ReceiveError> {
     let unknown =
         crate::otlp_json::normalize(&mut value).map_err(|e| ReceiveError::InvalidJson {
             path: ".".to_owned(),
