@@ -1,5 +1,5 @@
 //! OTLP/HTTP receiver: `POST /v1/traces` with `application/x-protobuf` or
-//! `application/json` bodies, `Content-Encoding` identity/gzip/zstd.
+//! `application/json` bodies, `Content-Encoding` identity/gzip/zstd/deflate.
 //!
 //! Responses follow the OTLP/HTTP spec: 200 with an `ExportTraceServiceResponse` in the
 //! request's content type; errors carry a `google.rpc.Status` (JSON `{"code","message"}`
