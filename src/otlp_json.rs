@@ -307,6 +307,10 @@ fn normalize_message(
             unknown.record(path, &key);
             continue;
         };
+        if value.is_null() {
+            // ProtoJSON: `null` is the field's default value, as if it were absent.
+            continue;
+        }
         let here = if path.is_empty() {
             (*camel).to_owned()
         } else {
@@ -321,6 +325,7 @@ fn normalize_message(
         // When both spellings are present, the first one read wins (as for duplicates).
         object.entry(*camel).or_insert(value);
     }
+    fill_omitted_defaults(object, schema);
     // An old name is read only when the new one is absent or empty, as the Collector's
     // `MigrateTraces` did while OTLP carried both (a sender in transition wrote both).
     for (new_name, value) in renamed {
@@ -328,6 +333,22 @@ fn normalize_message(
         if object.get(new_name).is_none_or(empty) {
             object.insert(new_name.to_owned(), value);
         }
+    }
+}
+
+/// Writes the fields a ProtoJSON writer leaves out when they hold their default value and
+/// that `opentelemetry-proto`'s serde types require: `values` of an `ArrayValue` or a
+/// `KeyValueList` (Go's `protojson` and the Collector write an empty list as
+/// `{"arrayValue":{}}`) and the `key` of a `KeyValue` (an empty key is left out).
+fn fill_omitted_defaults(object: &mut Map<String, Value>, schema: &'static [Field]) {
+    if std::ptr::eq(schema, ARRAY_VALUE) || std::ptr::eq(schema, KEY_VALUE_LIST) {
+        object
+            .entry("values")
+            .or_insert_with(|| Value::Array(Vec::new()));
+    } else if std::ptr::eq(schema, KEY_VALUE) {
+        object
+            .entry("key")
+            .or_insert_with(|| Value::String(String::new()));
     }
 }
 
@@ -446,6 +467,38 @@ mod tests {
             empty,
             json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"old"}]}]}]})
         );
+    }
+
+    #[test]
+    fn fields_a_protojson_writer_leaves_out_or_writes_null_are_their_defaults() {
+        let mut v = json!({"resourceSpans":[{"scopeSpans":[{"spans":[{
+            "startTimeUnixNano": null,
+            "attributes":[
+                {"key":"empty_list","value":{"arrayValue":{}}},
+                {"key":"empty_map","value":{"kvlistValue":{}}},
+                {"key":"nested","value":{"arrayValue":{"values":[{"kvlistValue":{}}]}}},
+                {"value":{"stringValue":"no key"}},
+                {"key":"null_value","value":null}
+            ]
+        }]}]}]});
+        assert_eq!(normalize(&mut v), Ok(UnknownFields::default()));
+        assert_eq!(
+            v,
+            json!({"resourceSpans":[{"scopeSpans":[{"spans":[{
+                "attributes":[
+                    {"key":"empty_list","value":{"arrayValue":{"values":[]}}},
+                    {"key":"empty_map","value":{"kvlistValue":{"values":[]}}},
+                    {"key":"nested","value":{"arrayValue":{"values":[{"kvlistValue":{"values":[]}}]}}},
+                    {"key":"","value":{"stringValue":"no key"}},
+                    {"key":"null_value"}
+                ]
+            }]}]}]})
+        );
+        let request: crate::otlp::ExportTraceServiceRequest =
+            serde_json::from_value(v).expect("the typed decoder reads it");
+        let span = &request.resource_spans[0].scope_spans[0].spans[0];
+        assert_eq!(span.attributes.len(), 5);
+        assert_eq!(span.start_time_unix_nano, 0);
     }
 
     #[test]
