@@ -136,13 +136,16 @@ pub fn read_requests(path: &Path) -> Result<Vec<ExportTraceServiceRequest>, Scan
 }
 
 /// The OTLP/JSON requests of one message: JSON values one after the other (whitespace,
-/// newlines included, between them). An error carries the failing value's position (0 for
+/// newlines included, between them; none in an empty message), after a UTF-8 byte order
+/// mark if there is one. An error carries the failing value's position (0 for
 /// the first) in the message.
 fn json_requests(
     message: &[u8],
     unknown_fields: &mut crate::otlp_json::UnknownFields,
 ) -> Result<Vec<IncomingRequest>, (usize, ReceiveError)> {
     let mut requests = Vec::new();
+    // A byte order mark (some Windows tools write one) is no JSON.
+    let message = message.strip_prefix(b"\xef\xbb\xbf").unwrap_or(message);
     for value in serde_json::Deserializer::from_slice(message).into_iter::<serde_json::Value>() {
         let position = requests.len();
         let value = value.map_err(|e| {
@@ -237,6 +240,23 @@ mod tests {
         for (name, expected) in cases {
             assert_eq!(classify(Path::new(name)), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn json_values_one_after_another_with_or_without_a_byte_order_mark() {
+        let mut unknown = crate::otlp_json::UnknownFields::default();
+        let count = |text: &[u8], unknown: &mut _| json_requests(text, unknown).map(|r| r.len());
+        assert_eq!(count(b"", &mut unknown).ok(), Some(0));
+        assert_eq!(count(b"{}\n{} {}\r\n", &mut unknown).ok(), Some(3));
+        assert_eq!(count(b"\xef\xbb\xbf{}\n{}", &mut unknown).ok(), Some(2));
+        let failed = count(b"{}\n{\"resourceSpans\":1}\n{}", &mut unknown).err();
+        assert_eq!(failed.map(|(position, _)| position), Some(1));
+        let counted = count(
+            b"{\"resourceSpans\":[],\"a\":1}\n{\"b\":2,\"resourceSpans\":[]}",
+            &mut unknown,
+        );
+        assert_eq!(counted.ok(), Some(2));
+        assert_eq!((unknown.count, unknown.first.as_deref()), (2, Some("a")));
     }
 
     #[test]
