@@ -277,6 +277,37 @@ mod tests {
         assert_eq!(response(&sp), Some(ModelResponse::ToolCalls));
     }
 
+    /// Semantic Kernel .NET `ModelDiagnostics.SetCompletionResponse`: one `gen_ai.choice`
+    /// event per choice, the choice JSON in `gen_ai.event.content`.
+    #[test]
+    fn semantic_kernel_dotnet_choice_event() {
+        let choice = |content: &str| {
+            let mut sp = span("chat gpt-4o", vec![kvs("gen_ai.operation.name", "chat")]);
+            sp.events = vec![event(
+                "gen_ai.choice",
+                vec![kvs("gen_ai.event.content", content)],
+            )];
+            response(&sp)
+        };
+        assert_eq!(
+            choice(
+                r#"{"index":0,"message":{"role":"assistant","name":null,"content":"I cannot find it.","tool_calls":[]},"tool_calls":[],"finish_reason":"Stop"}"#
+            ),
+            Some(ModelResponse::Text("I cannot find it.".into()))
+        );
+        assert_eq!(
+            choice(
+                r#"{"index":0,"message":{"role":"assistant","name":null,"content":null,"tool_calls":[{"id":"c1","function":{"name":"Weather-get","arguments":{"city":"Paris"}},"type":"function"}]},"tool_calls":[{"id":"c1","function":{"name":"Weather-get","arguments":{"city":"Paris"}},"type":"function"}],"finish_reason":"ToolCalls"}"#
+            ),
+            Some(ModelResponse::ToolCalls)
+        );
+        // Text completion: the message is the text.
+        assert_eq!(
+            choice(r#"{"index":0,"message":"42","finish_reason":null}"#),
+            Some(ModelResponse::Text("42".into()))
+        );
+    }
+
     #[test]
     fn operation_details_event() {
         let mut sp = span("chat", vec![kvs("gen_ai.operation.name", "chat")]);
