@@ -9,7 +9,7 @@
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
 //! [`strands_legacy`], [`mastra_legacy`], then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
-//! [`pydantic_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
+//! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
@@ -107,6 +107,7 @@ const RESPONSE_READERS: &[model_response::ResponseReader] = &[
     openllmetry::RESPONSE_READER,
     genai::ADK_RESPONSE_READER,
     pydantic_legacy::RESPONSE_READER,
+    mastra_legacy::RESPONSE_READER,
 ];
 
 fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
