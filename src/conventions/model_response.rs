@@ -13,7 +13,13 @@
 //!    events;
 //! 2. [`super::openllmetry`]: `gen_ai.completion.N.content` / `gen_ai.completion.N.tool_calls.M.*`;
 //! 3. [`super::genai`] (google-adk 1.x): `gcp.vertex.agent.llm_response`;
-//! 4. [`super::pydantic_legacy`] (pydantic-ai v1): attribute `events`, the `gen_ai.choice` ones.
+//! 4. [`super::pydantic_legacy`] (pydantic-ai v1): attribute `events`, the `gen_ai.choice` ones;
+//! 5. [`super::mastra_legacy`] (older Mastra exporter): `gen_ai.completion`'s `text` on a
+//!    `model_generation` span.
+//!
+//! Model spans that fail the inference-span test (OpenInference `LLM`, Vercel AI SDK
+//! provider calls, Langfuse `generation`s, Logfire's LLM-provider and OpenAI Agents spans,
+//! strands 0.1.x `Model invoke`) are read by their convention's reader in the first table.
 //!
 //! Any tool call in the output → [`ModelResponse::ToolCalls`]; otherwise the text parts
 //! joined with `\n` ([`summarize`]). Output not captured (no source, or text parts without
