@@ -307,8 +307,19 @@ fn read_adk_response(span: &SpanView) -> Found {
 }
 
 /// A `gen_ai.choice` span event as a JSON object: string attributes that hold JSON are
-/// parsed (strands writes `message` as JSON text), other strings stay strings.
+/// parsed (strands writes `message` as JSON text), other strings stay strings. Semantic
+/// Kernel .NET writes the whole choice as JSON in one attribute, `gen_ai.event.content`
+/// (`{"index", "message": {"role", "content", "tool_calls"}, "tool_calls", "finish_reason"}`,
+/// or `"message": "…"` for a text completion; microsoft/semantic-kernel
+/// `dotnet/src/InternalUtilities/src/Diagnostics/ModelDiagnostics.cs`,
+/// `ToGenAIConventionsChoiceFormat`): that object is the choice.
 fn choice_event_json(attributes: &[KeyValueView]) -> Json {
+    if let Some(choice) = attr(attributes, "gen_ai.event.content")
+        .and_then(json_from_any_value)
+        .filter(Json::is_object)
+    {
+        return choice;
+    }
     let mut object = serde_json::Map::new();
     for key in ["message", "tool_calls"] {
         let Some(value) = attr(attributes, key) else {

@@ -14,7 +14,16 @@
 //! (`LogfireTraceProviderWrapper.create_span`, `attributes_from_span_data`; the
 //! `msg_template` form since its Logfire-span rewrite, early 2025) and
 //! openai/openai-agents-python `src/agents/tracing/span_data.py` (`FunctionSpanData`).
+//!
+//! Model responses of the Chat Completions model: a `Chat completion with
+//! {gen_ai.request.model!r}` span (`GenerationSpanData.export()`) carries `output`, a list
+//! of `ChatCompletionMessage` dicts (`content`, `tool_calls`; openai-agents-python
+//! `src/agents/models/openai_chatcompletions.py`), read by [`summarize`]. No
+//! `gen_ai.operation.name` is set on it, so no inference-span reader would. (The
+//! `Responses API` spans of the Responses model are read by [`super::logfire_llm`], with
+//! those of Logfire's OpenAI instrumentation, which writes the same template.)
 
+use super::model_response::summarize;
 use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
 use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
@@ -25,13 +34,26 @@ pub const CONVENTION: &str = "logfire-openai-agents";
 /// Logfire's message template (and span name) of an Agents SDK function span.
 pub const MSG_TEMPLATE: &str = "Function: {name}";
 
-/// The tool call of a Logfire Agents SDK function span; `None` for other spans.
+/// Logfire's message template of an Agents SDK generation span (`GenerationSpanData`).
+pub const GENERATION_TEMPLATE: &str = "Chat completion with {gen_ai.request.model!r}";
+
+/// The tool call of a Logfire Agents SDK function span, the model response of its
+/// generation span; `None` for other spans and output not captured.
 pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
-    if attr_str(attrs, "logfire.msg_template") != Some(MSG_TEMPLATE)
+    let template = attr_str(attrs, "logfire.msg_template")?;
+    if (template != MSG_TEMPLATE && template != GENERATION_TEMPLATE)
         || attr_str(attrs, "gen_ai.system") != Some("openai")
     {
         return None;
+    }
+    if template == GENERATION_TEMPLATE {
+        let output = attr(attrs, "output").and_then(json_from_any_value)?;
+        return Some(ExtractedEvent {
+            kind: EventKind::ModelResponse(summarize(&output)?),
+            agent_name: agent_name(span),
+            convention: CONVENTION,
+        });
     }
     let name = first_str(attrs, &["name"])?;
     let mut status = call_status(span);
@@ -61,7 +83,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
 mod tests {
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload};
+    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 
     fn function_span(
         extra: Vec<opentelemetry_proto::tonic::common::v1::KeyValue>,
@@ -109,6 +131,47 @@ mod tests {
                 message: "Error running tool".into()
             }
         );
+    }
+
+    /// `GenerationSpanData` under the Chat Completions model: `output` is
+    /// `[message.model_dump()]` (openai-agents-python `models/openai_chatcompletions.py`).
+    #[test]
+    fn generation_span_output_is_the_response() {
+        let generation = |output: &str| {
+            let sp = span(
+                "Chat completion with {gen_ai.request.model!r}",
+                vec![
+                    kvs(
+                        "logfire.msg_template",
+                        "Chat completion with {gen_ai.request.model!r}",
+                    ),
+                    kvs("gen_ai.system", "openai"),
+                    kvs("gen_ai.request.model", "gpt-4o"),
+                    kvs("input", r#"[{"role":"user","content":"hi"}]"#),
+                    kvs("output", output),
+                ],
+            );
+            extract(&sp).map(|e| {
+                assert_eq!(e.convention, "logfire-openai-agents");
+                e.kind
+            })
+        };
+        assert_eq!(
+            generation(
+                r#"[{"content":"Done.","refusal":null,"role":"assistant","audio":null,"function_call":null,"tool_calls":null}]"#
+            ),
+            Some(EventKind::ModelResponse(ModelResponse::Text(
+                "Done.".into()
+            )))
+        );
+        assert_eq!(
+            generation(
+                r#"[{"content":null,"role":"assistant","tool_calls":[{"id":"c1","function":{"arguments":"{}","name":"f"},"type":"function"}]}]"#
+            ),
+            Some(EventKind::ModelResponse(ModelResponse::ToolCalls))
+        );
+        // `tracing.include_data()` off: no output, no event.
+        assert_eq!(generation("[]"), None);
     }
 
     #[test]

@@ -11,10 +11,24 @@
 //! Source: mastra-ai/mastra `observability/otel-exporter/src/span-converter.ts`
 //! (`buildSpanName`, `buildAttributes`, `getOperationName`), e.g. at commit b81dece1,
 //! and `mastra-span.ts` (status from `errorInfo`).
+//!
+//! A model generation (`MODEL_GENERATION`: one whole `generate` / `stream`, all its steps)
+//! is exported as `chat {model}` with `gen_ai.operation.name` = `chat`, `mastra.span.type`
+//! = `model_generation` and the output `JSON.stringify`'d as `gen_ai.completion` (and
+//! `output`): `{text, object, reasoning, reasoningText, files, sources, warnings}`
+//! (mastra-ai/mastra `@mastra/core`: the model loop's `onFinish` calls
+//! `ModelSpanTracker.endGeneration` with that output; the tracker's spans are
+//! `MODEL_GENERATION` → `MODEL_STEP` → `MODEL_CHUNK`). Its `text` is the response ([`RESPONSE_READER`]),
+//! as the newer exporter's `gen_ai.output.messages` (one `text` part made from `text`,
+//! `gen-ai-messages.ts` `convertMastraMessagesToGenAIMessages`) reads. The output names no
+//! tool calls: the generation's tool spans, between generations, break a streak.
 
-use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ToolCall};
-use crate::otlp::view::{attr_str, SpanView};
+use serde_json::Value as Json;
+
+use super::model_response::{Found, ResponseReader};
+use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse, ToolCall};
+use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "mastra-legacy";
@@ -46,11 +60,67 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     })
 }
 
+/// The older exporter's response source of an inference span ([`super::model_response`]).
+pub const RESPONSE_READER: ResponseReader = ResponseReader {
+    convention: CONVENTION,
+    read: read_response,
+};
+
+fn read_response(span: &SpanView) -> Found {
+    let attrs = &span.attributes;
+    if attr_str(attrs, "mastra.span.type") != Some("model_generation") {
+        return None;
+    }
+    let output = attr(attrs, "gen_ai.completion").and_then(json_from_any_value)?;
+    Some(
+        output
+            .get("text")
+            .and_then(Json::as_str)
+            .map(|text| ModelResponse::Text(text.to_owned())),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload};
+    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
+
+    /// `chat {model}` as `buildAttributes` writes a `MODEL_GENERATION` span.
+    fn generation(output: &str) -> opentelemetry_proto::tonic::trace::v1::Span {
+        span(
+            "chat gpt-4o-mini",
+            vec![
+                kvs("gen_ai.operation.name", "chat"),
+                kvs("span.kind", "client"),
+                kvs("mastra.span.type", "model_generation"),
+                kvs("input", r#"{"messages":[{"role":"user","content":"hi"}]}"#),
+                kvs(
+                    "gen_ai.prompt",
+                    r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+                ),
+                kvs("output", output),
+                kvs("gen_ai.completion", output),
+                kvs("gen_ai.request.model", "gpt-4o-mini"),
+                kvs("gen_ai.system", "openai.chat"),
+            ],
+        )
+    }
+
+    #[test]
+    fn model_generation_text_is_the_response() {
+        let ev = extract(&generation(
+            r#"{"reasoning":[],"sources":[],"text":"I cannot find it.","warnings":[]}"#,
+        ))
+        .expect("a response");
+        assert_eq!(ev.convention, "mastra-legacy");
+        assert_eq!(
+            ev.kind,
+            EventKind::ModelResponse(ModelResponse::Text("I cannot find it.".into()))
+        );
+        // No text (an object output only): no response.
+        assert_eq!(extract(&generation(r#"{"object":{"a":1}}"#)), None);
+    }
 
     fn tool_span() -> opentelemetry_proto::tonic::trace::v1::Span {
         let input = r#"{"location":"London"}"#;

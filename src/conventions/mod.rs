@@ -6,10 +6,10 @@
 //! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
-//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`strands_legacy`],
-//! [`mastra_legacy`], then inference spans: each convention's response reader
+//! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
+//! [`strands_legacy`], [`mastra_legacy`], then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
-//! [`pydantic_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
+//! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
@@ -21,6 +21,7 @@ pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
 pub mod llamaindex;
+pub mod logfire_llm;
 pub mod logfire_openai_agents;
 pub mod mastra_legacy;
 pub mod message_parts;
@@ -93,6 +94,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     vercel_ai::extract,
     langfuse::extract,
     logfire_openai_agents::extract,
+    logfire_llm::extract,
     strands_legacy::extract,
     mastra_legacy::extract,
 ];
@@ -105,6 +107,7 @@ const RESPONSE_READERS: &[model_response::ResponseReader] = &[
     openllmetry::RESPONSE_READER,
     genai::ADK_RESPONSE_READER,
     pydantic_legacy::RESPONSE_READER,
+    mastra_legacy::RESPONSE_READER,
 ];
 
 fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {

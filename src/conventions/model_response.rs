@@ -13,7 +13,13 @@
 //!    events;
 //! 2. [`super::openllmetry`]: `gen_ai.completion.N.content` / `gen_ai.completion.N.tool_calls.M.*`;
 //! 3. [`super::genai`] (google-adk 1.x): `gcp.vertex.agent.llm_response`;
-//! 4. [`super::pydantic_legacy`] (pydantic-ai v1): attribute `events`, the `gen_ai.choice` ones.
+//! 4. [`super::pydantic_legacy`] (pydantic-ai v1): attribute `events`, the `gen_ai.choice` ones;
+//! 5. [`super::mastra_legacy`] (older Mastra exporter): `gen_ai.completion`'s `text` on a
+//!    `model_generation` span.
+//!
+//! Model spans that fail the inference-span test (OpenInference `LLM`, Vercel AI SDK
+//! provider calls, Langfuse `generation`s, Logfire's LLM-provider and OpenAI Agents spans,
+//! strands 0.1.x `Model invoke`) are read by their convention's reader in the first table.
 //!
 //! Any tool call in the output → [`ModelResponse::ToolCalls`]; otherwise the text parts
 //! joined with `\n` ([`summarize`]). Output not captured (no source, or text parts without
@@ -275,6 +281,37 @@ mod tests {
             )],
         );
         assert_eq!(response(&sp), Some(ModelResponse::ToolCalls));
+    }
+
+    /// Semantic Kernel .NET `ModelDiagnostics.SetCompletionResponse`: one `gen_ai.choice`
+    /// event per choice, the choice JSON in `gen_ai.event.content`.
+    #[test]
+    fn semantic_kernel_dotnet_choice_event() {
+        let choice = |content: &str| {
+            let mut sp = span("chat gpt-4o", vec![kvs("gen_ai.operation.name", "chat")]);
+            sp.events = vec![event(
+                "gen_ai.choice",
+                vec![kvs("gen_ai.event.content", content)],
+            )];
+            response(&sp)
+        };
+        assert_eq!(
+            choice(
+                r#"{"index":0,"message":{"role":"assistant","name":null,"content":"I cannot find it.","tool_calls":[]},"tool_calls":[],"finish_reason":"Stop"}"#
+            ),
+            Some(ModelResponse::Text("I cannot find it.".into()))
+        );
+        assert_eq!(
+            choice(
+                r#"{"index":0,"message":{"role":"assistant","name":null,"content":null,"tool_calls":[{"id":"c1","function":{"name":"Weather-get","arguments":{"city":"Paris"}},"type":"function"}]},"tool_calls":[{"id":"c1","function":{"name":"Weather-get","arguments":{"city":"Paris"}},"type":"function"}],"finish_reason":"ToolCalls"}"#
+            ),
+            Some(ModelResponse::ToolCalls)
+        );
+        // Text completion: the message is the text.
+        assert_eq!(
+            choice(r#"{"index":0,"message":"42","finish_reason":null}"#),
+            Some(ModelResponse::Text("42".into()))
+        );
     }
 
     #[test]

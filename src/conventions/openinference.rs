@@ -10,9 +10,17 @@
 //! `input.value` is the bare value (`42`, `Paris`), kept as found.
 //!
 //! LLM spans: `llm.output_messages.N.message.tool_calls.M.…` → [`ModelResponse::ToolCalls`];
-//! otherwise the texts `llm.output_messages.N.message.content` (and
-//! `…message.contents.M.message_content.text`), in index order, joined with `\n`.
-//! No output messages (hidden outputs) → `None`.
+//! otherwise each message's text, in index order, joined with `\n`: its
+//! `llm.output_messages.N.message.content`, else its `…message.contents.M.message_content.text`
+//! parts whose `message_content.type` is `text` (or unset). A message's `contents` are not
+//! read beside its `content`: openinference-instrumentation-openai-agents writes both, the
+//! flat `content` being the parts joined (`_get_attributes_from_message`), and a
+//! `reasoning` part (its `_get_attributes_from_reasoning_item`: the reasoning summary) is
+//! not the answer, so a repeated answer after varying reasoning still repeats. Text hidden
+//! by `OPENINFERENCE_HIDE_OUTPUT_TEXT` (the instrumentation's `TraceConfig.mask` writes
+//! `__REDACTED__` in its place, `openinference-instrumentation` `config.py`) is not
+//! captured: every hidden response would otherwise read as the same text. No output
+//! messages (hidden outputs), or only hidden text → `None`.
 
 use std::collections::BTreeMap;
 
@@ -111,9 +119,38 @@ fn tool_message_call_id(output: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The text of one output message: its flat `content`, and its `contents` parts (by part
+/// index) with each part's `message_content.type` where recorded.
+#[derive(Default)]
+struct MessageText<'a> {
+    content: Option<&'a str>,
+    parts: BTreeMap<u64, (Option<&'a str>, Option<&'a str>)>,
+}
+
+impl<'a> MessageText<'a> {
+    /// The message's answer text: `content`, else its `text` parts (type `text` or unset)
+    /// joined with `\n`; `None` when neither holds captured text.
+    fn text(self) -> Option<String> {
+        if let Some(content) = self.content {
+            return (!is_redacted_text(content)).then(|| content.to_owned());
+        }
+        let texts: Vec<&str> = self
+            .parts
+            .into_values()
+            .filter(|(kind, _)| kind.is_none_or(|k| k == "text"))
+            .filter_map(|(_, text)| text.filter(|t| !is_redacted_text(t)))
+            .collect();
+        (!texts.is_empty()).then(|| texts.join("\n"))
+    }
+}
+
+fn is_redacted_text(text: &str) -> bool {
+    text == "__REDACTED__"
+}
+
 fn model_response(span: &SpanView) -> Option<ModelResponse> {
-    // (message index, content index) → text; BTreeMap keeps index order.
-    let mut texts: BTreeMap<(u64, u64), &str> = BTreeMap::new();
+    // message index → its text fields; BTreeMap keeps index order.
+    let mut messages: BTreeMap<u64, MessageText> = BTreeMap::new();
     let mut tool_calls = false;
     for kv in &span.attributes {
         let Some(rest) = kv.key.strip_prefix(OUTPUT_MESSAGES) else {
@@ -134,26 +171,38 @@ fn model_response(span: &SpanView) -> Option<ModelResponse> {
             _ => continue,
         };
         if field == "content" {
-            texts.insert((index, 0), value);
-        } else if let Some(sub) = field
+            messages.entry(index).or_default().content = Some(value);
+        } else if let Some((sub, part_field)) = field
             .strip_prefix("contents.")
-            .and_then(|r| r.strip_suffix(".message_content.text"))
+            .and_then(|r| r.split_once(".message_content."))
         {
-            // content parts sort after `content` (0); an index at u64::MAX cannot be shifted
-            if let Some(sub) = sub.parse::<u64>().ok().and_then(|s| s.checked_add(1)) {
-                texts.insert((index, sub), value);
+            let Ok(sub) = sub.parse::<u64>() else {
+                continue;
+            };
+            let part = messages
+                .entry(index)
+                .or_default()
+                .parts
+                .entry(sub)
+                .or_default();
+            match part_field {
+                "text" => part.1 = Some(value),
+                "type" => part.0 = Some(value),
+                _ => {}
             }
         }
     }
     if tool_calls {
         return Some(ModelResponse::ToolCalls);
     }
+    let texts: Vec<String> = messages
+        .into_values()
+        .filter_map(MessageText::text)
+        .collect();
     if texts.is_empty() {
         return None;
     }
-    Some(ModelResponse::Text(
-        texts.into_values().collect::<Vec<_>>().join("\n"),
-    ))
+    Some(ModelResponse::Text(texts.join("\n")))
 }
 
 #[cfg(test)]
@@ -276,6 +325,113 @@ mod tests {
         assert_eq!(
             extract(&huge).expect("response").kind,
             EventKind::ModelResponse(ModelResponse::Text("kept".into()))
+        );
+    }
+
+    fn llm(attributes: &[(&str, &str)]) -> Option<EventKind> {
+        let mut all = vec![kvs("openinference.span.kind", "LLM")];
+        all.extend(attributes.iter().map(|(k, v)| kvs(k, v)));
+        extract(&span("response", all)).map(|e| e.kind)
+    }
+
+    fn text(t: &str) -> Option<EventKind> {
+        Some(EventKind::ModelResponse(ModelResponse::Text(t.into())))
+    }
+
+    /// openinference-instrumentation-openai-agents `_get_attributes_from_response_output`:
+    /// a reasoning item is message 0 with one `reasoning` part; the answer message has
+    /// `output_text` parts and their join as flat `content`.
+    #[test]
+    fn openai_agents_response_reads_the_answer_not_the_reasoning_nor_twice() {
+        let with_reasoning = |summary: &str| {
+            llm(&[
+                ("llm.output_messages.0.message.role", "assistant"),
+                (
+                    "llm.output_messages.0.message.contents.0.message_content.type",
+                    "reasoning",
+                ),
+                (
+                    "llm.output_messages.0.message.contents.0.message_content.text",
+                    summary,
+                ),
+                ("llm.output_messages.1.message.role", "assistant"),
+                (
+                    "llm.output_messages.1.message.contents.0.message_content.type",
+                    "text",
+                ),
+                (
+                    "llm.output_messages.1.message.contents.0.message_content.text",
+                    "I cannot find it.",
+                ),
+                ("llm.output_messages.1.message.content", "I cannot find it."),
+            ])
+        };
+        assert_eq!(
+            with_reasoning("Thinking about A"),
+            text("I cannot find it.")
+        );
+        assert_eq!(
+            with_reasoning("Thinking about B"),
+            text("I cannot find it.")
+        );
+        // Parts without a flat content: the text parts in order.
+        assert_eq!(
+            llm(&[
+                (
+                    "llm.output_messages.0.message.contents.1.message_content.text",
+                    "b"
+                ),
+                (
+                    "llm.output_messages.0.message.contents.0.message_content.text",
+                    "a"
+                ),
+            ]),
+            text("a\nb")
+        );
+        // Reasoning alone is no answer.
+        assert_eq!(
+            llm(&[
+                (
+                    "llm.output_messages.0.message.contents.0.message_content.type",
+                    "reasoning",
+                ),
+                (
+                    "llm.output_messages.0.message.contents.0.message_content.text",
+                    "hmm",
+                ),
+            ]),
+            None
+        );
+    }
+
+    /// `OPENINFERENCE_HIDE_OUTPUT_TEXT`: `TraceConfig.mask` writes `__REDACTED__` for the
+    /// output messages' `message.content` and `message_content.text`.
+    #[test]
+    fn hidden_output_text_is_not_captured() {
+        assert_eq!(
+            llm(&[
+                ("llm.output_messages.0.message.role", "assistant"),
+                ("llm.output_messages.0.message.content", "__REDACTED__"),
+            ]),
+            None
+        );
+        assert_eq!(
+            llm(&[(
+                "llm.output_messages.0.message.contents.0.message_content.text",
+                "__REDACTED__",
+            )]),
+            None
+        );
+        // Tool calls are still seen with the text hidden.
+        assert_eq!(
+            llm(&[
+                ("llm.output_messages.0.message.content", "__REDACTED__"),
+                (
+                    "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",
+                    "f",
+                ),
+            ]),
+            Some(EventKind::ModelResponse(ModelResponse::ToolCalls))
         );
     }
 

@@ -11,19 +11,34 @@
 //! message is the result's text.
 //! Source: strands-agents/sdk-python `src/strands/telemetry/tracer.py`, tags v0.1.0 –
 //! v0.1.9 (first commit b3890bb8, 2025-05-16, to the parent of f20a4051, 2025-07-01).
+//!
+//! Model responses of the same releases: `start_model_invoke_span` opens `Model invoke`
+//! (`gen_ai.system` = `strands-agents`, no `gen_ai.operation.name`, so no inference-span
+//! reader sees it) and `end_model_invoke_span` sets `gen_ai.completion` to `json.dumps` of
+//! the message's content blocks (`[{"text": …}]`, `[{"toolUse": …}]`), read by
+//! [`summarize`]. From v0.2.0 that span is `chat` with a `gen_ai.choice` event
+//! ([`super::genai`]).
 
 use serde_json::Value as Json;
 
-use super::{agent_name, call_id, call_status, first_str, payload_attr};
+use super::model_response::summarize;
+use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
 use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
-use crate::otlp::view::{attr_str, SpanView};
+use crate::otlp::view::{attr, attr_str, SpanView};
+
+/// Span name of a strands 0.1.x model invocation.
+const MODEL_INVOKE: &str = "Model invoke";
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "strands-legacy";
 
-/// The tool call of a strands 0.1.x `Tool: {name}` span; `None` for other spans.
+/// The tool call of a strands 0.1.x `Tool: {name}` span, the model response of its
+/// `Model invoke` span; `None` for other spans.
 pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
+    if span.name == MODEL_INVOKE {
+        return model_response(span);
+    }
     let name = first_str(attrs, &["tool.name"])?;
     if span.name.strip_prefix("Tool: ") != Some(name)
         || attr_str(attrs, "gen_ai.operation.name").is_some()
@@ -52,6 +67,23 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     })
 }
 
+/// The response of a `Model invoke` span: `gen_ai.completion` (content blocks), when the
+/// span is strands' (`gen_ai.system`) and no GenAI operation is set.
+fn model_response(span: &SpanView) -> Option<ExtractedEvent> {
+    let attrs = &span.attributes;
+    if attr_str(attrs, "gen_ai.system") != Some("strands-agents")
+        || attr_str(attrs, "gen_ai.operation.name").is_some()
+    {
+        return None;
+    }
+    let content = attr(attrs, "gen_ai.completion").and_then(json_from_any_value)?;
+    Some(ExtractedEvent {
+        kind: EventKind::ModelResponse(summarize(&content)?),
+        agent_name: agent_name(span),
+        convention: CONVENTION,
+    })
+}
+
 /// The `text` parts of a `ToolResult` content list joined with `\n`; the recorded text
 /// when it is not such a list.
 fn result_text(recorded: &str) -> String {
@@ -73,7 +105,49 @@ fn result_text(recorded: &str) -> String {
 mod tests {
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload};
+    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
+
+    /// `Model invoke` as v0.1.9 `start_model_invoke_span` / `end_model_invoke_span` write it.
+    fn model_invoke(completion: &str) -> opentelemetry_proto::tonic::trace::v1::Span {
+        span(
+            "Model invoke",
+            vec![
+                kvs("gen_ai.event.start_time", "2025-06-01T00:00:00+00:00"),
+                kvs("gen_ai.system", "strands-agents"),
+                kvs("agent.name", "Strands Agent"),
+                kvs("gen_ai.agent.name", "Strands Agent"),
+                kvs(
+                    "gen_ai.prompt",
+                    r#"[{"role": "user", "content": [{"text": "hi"}]}]"#,
+                ),
+                kvs("gen_ai.request.model", "us.anthropic.claude"),
+                kvs("gen_ai.completion", completion),
+                kvs("gen_ai.usage.total_tokens", "3"),
+            ],
+        )
+    }
+
+    #[test]
+    fn model_invoke_completion_is_the_response() {
+        let ev = extract(&model_invoke(r#"[{"text": "I cannot find it."}]"#)).expect("a response");
+        assert_eq!(ev.convention, "strands-legacy");
+        assert_eq!(ev.agent_name.as_deref(), Some("Strands Agent"));
+        assert_eq!(
+            ev.kind,
+            EventKind::ModelResponse(ModelResponse::Text("I cannot find it.".into()))
+        );
+        let calls = model_invoke(
+            r#"[{"text": "Let me check."}, {"toolUse": {"toolUseId": "t1", "name": "f", "input": {}}}]"#,
+        );
+        assert_eq!(
+            extract(&calls).expect("a response").kind,
+            EventKind::ModelResponse(ModelResponse::ToolCalls)
+        );
+        // Another system's span of that name is not strands'.
+        let mut other = model_invoke(r#"[{"text": "x"}]"#);
+        other.attributes[1] = kvs("gen_ai.system", "openai");
+        assert_eq!(extract(&other), None);
+    }
 
     fn tool_span(status: &str, result: &str) -> opentelemetry_proto::tonic::trace::v1::Span {
         span(

@@ -1,0 +1,110 @@
+//! Model-response shapes (`repeated_text`) of framework versions and settings the recorded
+//! corpus does not cover (`tests/fixtures/shapes/response_*.json`, OTLP/JSON built from
+//! each framework's source: see that folder's README and the convention's module docs).
+//! Every file holds two traces: trace `a1…` has three consecutive text-only responses with
+//! the same text, and the default `nudge` profile must warn `repeated_text` at response 3
+//! (`stop`, at 6, says nothing); trace `b2…` must give nothing: its responses differ, are
+//! interleaved with tool-call responses (or tool calls), or hide their text. Detections are
+//! read through `loopwatch scan`.
+
+mod common;
+
+use common::{fixtures, key_of, Key};
+use loopwatch::conventions;
+use loopwatch::event::EventKind;
+use loopwatch::otlp::view::SpanView;
+
+/// Fixture file and the convention label its responses must be read by.
+const SHAPES: &[(&str, &str)] = &[
+    (
+        "response_openinference_openai_agents_reasoning.json",
+        "openinference",
+    ),
+    (
+        "response_openinference_hide_output_text.json",
+        "openinference",
+    ),
+    ("response_langfuse_generation.json", "langfuse"),
+    ("response_logfire_openai_response_data.json", "logfire"),
+    ("response_logfire_openai_agents_responses.json", "logfire"),
+    (
+        "response_logfire_openai_agents_generation.json",
+        "logfire-openai-agents",
+    ),
+    ("response_strands_0_1_model_invoke.json", "strands-legacy"),
+    ("response_semantic_kernel_dotnet_choice_event.json", "genai"),
+    (
+        "response_mastra_old_exporter_model_generation.json",
+        "mastra-legacy",
+    ),
+];
+
+const TRACE_A: &str = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
+
+#[test]
+fn trace_a_responses_are_read_as_text_by_their_convention() {
+    for (file, convention) in SHAPES {
+        let path = fixtures().join("shapes").join(file);
+        let request =
+            loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut texts = Vec::new();
+        for span in request
+            .resource_spans
+            .iter()
+            .flat_map(|rs| &rs.scope_spans)
+            .flat_map(|ss| &ss.spans)
+            .filter(|s| hex(&s.trace_id) == TRACE_A)
+        {
+            let event = conventions::extract_with(&[], &SpanView::from(span))
+                .unwrap_or_else(|| panic!("{file}: span {} not read", span.name));
+            assert_eq!(event.convention, *convention, "{file}");
+            let EventKind::ModelResponse(loopwatch::event::ModelResponse::Text(text)) = event.kind
+            else {
+                panic!("{file}: not a text response: {:?}", event.kind)
+            };
+            texts.push(text);
+        }
+        assert_eq!(texts.len(), 3, "{file}");
+        assert!(texts.iter().all(|t| *t == texts[0]), "{file}: {texts:?}");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// (trace_id, profile, detection) of every detection `loopwatch scan` prints for `file`
+/// with the default configuration (both built-in profiles), sorted.
+fn scan(file: &str) -> Vec<(String, String, Key)> {
+    let mut found: Vec<_> = common::scan_json("", &fixtures().join("shapes").join(file))
+        .iter()
+        .map(|d| {
+            (
+                d["trace_id"].as_str().unwrap().to_owned(),
+                d["profile"].as_str().unwrap().to_owned(),
+                key_of(d),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn repeated_answers_warn_at_response_3_and_the_others_give_nothing() {
+    let warn: Key = (
+        None,
+        Some(3),
+        "repeated_text".into(),
+        vec![],
+        3,
+        "warn".into(),
+    );
+    for (file, _) in SHAPES {
+        assert_eq!(
+            scan(file),
+            vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn.clone())],
+            "{file}"
+        );
+    }
+}
