@@ -9,7 +9,7 @@
 //! attributes.py` and `span.py` (observation types `span`, `generation`, `tool`, …).
 
 use super::{agent_name, call_status, first_str, payload_attr, wrappers};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -38,6 +38,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
                 .map(wrappers::decorator_arguments),
             result: payload_attr(attrs, &["langfuse.observation.output"]),
             status,
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

@@ -13,7 +13,7 @@
 //! and `mastra-span.ts` (status from `errorInfo`).
 
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -40,6 +40,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments: payload_attr(attrs, &["gen_ai.tool.input", "input"]),
             result: payload_attr(attrs, &["gen_ai.tool.output", "output"]),
             status: call_status(span),
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

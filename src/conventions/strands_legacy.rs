@@ -15,7 +15,7 @@
 use serde_json::Value as Json;
 
 use super::{agent_name, call_id, call_status, first_str, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -46,6 +46,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments: payload_attr(attrs, &["tool.parameters"]),
             result: payload_attr(attrs, &["tool.result"]),
             status,
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,
