@@ -667,14 +667,17 @@ impl Engine {
                         .fingerprinter
                         .result_fingerprint(&call.status, call.result.as_ref()),
                 });
-                match (call.split, result_fingerprint) {
+                let tool_name = self.names.get(&call.tool_name);
+                match result_fingerprint {
                     // The result span of a call traced on two sibling spans: no call.
-                    (SplitSpan::Result, Some(result_fingerprint)) => Observation::ToolResult {
-                        tool_name: self.names.get(&call.tool_name),
-                        result_fingerprint,
-                    },
+                    Some(result_fingerprint) if call.split == SplitSpan::Result => {
+                        Observation::ToolResult {
+                            tool_name,
+                            result_fingerprint,
+                        }
+                    }
                     _ => Observation::ToolCall {
-                        tool_name: self.names.get(&call.tool_name),
+                        tool_name,
                         call_fingerprint,
                         result_fingerprint,
                     },

@@ -198,17 +198,7 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
     let mut event = keep(run, position, event);
     let mut changed = false;
     let mut replaces_without_arguments = false;
-    if event.is_tool_result() {
-        // The call observed before it (if any) is observed with this result now.
-        let lo = position.saturating_sub(NEAR);
-        changed = (lo..position)
-            .rev()
-            .find(|&j| split_siblings(&run.events[j], &event))
-            .is_some_and(|j| {
-                let call = &run.events[j];
-                call.is_tool_call() && call.result_fingerprint().is_none()
-            });
-    } else if event.is_tool_call() {
+    if event.is_tool_call() {
         if let Some(part) = event.call_id.and_then(|id| run.calls.get(id)) {
             fill_from_part(&mut event, part);
         }
@@ -231,6 +221,16 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
             fill(&mut event, &inner);
             changed = true;
         }
+    } else if event.is_tool_result() {
+        // The call observed before it (if any) is observed with this result now.
+        let lo = position.saturating_sub(NEAR);
+        changed = (lo..position)
+            .rev()
+            .find(|&j| split_siblings(&run.events[j], &event))
+            .is_some_and(|j| {
+                let call = &run.events[j];
+                call.is_tool_call() && call.result_fingerprint().is_none()
+            });
     } else {
         for part in event.parts() {
             let lo = position.saturating_sub(NEAR);
