@@ -12,7 +12,7 @@ use crate::budget::{BudgetTracker, SpanContext};
 use crate::conventions;
 use crate::detector::budget::SpanFigures;
 use crate::detector::{FingerprintRules, Observation};
-use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
+use crate::event::{CallStatus, EventKind, ModelResponse, Payload, SplitSpan};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter, RecentFingerprints};
 use crate::otlp::view::{self, SpanView, ValueView};
 use crate::otlp::{self, ExportTraceServiceRequest};
@@ -275,7 +275,10 @@ impl Engine {
                 span,
             );
             let tool_name = match extracted.as_ref().map(|e| &e.kind) {
-                Some(EventKind::ToolCall(call)) => Some(call.tool_name.as_str()),
+                // The result span of a call traced on two sibling spans is no second call.
+                Some(EventKind::ToolCall(call)) if call.split != SplitSpan::Result => {
+                    Some(call.tool_name.as_str())
+                }
                 _ => None,
             };
             let figures = SpanFigures {
@@ -664,10 +667,20 @@ impl Engine {
                         .fingerprinter
                         .result_fingerprint(&call.status, call.result.as_ref()),
                 });
-                Observation::ToolCall {
-                    tool_name: self.names.get(&call.tool_name),
-                    call_fingerprint,
-                    result_fingerprint,
+                let tool_name = self.names.get(&call.tool_name);
+                match result_fingerprint {
+                    // The result span of a call traced on two sibling spans: no call.
+                    Some(result_fingerprint) if call.split == SplitSpan::Result => {
+                        Observation::ToolResult {
+                            tool_name,
+                            result_fingerprint,
+                        }
+                    }
+                    _ => Observation::ToolCall {
+                        tool_name,
+                        call_fingerprint,
+                        result_fingerprint,
+                    },
                 }
             }
             EventKind::ModelResponse(ModelResponse::Text(text)) => Observation::TextResponse {

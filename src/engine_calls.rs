@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::conventions::message_parts::{self, MessagePart};
 use crate::conventions::wrappers;
-use crate::event::{CallStatus, EventKind, ExtractedEvent};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan};
 use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
 use crate::registry::{CallContext, CallKey, ToolCallPart};
 
@@ -26,7 +26,10 @@ impl Engine {
             EventKind::ToolCall(call) => {
                 context.completeness +=
                     u8::from(call.arguments.is_some()) + u8::from(call.result.is_some());
-                context.without_arguments = call.arguments.is_none();
+                // A result span (no arguments) is no call: never one without arguments.
+                context.without_arguments =
+                    call.arguments.is_none() && call.split != SplitSpan::Result;
+                context.result_on_sibling = call.split == SplitSpan::Call;
                 context.call_id = call.call_id.as_deref().map(CallKey::of);
                 context.mcp_request = mcp_request(span);
             }

@@ -35,6 +35,24 @@ pub struct ToolCall {
     /// Result; `None` when not captured.
     pub result: Option<Payload>,
     pub status: CallStatus,
+    /// Whether the span records the whole call or one of two sibling spans of it.
+    pub split: SplitSpan,
+}
+
+/// How much of a call a tool span records. google-adk 0.1.0–1.1.x traces a call as two
+/// sibling spans under one parent: `tool_call [name]` (arguments), then
+/// `tool_response [name]` (result); the registry pairs them (DESIGN §2 "One call, one
+/// event").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SplitSpan {
+    /// The whole call (every other convention).
+    #[default]
+    Whole,
+    /// The call; its result, if any, is on the next sibling span of the same tool.
+    Call,
+    /// Only the result of the call on the sibling span before it: always a result, never
+    /// arguments, and no call of its own.
+    Result,
 }
 
 /// A model response read from an inference span's output.

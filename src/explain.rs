@@ -54,7 +54,9 @@ pub struct ProfileExplanation {
 #[derive(Clone, Debug, Serialize)]
 pub struct StepExplanation {
     pub span_id: String,
-    /// `tool_call`, `text_response` or `tool_call_response`.
+    /// `tool_call`, `text_response`, `tool_call_response` or `tool_result` (the result span
+    /// of a call traced on two sibling spans, google-adk 0.1.0–1.1.x `tool_response [name]`:
+    /// its result is shown on its call, before it).
     pub kind: &'static str,
     /// 1-based ordinal among the tool calls the profile counts (ignored tools excluded),
     /// or among text responses for `text_response`.
@@ -66,7 +68,7 @@ pub struct StepExplanation {
     pub result: Option<String>,
     pub text: Option<String>,
     /// `fired`, `ignored`, `no_arguments`, `below_threshold`, `text_streak`,
-    /// `tool_call_response`.
+    /// `tool_call_response`, `result_span`.
     pub verdict: &'static str,
     /// For `below_threshold`: repeated_call, repeated_result and alternating_calls
     /// (complete A,B cycles ending the window); for `text_streak`: repeated_text.
@@ -191,6 +193,14 @@ pub fn explain(
                             line.text = Some(short(text_fingerprint));
                         }
                         Observation::ToolCallResponse => line.kind = "tool_call_response",
+                        Observation::ToolResult {
+                            tool_name,
+                            result_fingerprint,
+                        } => {
+                            line.kind = "tool_result";
+                            line.tool = Some(tool_name.to_string());
+                            line.result = Some(short(result_fingerprint));
+                        }
                     }
                     line.verdict = match step.verdict {
                         Verdict::Fired => "fired",
@@ -219,6 +229,7 @@ pub fn explain(
                             "text_streak"
                         }
                         Verdict::ToolCallResponse => "tool_call_response",
+                        Verdict::ResultSpan => "result_span",
                     };
                     line.fired = step.detection.as_ref().and_then(|found| {
                         detections
@@ -372,6 +383,13 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
             id(&step.result),
         ),
         "text_response" => format!("text {ordinal:<3} response {}  ", id(&step.text)),
+        "tool_result" => format!(
+            "{:<9}{:<tool_width$}  args {:<8}  result {:<8}  ",
+            "result",
+            step.tool.as_deref().unwrap_or(""),
+            "-",
+            id(&step.result),
+        ),
         _ => "model requested tool calls  ".to_string(),
     };
     let same_calls = step.counts.first().map_or(0, |c| c.count);
@@ -407,6 +425,7 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
         ("below_threshold", _) => counts("below threshold: "),
         ("text_streak", _) => counts("below threshold: "),
         ("tool_call_response", _) => "(text streak reset)".to_string(),
+        ("result_span", _) => "result span of the call before it (no call of its own)".to_string(),
         (other, _) => other.to_string(),
     };
     format!("{head}{verdict}")

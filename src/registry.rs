@@ -703,7 +703,7 @@ impl Registry {
             run.seen.inserted(&run.events, position);
             if in_order && !needs_replay {
                 let index = run.events.len() - 1;
-                let observation = run.events[index].observation();
+                let observation = merge::observation(&run.events, index);
                 let mut detectors = std::mem::take(&mut run.detectors);
                 for (profile_index, detector) in detectors.iter_mut().enumerate() {
                     if let Some(d) = detector.observe(&observation) {
@@ -736,7 +736,7 @@ impl Registry {
             None => self.fresh_detectors(),
         };
         for index in 0..run.events.len() {
-            let observation = run.events[index].observation();
+            let observation = merge::observation(&run.events, index);
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
                 if let Some(d) = detector.observe(&observation) {
                     self.record(key, run, profile_index, d, index, out);
@@ -809,15 +809,18 @@ impl Registry {
                 tool_calls: 0,
             })
         });
-        run.seen.removing_front(&run.events, excess);
-        for event in run.events.drain(..excess) {
-            let observation = event.observation();
+        for index in 0..excess {
+            // Observed with the events still held (a call takes its result span's result).
+            let observation = merge::observation(&run.events, index);
             for detector in &mut forgotten.base {
                 if detector.observe(&observation).is_some() {
                     // Already in `detections`: the base replays what was detected.
                     forgotten.detections += 1;
                 }
             }
+        }
+        run.seen.removing_front(&run.events, excess);
+        for event in run.events.drain(..excess) {
             if event.is_tool_call() {
                 forgotten.tool_calls += 1;
             }
@@ -872,12 +875,19 @@ impl Registry {
         self.runs.get(run_key).map(|r| r.detections.clone())
     }
 
-    /// The kept events of a run in sequence order (span start time; what its detectors
-    /// were fed), e.g. for `loopwatch explain`; `None` for an unknown run.
+    /// The kept events of a run in sequence order (span start time), each with the
+    /// observation its detectors were fed ([`merge::observation`]: a call traced on two
+    /// sibling spans with its result span's result), e.g. for `loopwatch explain`; `None`
+    /// for an unknown run.
     pub fn events(&self, run_key: &str) -> Option<Vec<RunEvent>> {
-        self.runs
-            .get(run_key)
-            .map(|r| r.events.iter().map(|e| e.to_run_event(r.key())).collect())
+        self.runs.get(run_key).map(|r| {
+            (0..r.events.len())
+                .map(|index| RunEvent {
+                    observation: merge::observation(&r.events, index),
+                    ..r.events[index].to_run_event(r.key())
+                })
+                .collect()
+        })
     }
 
     /// The key of the run holding a span of `trace_id` (lowercase hex): the trace_id itself

@@ -55,17 +55,22 @@ impl Origin {
 
 fn tool_name(observation: &Observation) -> Option<&Arc<str>> {
     match observation {
-        Observation::ToolCall { tool_name, .. } => Some(tool_name),
+        Observation::ToolCall { tool_name, .. } | Observation::ToolResult { tool_name, .. } => {
+            Some(tool_name)
+        }
         _ => None,
     }
 }
 
-/// [`KeptEvent::flags`] bits: the observation's kind (two bits), digests present, and
-/// [`CallContext::without_arguments`].
+/// [`KeptEvent::flags`] bits: the observation's kind (two bits), digests present,
+/// [`CallContext::without_arguments`], the end time's place, [`CallContext::via_hop`] and
+/// [`CallContext::result_on_sibling`].
 const KIND: u8 = 0b11;
 const TOOL_CALL: u8 = 0;
 const TEXT_RESPONSE: u8 = 1;
 const TOOL_CALL_RESPONSE: u8 = 2;
+/// [`Observation::ToolResult`]: the result span of a call traced on two sibling spans.
+const TOOL_RESULT: u8 = 3;
 const HAS_CALL: u8 = 1 << 2;
 const HAS_RESULT: u8 = 1 << 3;
 const WITHOUT_ARGUMENTS: u8 = 1 << 4;
@@ -73,6 +78,8 @@ const WITHOUT_ARGUMENTS: u8 = 1 << 4;
 const END_IN_RARE: u8 = 1 << 5;
 /// The parent span_id kept is the parent of the span's call hop ([`CallContext::via_hop`]).
 const VIA_HOP: u8 = 1 << 6;
+/// [`CallContext::result_on_sibling`].
+const RESULT_ON_SIBLING: u8 = 1 << 7;
 
 /// A span id length nibble of an id longer than 8 bytes (kept in [`Rare`]).
 const LONG: u8 = 0xF;
@@ -162,6 +169,12 @@ impl KeptEvent {
                 flags |= TOOL_CALL_RESPONSE;
                 (None, None)
             }
+            Observation::ToolResult {
+                result_fingerprint, ..
+            } => {
+                flags |= TOOL_RESULT;
+                (None, Some(*result_fingerprint))
+            }
         };
         if call_fingerprint.is_some() {
             flags |= HAS_CALL;
@@ -174,6 +187,9 @@ impl KeptEvent {
         }
         if call.via_hop {
             flags |= VIA_HOP;
+        }
+        if call.result_on_sibling {
+            flags |= RESULT_ON_SIBLING;
         }
         let duration = event
             .end_time_unix_nano
@@ -302,12 +318,28 @@ impl KeptEvent {
             (self.flags & !WITHOUT_ARGUMENTS) | if without { WITHOUT_ARGUMENTS } else { 0 };
     }
 
+    /// [`CallContext::result_on_sibling`].
+    pub fn result_on_sibling(&self) -> bool {
+        self.flags & RESULT_ON_SIBLING != 0
+    }
+
     /// True for a tool call ([`Observation::ToolCall`]).
     pub fn is_tool_call(&self) -> bool {
         self.flags & KIND == TOOL_CALL
     }
 
-    /// The tool name of a tool call.
+    /// True for the result span of a call traced on two sibling spans
+    /// ([`Observation::ToolResult`]): no call of its own.
+    pub fn is_tool_result(&self) -> bool {
+        self.flags & KIND == TOOL_RESULT
+    }
+
+    /// The result fingerprint of a result span ([`Self::is_tool_result`]).
+    pub fn sibling_result(&self) -> Option<&Fingerprint> {
+        self.is_tool_result().then_some(&self.result_fingerprint)
+    }
+
+    /// The tool name of a tool call or tool result.
     pub fn tool_name(&self) -> Option<&Arc<str>> {
         self.origin.tool_name.as_ref()
     }
@@ -345,6 +377,10 @@ impl KeptEvent {
                 text_fingerprint: self.call_fingerprint,
             },
             TOOL_CALL_RESPONSE => Observation::ToolCallResponse,
+            TOOL_RESULT => Observation::ToolResult {
+                tool_name: self.tool_name().cloned().unwrap_or_else(|| Arc::from("")),
+                result_fingerprint: self.result_fingerprint,
+            },
             _ => Observation::ToolCall {
                 tool_name: self.tool_name().cloned().unwrap_or_else(|| Arc::from("")),
                 call_fingerprint: self.call_fingerprint().copied(),
@@ -381,6 +417,7 @@ impl KeptEvent {
                 parts: self.parts().to_vec(),
                 without_arguments: self.without_arguments(),
                 via_hop: self.via_hop(),
+                result_on_sibling: self.result_on_sibling(),
             },
         }
     }
@@ -412,6 +449,7 @@ mod tests {
                 parts: Vec::new(),
                 without_arguments: false,
                 via_hop: false,
+                result_on_sibling: false,
             },
         }
     }
@@ -492,6 +530,10 @@ mod tests {
                 text_fingerprint: [7; 32],
             },
             Observation::ToolCallResponse,
+            Observation::ToolResult {
+                tool_name: Arc::from("t"),
+                result_fingerprint: [6; 32],
+            },
             Observation::ToolCall {
                 tool_name: Arc::from("t"),
                 call_fingerprint: None,
@@ -529,11 +571,12 @@ mod tests {
         let mut kept = round_trip(&RunEvent {
             call: CallContext {
                 without_arguments: true,
+                result_on_sibling: true,
                 ..base.call.clone()
             },
             ..base.clone()
         });
-        assert!(kept.without_arguments());
+        assert!(kept.without_arguments() && kept.result_on_sibling());
         kept.set_without_arguments(false);
         kept.set_result_fingerprint([4; 32]);
         assert!(!kept.without_arguments());

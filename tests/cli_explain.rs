@@ -197,3 +197,25 @@ fn an_unknown_profile_is_an_error_naming_the_known_ones() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_adk_result_span_gives_its_call_the_result_and_is_no_call() {
+    // google-adk 0.1.0–1.1.x: `tool_call [get_weather]` then `tool_response [get_weather]`
+    // per call; three parallel calls, so ADK's merged `tool_response` span too (no step).
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    std::fs::create_dir_all(&trace).unwrap();
+    let file = "adk_0_1_parallel_merged_tool_response.json";
+    std::fs::copy(fixtures().join("shapes").join(file), trace.join(file)).unwrap();
+    let out = explain(dir.path(), CONFIG, &["--profile", "nudge"]);
+    assert_eq!(lines(&out)[..8], [
+        "run a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1  service probe  3 tool call(s)",
+        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3",
+        "    call 1   get_weather  args 11f64daf  result e9b7cbce  below threshold: repeated_call 1/5, repeated_result 1/3",
+        "    result   get_weather  args -         result e9b7cbce  result span of the call before it (no call of its own)",
+        "    call 2   get_weather  args 11f64daf  result e9b7cbce  below threshold: repeated_call 2/5, repeated_result 2/3",
+        "    result   get_weather  args -         result e9b7cbce  result span of the call before it (no call of its own)",
+        "    call 3   get_weather  args 11f64daf  result e9b7cbce  FIRED repeated_result warn on span a1a1a1a100000007 (occurrence 1): get_weather returned the same result 3 times in a row for the same arguments",
+        "    result   get_weather  args -         result e9b7cbce  result span of the call before it (no call of its own)",
+    ]);
+}

@@ -104,6 +104,7 @@ fn check_members(detections: &[Detection], obs: &[Observation]) {
             Observation::ToolCall { .. } => assert!(d.call.is_some()),
             Observation::TextResponse { .. } => assert!(d.response.is_some()),
             Observation::ToolCallResponse => panic!("a tool-call response completes nothing"),
+            Observation::ToolResult { .. } => panic!("a result span completes nothing"),
         }
     }
 }

@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{agent_name, call_status, payload_from_any_value};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, ToolCall};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, AnyValueView, SpanView};
 
 /// Convention label on events read by a custom mapping.
@@ -153,6 +153,7 @@ pub fn extract(mappings: &[CustomConvention], span: &SpanView) -> Option<Extract
                 Some(message) => CallStatus::Error { message },
                 None => call_status(span),
             },
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

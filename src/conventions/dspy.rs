@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 
 use super::openinference::is_redacted;
 use super::{agent_name, call_status, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -41,6 +41,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments,
             result,
             status: call_status(span),
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

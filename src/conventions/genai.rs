@@ -45,7 +45,7 @@ use serde_json::Value as Json;
 
 use super::model_response::{summarize, Found, ResponseReader};
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, Payload, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, KeyValueView, SpanView};
 
 /// Convention label on events from this module.
@@ -143,6 +143,7 @@ pub(crate) fn read_tool_call(span: &SpanView, tool_name: &str) -> ToolCall {
         arguments,
         result,
         status: call_status(span),
+        split: SplitSpan::Whole,
     }
 }
 
@@ -168,7 +169,7 @@ const FUNCTION_RESPONSE_FIELDS: &[&str] = &[
 /// (`{"id": <call id>, "name": <tool>, "response": {…}}`): its `response`, the value ADK
 /// itself records as `gcp.vertex.agent.tool_response` with capture on. The per-call `id`
 /// must not make identical results differ. Anything else is returned unchanged.
-fn adk_function_response(payload: Payload) -> Payload {
+pub(crate) fn adk_function_response(payload: Payload) -> Payload {
     let json = match &payload {
         Payload::Json(value) => Some(value.clone()),
         Payload::Text(text) if text.trim_start().starts_with('{') => {

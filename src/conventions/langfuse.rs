@@ -21,7 +21,7 @@
 
 use super::model_response::summarize;
 use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr, wrappers};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, ModelResponse, ToolCall};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
 use crate::otlp::view::attr;
 use crate::otlp::view::{attr_str, SpanView};
 
@@ -60,6 +60,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
                 .map(wrappers::decorator_arguments),
             result: payload_attr(attrs, &["langfuse.observation.output"]),
             status,
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 
 use super::openinference::is_redacted;
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, ToolCall};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -47,6 +47,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments: payload_attr(attrs, &["tool.arguments"]),
             result: tool_output.map(raw_output),
             status: error_of(tool_output).unwrap_or_else(|| call_status(span)),
+            split: SplitSpan::Whole,
         }
     } else {
         if attr_str(attrs, "openinference.span.kind") != Some("TOOL") || !is_tool_method(&span.name)
@@ -66,6 +67,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
                 None => output,
             },
             status: error_of(tool_output.as_ref()).unwrap_or_else(|| call_status(span)),
+            split: SplitSpan::Whole,
         }
     };
     Some(ExtractedEvent {

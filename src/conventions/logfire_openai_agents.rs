@@ -25,7 +25,7 @@
 
 use super::model_response::summarize;
 use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -73,6 +73,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments: payload_attr(attrs, &["input"]),
             result: payload_attr(attrs, &["output"]),
             status,
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

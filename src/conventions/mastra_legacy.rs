@@ -27,7 +27,7 @@ use serde_json::Value as Json;
 
 use super::model_response::{Found, ResponseReader};
 use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -54,6 +54,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments: payload_attr(attrs, &["gen_ai.tool.input", "input"]),
             result: payload_attr(attrs, &["gen_ai.tool.output", "output"]),
             status: call_status(span),
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

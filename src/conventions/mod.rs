@@ -7,12 +7,13 @@
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
-//! [`strands_legacy`], [`mastra_legacy`], then inference spans: each convention's response reader
+//! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
+pub mod adk_legacy;
 pub mod custom;
 pub mod dspy;
 pub mod genai;
@@ -97,6 +98,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     logfire_llm::extract,
     strands_legacy::extract,
     mastra_legacy::extract,
+    adk_legacy::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool

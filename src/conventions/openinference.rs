@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use serde_json::Value as Json;
 
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -63,6 +63,7 @@ fn tool_call(span: &SpanView) -> Option<ToolCall> {
             .map(|p| crewai_tool_use_arguments(span, &p).unwrap_or(p)),
         result: payload_attr(attrs, &["output.value"]).filter(|p| !is_redacted(p)),
         status: call_status(span),
+        split: SplitSpan::Whole,
     })
 }
 

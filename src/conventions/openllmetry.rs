@@ -18,7 +18,7 @@
 use super::json_fields::object_fields;
 use super::model_response::{Found, ResponseReader};
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -64,6 +64,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             )
             .map(|p| unwrap_callback(p, &["output"], "kwargs")),
             status: call_status(span),
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

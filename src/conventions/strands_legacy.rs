@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 
 use super::model_response::summarize;
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, ToolCall};
+use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Span name of a strands 0.1.x model invocation.
@@ -61,6 +61,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments: payload_attr(attrs, &["tool.parameters"]),
             result: payload_attr(attrs, &["tool.result"]),
             status,
+            split: SplitSpan::Whole,
         }),
         agent_name: agent_name(span),
         convention: CONVENTION,

@@ -8,7 +8,7 @@
 //! `recordInputs` / `recordOutputs` are on.
 
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, ToolCall};
+use crate::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -33,6 +33,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
             arguments: payload_attr(attrs, &["ai.toolCall.args", "ai.toolCall.input"]),
             result: payload_attr(attrs, &["ai.toolCall.result", "ai.toolCall.output"]),
             status: call_status(span),
+            split: SplitSpan::Whole,
         })
     } else if PROVIDER_CALLS.iter().any(|p| operation.starts_with(p)) {
         let tool_calls = attr(attrs, "ai.response.toolCalls")

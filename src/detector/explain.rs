@@ -43,6 +43,9 @@ pub enum Verdict {
     TextStreak { streak: usize, repeated_text: usize },
     /// A model response that requested tool calls: resets the text streak.
     ToolCallResponse,
+    /// The result span of a call traced on two sibling spans ([`Observation::ToolResult`]):
+    /// no call, changes nothing.
+    ResultSpan,
 }
 
 impl Detector {
@@ -110,6 +113,7 @@ impl Detector {
                 repeated_text: self.settings.repeated_text,
             },
             Observation::ToolCallResponse => Verdict::ToolCallResponse,
+            Observation::ToolResult { .. } => Verdict::ResultSpan,
         }
     }
 }

@@ -61,6 +61,14 @@ pub enum Observation {
     TextResponse { text_fingerprint: Fingerprint },
     /// A model response that requested tool calls: resets the repeated_text streak.
     ToolCallResponse,
+    /// A tool call's result recorded on a span of its own (google-adk 0.1.0–1.1.x
+    /// `tool_response [name]`): no call. It takes its place in the sequence (an
+    /// observation index) and changes nothing else; the registry gives its result to the
+    /// observation of its call (`registry::merge::observation`).
+    ToolResult {
+        tool_name: Arc<str>,
+        result_fingerprint: Fingerprint,
+    },
 }
 
 /// Loop patterns, in the order they are checked for a tool call.
@@ -328,6 +336,7 @@ impl Detector {
                 self.reset_text();
                 None
             }
+            Observation::ToolResult { .. } => None,
             Observation::TextResponse { text_fingerprint } => {
                 self.responses += 1;
                 let threshold = self.settings.repeated_text;
