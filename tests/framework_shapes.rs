@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fixtures, key_of, Key};
+use common::{fixtures, Key};
 use loopwatch::conventions;
 use loopwatch::event::{EventKind, SplitSpan};
 use loopwatch::otlp::view::SpanView;
@@ -87,18 +87,7 @@ fn every_tool_span_is_one_call_with_arguments_and_result() {
 /// (trace_id, profile, detection) of every detection `loopwatch scan` prints for `file`
 /// with the default configuration (both built-in profiles), sorted.
 fn scan(file: &str) -> Vec<(String, String, Key)> {
-    let mut found: Vec<_> = common::scan_json("", &fixtures().join("shapes").join(file))
-        .iter()
-        .map(|d| {
-            (
-                d["trace_id"].as_str().unwrap().to_owned(),
-                d["profile"].as_str().unwrap().to_owned(),
-                key_of(d),
-            )
-        })
-        .collect();
-    found.sort();
-    found
+    common::scan_keys("", &fixtures().join("shapes").join(file))
 }
 
 /// `nudge` warns `repeated_result` at call 3 of trace A; `stop` finds nothing; trace B
@@ -225,18 +214,7 @@ fn scan_one_span_per_request(file: &str, order: Order) -> Vec<(String, String, K
         )
         .unwrap();
     }
-    let mut found: Vec<_> = common::scan_json("", dir.path())
-        .iter()
-        .map(|d| {
-            (
-                d["trace_id"].as_str().unwrap().to_owned(),
-                d["profile"].as_str().unwrap().to_owned(),
-                key_of(d),
-            )
-        })
-        .collect();
-    found.sort();
-    found
+    common::scan_keys("", dir.path())
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{fixtures, key_of, Key};
+use common::{fixtures, Key};
 use loopwatch::conventions;
 use loopwatch::event::EventKind;
 use loopwatch::otlp::view::SpanView;
@@ -76,18 +76,7 @@ fn hex(bytes: &[u8]) -> String {
 /// (trace_id, profile, detection) of every detection `loopwatch scan` prints for `file`
 /// with the default configuration (both built-in profiles), sorted.
 fn scan(file: &str) -> Vec<(String, String, Key)> {
-    let mut found: Vec<_> = common::scan_json("", &fixtures().join("shapes").join(file))
-        .iter()
-        .map(|d| {
-            (
-                d["trace_id"].as_str().unwrap().to_owned(),
-                d["profile"].as_str().unwrap().to_owned(),
-                key_of(d),
-            )
-        })
-        .collect();
-    found.sort();
-    found
+    common::scan_keys("", &fixtures().join("shapes").join(file))
 }
 
 #[test]

@@ -52,6 +52,23 @@ pub fn scan_json(config: &str, input: &Path) -> Vec<Json> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// (trace_id, profile, detection key) of every detection `scan_json(config, input)`
+/// prints, sorted.
+pub fn scan_keys(config: &str, input: &Path) -> Vec<(String, String, Key)> {
+    let mut found: Vec<_> = scan_json(config, input)
+        .iter()
+        .map(|d| {
+            (
+                d["trace_id"].as_str().unwrap().to_owned(),
+                d["profile"].as_str().unwrap().to_owned(),
+                key_of(d),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
