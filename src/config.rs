@@ -4,6 +4,7 @@
 //! `config.example.toml` documents every key with its default.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -287,6 +288,30 @@ pub enum ConfigError {
     Other(String),
 }
 
+/// Checks a `log.level` filter: comma-separated directives, each a level (`trace`,
+/// `debug`, `info`, `warn`, `error`, `off`) or `target=level` (`tracing_subscriber`'s
+/// `EnvFilter` syntax). A bare word that is no level is refused: `EnvFilter` would read it
+/// as a target name and turn every other log line off, the detection lines included.
+fn validate_log_level(level: &str) -> Result<(), String> {
+    use tracing_subscriber::filter::LevelFilter;
+    for directive in level.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let level_part = match directive.rsplit_once('=') {
+            Some((_, level)) => level,
+            None if directive.contains('[') => continue,
+            None => directive,
+        };
+        if level_part.parse::<LevelFilter>().is_err() {
+            return Err(format!(
+                "{directive:?} is not a level (trace, debug, info, warn, error, off) \
+                 or a `target=level` directive"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(level)
+        .map(drop)
+        .map_err(|e| format!("{level:?}: {e}"))
+}
+
 /// One line per figment error: the dotted key (without figment's profile prefix), what is
 /// wrong, and the source (file or `LOOPWATCH_` environment variable).
 fn describe(error: figment::Error) -> ConfigError {
@@ -364,6 +389,19 @@ impl Config {
     /// signal sinks.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.detection.run_key_mode()?;
+        validate_log_level(&self.log.level).map_err(|reason| ConfigError::Key {
+            key: "log.level".into(),
+            reason,
+        })?;
+        if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
+            return Err(ConfigError::Key {
+                key: "admin.listen".into(),
+                reason: format!(
+                    "{:?} is not a socket address (e.g. 127.0.0.1:8787; empty = off)",
+                    self.admin.listen
+                ),
+            });
+        }
         if self.log.sampling.enabled && self.log.sampling.tick.is_zero() {
             return Err(ConfigError::Key {
                 key: "log.sampling.tick".into(),
@@ -538,5 +576,47 @@ fn key_error(e: crate::detector::ProfileError) -> ConfigError {
     ConfigError::Key {
         key: e.key,
         reason: e.reason,
+    }
+}
+
+#[cfg(test)]
+mod validation_tests {
+    use super::*;
+
+    fn error_of(toml: &str) -> Option<String> {
+        Config::from_toml(toml).err().map(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_log_level_that_is_no_level_or_directive_is_refused() {
+        for ok in [
+            "info",
+            "WARN",
+            "off",
+            "info,loopwatch=debug",
+            "loopwatch::server=trace",
+            "",
+        ] {
+            assert_eq!(error_of(&format!("[log]\nlevel = {ok:?}")), None, "{ok}");
+        }
+        // `EnvFilter` reads a bare word as a target: every other line would be off.
+        let err = error_of("[log]\nlevel = \"chatty\"").unwrap_or_default();
+        assert!(
+            err.contains("log.level") && err.contains("\"chatty\""),
+            "{err}"
+        );
+        let err = error_of("[log]\nlevel = \"loopwatch=loud\"").unwrap_or_default();
+        assert!(err.contains("log.level"), "{err}");
+    }
+
+    #[test]
+    fn an_admin_listen_address_that_does_not_parse_is_refused() {
+        assert_eq!(error_of("[admin]\nlisten = \"\""), None);
+        assert_eq!(error_of("[admin]\nlisten = \"0.0.0.0:9000\""), None);
+        let err = error_of("[admin]\nlisten = \"nope\"").unwrap_or_default();
+        assert!(
+            err.contains("admin.listen") && err.contains("\"nope\""),
+            "{err}"
+        );
     }
 }

@@ -209,7 +209,7 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 fn check_config(file: PathBuf) -> anyhow::Result<()> {
     let config = Config::load(Some(&file), &[])?;
     let profiles = config.profiles()?;
-    println!("{}: ok", file.display());
+    let mut out = format!("{}: ok\n", file.display());
     for p in profiles {
         // every key of the profile, from its one definition
         let settings = toml::Value::try_from(&p)?;
@@ -222,9 +222,9 @@ fn check_config(file: PathBuf) -> anyhow::Result<()> {
                     .join(" ")
             })
             .unwrap_or_default();
-        println!("profile {}: {keys}", p.name);
+        out.push_str(&format!("profile {}: {keys}\n", p.name));
     }
-    Ok(())
+    write_stdout(&out)
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

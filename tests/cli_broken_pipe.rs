@@ -32,3 +32,27 @@ fn scan_into_a_closed_pipe_exits_zero_without_a_panic() {
         assert!(stderr.contains("scanned 16 request(s)"), "{stderr}");
     }
 }
+
+#[test]
+fn check_config_into_a_closed_pipe_exits_zero_without_a_panic() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopwatch"))
+        .arg("check-config")
+        .arg(&example)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
