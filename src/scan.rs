@@ -32,6 +32,16 @@ pub enum ScanError {
         request: usize,
         error: crate::receiver::error::ReceiveError,
     },
+    #[error("{path}: request {request} of the file is cut short: its length prefix says {length} bytes, {left} remain (a file still being written, or cut)")]
+    Truncated {
+        path: PathBuf,
+        /// Position of the cut request in the file, from 1.
+        request: usize,
+        /// The length its 4-byte prefix gives (0 when the prefix itself is cut).
+        length: u64,
+        /// Bytes left in the file after the prefix.
+        left: usize,
+    },
     #[error("{path}: unknown file type (expected {EXPORT_FILE_TYPES})")]
     UnknownType { path: PathBuf },
     #[error("no request files ({EXPORT_FILE_TYPES}) found in {0}")]

@@ -131,6 +131,25 @@ fn a_bad_request_in_a_file_is_named_by_its_position() {
         stderr.contains(&format!("request {position} of the file")) && stderr.contains("traceId"),
         "{stderr}"
     );
+    // A length-prefixed file cut inside its last request (a Collector `file` export still
+    // being written) names that request.
+    let messages: Vec<Vec<u8>> = corpus_files("langchain/openinference/s1_stuck_repeat", "pb")
+        .iter()
+        .map(|f| std::fs::read(f).unwrap())
+        .collect();
+    let framed = length_prefixed(&messages);
+    let cut = dir.path().join("cut.pb");
+    std::fs::write(&cut, &framed[..framed.len() - 10]).unwrap();
+    let out = loopwatch().arg("scan").arg(&cut).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "request {} of the file is cut short",
+            messages.len()
+        )),
+        "{stderr}"
+    );
     // A file that is no export file is named with what is read.
     let other = dir.path().join("traces.txt");
     std::fs::write(&other, b"{}").unwrap();

@@ -5,8 +5,9 @@
 //!   `TracesData`): one message, or a sequence of messages each preceded by its length as a
 //!   4-byte big-endian unsigned integer, as the Collector's `file` exporter writes with
 //!   `format: proto`. A protobuf message never starts with a zero byte (field number 0 is
-//!   invalid), so a file that starts with one and splits exactly into such frames is read
-//!   as a sequence; any other file is one message.
+//!   invalid), so a file that starts with one is read as a sequence; one whose last frame
+//!   is cut short (an exporter still writing, a copy cut off) is an error naming that
+//!   request; any other file is one message.
 //! - `.json`, `.jsonl`, `.ndjson`: OTLP/JSON, one request or several one after the other
 //!   (JSON lines: the OTLP file exporter specification, and the Collector's `file` exporter
 //!   with its default `format: json`), each decoded as the receivers decode OTLP/JSON. The
@@ -82,12 +83,24 @@ pub fn read_incoming_requests(path: &Path) -> Result<Vec<IncomingRequest>, ScanE
     };
     let bytes = decompress(compression, Bytes::from(bytes), usize::MAX).map_err(decode_error)?;
     let messages = match length_prefixed(&bytes) {
-        Some(frames) => frames
+        Framing::Frames(frames) => frames
             .into_iter()
             .map(|frame| unwrap_zstd(bytes.slice(frame)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(decode_error)?,
-        None => vec![bytes],
+        Framing::Cut {
+            request,
+            length,
+            left,
+        } => {
+            return Err(ScanError::Truncated {
+                path: path.to_path_buf(),
+                request,
+                length,
+                left,
+            })
+        }
+        Framing::None => vec![bytes],
     };
     let several = messages.len() > 1;
     let mut requests = Vec::with_capacity(messages.len());
@@ -166,27 +179,56 @@ fn json_requests(
     Ok(requests)
 }
 
-/// The byte ranges of the messages of a length-prefixed file (each preceded by its length
-/// as a 4-byte big-endian unsigned integer), or `None` when `bytes` is not one: it does not
-/// start with a zero byte (a protobuf message or JSON text never does), or the frames do not
-/// end exactly at its end.
-fn length_prefixed(bytes: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+/// How a file's bytes are framed.
+#[derive(Debug, PartialEq, Eq)]
+enum Framing {
+    /// Not length-prefixed: one message (or JSON text).
+    None,
+    /// The byte ranges of the messages of a length-prefixed file.
+    Frames(Vec<std::ops::Range<usize>>),
+    /// A length-prefixed file whose `request`-th message (from 1) is cut: its prefix says
+    /// `length` bytes (0 when the prefix itself is cut) and `left` remain.
+    Cut {
+        request: usize,
+        length: u64,
+        left: usize,
+    },
+}
+
+/// The framing of `bytes`: length-prefixed (each message preceded by its length as a 4-byte
+/// big-endian unsigned integer) when it starts with a zero byte, which no protobuf message
+/// or JSON text does; then the frames must end exactly at its end, or the first one that
+/// does not is [`Framing::Cut`].
+fn length_prefixed(bytes: &[u8]) -> Framing {
     if bytes.first() != Some(&0) {
-        return None;
+        return Framing::None;
     }
     let mut frames = Vec::new();
     let mut at = 0usize;
     while at < bytes.len() {
-        let prefix: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+        let request = frames.len() + 1;
+        let Some(prefix) = bytes.get(at..at + 4) else {
+            let left = bytes.len() - at;
+            return Framing::Cut {
+                request,
+                length: 0,
+                left,
+            };
+        };
+        let length = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
         let start = at + 4;
-        let end = start.checked_add(usize::try_from(u32::from_be_bytes(prefix)).ok()?)?;
+        let end = start.saturating_add(length as usize);
         if end > bytes.len() {
-            return None;
+            return Framing::Cut {
+                request,
+                length: length.into(),
+                left: bytes.len() - start,
+            };
         }
         frames.push(start..end);
         at = end;
     }
-    Some(frames)
+    Framing::Frames(frames)
 }
 
 /// The zstd frame magic number (RFC 8878 §3.1.1), little-endian.
@@ -266,12 +308,30 @@ mod tests {
             bytes.extend_from_slice(&(message.len() as u32).to_be_bytes());
             bytes.extend_from_slice(message);
         }
-        assert_eq!(length_prefixed(&bytes), Some(vec![4..6, 10..10, 14..18]));
-        assert_eq!(length_prefixed(&bytes[..bytes.len() - 1]), None);
-        assert_eq!(length_prefixed(&bytes[..3]), None);
+        assert_eq!(
+            length_prefixed(&bytes),
+            Framing::Frames(vec![4..6, 10..10, 14..18])
+        );
+        // A message cut short, a prefix cut short.
+        assert_eq!(
+            length_prefixed(&bytes[..bytes.len() - 1]),
+            Framing::Cut {
+                request: 3,
+                length: 4,
+                left: 3
+            }
+        );
+        assert_eq!(
+            length_prefixed(&bytes[..12]),
+            Framing::Cut {
+                request: 3,
+                length: 0,
+                left: 2
+            }
+        );
         // A protobuf message or JSON text is never read as frames.
-        assert_eq!(length_prefixed(b"\x0a\x00"), None);
-        assert_eq!(length_prefixed(b"{}"), None);
-        assert_eq!(length_prefixed(b""), None);
+        assert_eq!(length_prefixed(b"\x0a\x00"), Framing::None);
+        assert_eq!(length_prefixed(b"{}"), Framing::None);
+        assert_eq!(length_prefixed(b""), Framing::None);
     }
 }
