@@ -17,7 +17,7 @@ use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter, Recent
 use crate::otlp::view::{self, SpanView, ValueView};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{CallHop, Registry, RunDetection, RunEvent};
-use crate::run_key::{agent_run_key, AgentIndex, RunKeyMode};
+use crate::run_key::{agent_of_run_key, agent_run_key, AgentIndex, RunKeyMode};
 use crate::synthetic::synthetic_spans;
 use crate::wire::annotate::SpanEdit;
 use crate::wire::{WireError, WireRequest};
@@ -470,7 +470,13 @@ impl Engine {
             }
             let observation = self.observation(&extracted.kind, span, &recent);
             let call = self.call_context(span, &extracted);
-            let agent_name = extracted.agent_name.as_deref().map(|a| self.names.get(a));
+            // Keyed by agent, a call without its own agent attribute names the agent it
+            // inherited (run key `<trace>/<agent>`).
+            let agent_name = extracted
+                .agent_name
+                .as_deref()
+                .or_else(|| self.agents.as_ref().and(agent_of_run_key(&run_key)))
+                .map(|a| self.names.get(a));
             remember(&mut recent, extracted.kind, &observation);
             events.push(RunEvent {
                 run_key,

@@ -595,7 +595,13 @@ impl Registry {
             let state: &mut RunState = &mut run;
             state.seen.rebuild(&state.events);
             for event in taken {
-                moved.push(event.to_run_event(&moves[event.span_id()]));
+                let to = &moves[event.span_id()];
+                let mut event = event.to_run_event(to);
+                // The agent the call was moved to names it, when it named none itself.
+                if event.agent_name.is_none() {
+                    event.agent_name = crate::run_key::agent_of_run_key(to).map(Arc::from);
+                }
+                moved.push(event);
             }
             if !moved.is_empty() {
                 self.replay(&key, &mut run, &mut out);

@@ -57,6 +57,12 @@ pub fn agent_run_key(trace_hex: &str, agent: &str) -> Arc<str> {
     Arc::from(format!("{trace_hex}/{agent}"))
 }
 
+/// The agent part of a `trace_and_agent` run key (`<trace_hex>/<agent>`, [`agent_run_key`]);
+/// `None` for a key of the trace alone.
+pub fn agent_of_run_key(key: &str) -> Option<&str> {
+    key.split_once('/').map(|(_, agent)| agent)
+}
+
 /// The agent a span names itself (see [`AGENT_KEYS`]); `None` when it names none.
 pub fn agent_of<'s>(span: &'s SpanView<'_>) -> Option<&'s str> {
     AGENT_KEYS

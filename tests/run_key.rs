@@ -325,9 +325,18 @@ fn agents_are_found_whatever_the_arrival_order() {
     let mut requests = vec![request(agents.clone())];
     requests.extend(calls.iter().map(|c| request(vec![c.clone()])));
     assert_eq!(
-        engine_answers(TRACE_AND_AGENT, requests),
+        engine_answers(TRACE_AND_AGENT, requests.clone()),
         expected_hidden("trace_and_agent")
     );
+    let engine = Engine::from_config(&Config::from_toml(TRACE_AND_AGENT).unwrap()).unwrap();
+    for mut r in requests {
+        engine.process(&mut r, std::time::Instant::now());
+    }
+    let run = engine
+        .registry
+        .run(RESEARCHER)
+        .expect("the researcher's run");
+    assert_eq!(run.agent_name.as_deref(), Some("researcher"));
     // The calls first, as exporters send them (an agent span ends after its calls): they
     // are placed under the trace alone, then moved to their agents' runs when the agent
     // spans arrive; the trace's own run, emptied, is dropped.
@@ -352,6 +361,10 @@ fn agents_are_found_whatever_the_arrival_order() {
         "the completing spans were sent before"
     );
     assert!(engine.registry.detections(TRACE_KEY).is_none());
+    // The tool spans name no agent: the runs name the one they inherited.
+    let agent_of = |run: &str| engine.registry.run(run).and_then(|r| r.agent_name);
+    assert_eq!(agent_of(RESEARCHER).as_deref(), Some("researcher"));
+    assert_eq!(agent_of(WRITER).as_deref(), Some("writer-7"));
     // Calls whose agent never arrives stay in the trace's run.
     assert_eq!(
         engine_answers(TRACE_AND_AGENT, vec![request(calls)]),
