@@ -49,6 +49,12 @@ async fn get_signals_filters_by_trace_and_since() {
     let (_, body) = get(format!("?trace_id={}", signals[1].trace_id)).await;
     let one: SignalsResponse = serde_json::from_str(&body).expect("json");
     assert_eq!(one.data, vec![signals[1].clone()]);
+    // Hex ids are case-insensitive.
+    let upper = signals[1].trace_id.to_ascii_uppercase();
+    assert_ne!(upper, signals[1].trace_id, "a trace id with hex letters");
+    let (_, body) = get(format!("?trace_id={upper}")).await;
+    let one: SignalsResponse = serde_json::from_str(&body).expect("json");
+    assert_eq!(one.data, vec![signals[1].clone()]);
 
     let (_, body) = get(format!("?since={}", signals[1].time_unix_nano)).await;
     let since: SignalsResponse = serde_json::from_str(&body).expect("json");

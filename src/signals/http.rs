@@ -47,8 +47,13 @@ pub async fn get_signals(
             )
         })?),
     };
-    let trace_id = query.trace_id.as_deref().filter(|t| !t.is_empty());
-    let data = hub.recent(trace_id, query.since, action);
+    // Hex is case-insensitive (OTLP/JSON ids, W3C traceparent); signals carry lowercase.
+    let trace_id = query
+        .trace_id
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .map(str::to_ascii_lowercase);
+    let data = hub.recent(trace_id.as_deref(), query.since, action);
     Ok(Json(SignalsResponse { data }))
 }
 
