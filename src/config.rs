@@ -322,9 +322,12 @@ fn describe(error: figment::Error) -> ConfigError {
             let origin = e
                 .metadata
                 .as_ref()
-                .map(|m| match &m.source {
-                    Some(source) => format!(" (in {source})"),
-                    None => format!(" (in {})", m.name),
+                .and_then(|m| match &m.source {
+                    // A value merged in code (profiles are re-read after presets and
+                    // `extends` are applied) has no user-facing origin.
+                    Some(figment::Source::Code(_)) => None,
+                    Some(source) => Some(format!(" (in {source})")),
+                    None => Some(format!(" (in {})", m.name)),
                 })
                 .unwrap_or_default();
             // figment quotes the whole list: expected `one of `a`, `b``
@@ -607,6 +610,13 @@ mod validation_tests {
         );
         let err = error_of("[log]\nlevel = \"loopwatch=loud\"").unwrap_or_default();
         assert!(err.contains("log.level"), "{err}");
+    }
+
+    #[test]
+    fn a_profile_key_error_names_no_source_code_location() {
+        let err = error_of("[profiles.nudge]\nwindo = 10").unwrap_or_default();
+        assert!(err.contains("profiles.nudge.windo"), "{err}");
+        assert!(!err.contains(".rs:"), "{err}");
     }
 
     #[test]
