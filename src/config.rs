@@ -412,6 +412,7 @@ impl Config {
             });
         }
         self.profiles()?;
+        self.check_tool_profiles()?;
         self.fingerprint_rules()?;
         self.conventions
             .validate()
@@ -453,6 +454,33 @@ impl Config {
             });
         }
         security::validate(self).map_err(ConfigError::Other)?;
+        Ok(())
+    }
+
+    /// Every `tools[i].profiles` entry names a profile (built in or `[profiles.*]`, enabled
+    /// or not): a misspelt name would leave the rule acting nowhere.
+    fn check_tool_profiles(&self) -> Result<(), ConfigError> {
+        let known = |name: &str| {
+            ProfileSettings::BUILT_IN.contains(&name) || self.profiles.contains_key(name)
+        };
+        for (i, tool) in self.tools.iter().enumerate() {
+            if let Some(unknown) = tool.profiles.iter().find(|p| !known(p)) {
+                let mut names: Vec<&str> = ProfileSettings::BUILT_IN.to_vec();
+                names.extend(
+                    self.profiles
+                        .keys()
+                        .map(String::as_str)
+                        .filter(|n| !ProfileSettings::BUILT_IN.contains(n)),
+                );
+                return Err(ConfigError::Key {
+                    key: format!("tools[{i}].profiles"),
+                    reason: format!(
+                        "no profile named {unknown:?} (profiles: {})",
+                        names.join(", ")
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -610,6 +638,21 @@ mod validation_tests {
         );
         let err = error_of("[log]\nlevel = \"loopwatch=loud\"").unwrap_or_default();
         assert!(err.contains("log.level"), "{err}");
+    }
+
+    #[test]
+    fn a_tool_rule_limited_to_an_unknown_profile_is_refused() {
+        let rule = |profiles: &str| {
+            format!("[[tools]]\nmatch = \"read_*\"\nrepeated_call = 4\nprofiles = {profiles}\n[profiles.strict]\nenabled = false\n")
+        };
+        assert_eq!(error_of(&rule("[\"stop\", \"strict\"]")), None);
+        let err = error_of(&rule("[\"stpo\"]")).unwrap_or_default();
+        assert!(
+            err.contains("tools[0].profiles")
+                && err.contains("\"stpo\"")
+                && err.contains("nudge, stop, strict"),
+            "{err}"
+        );
     }
 
     #[test]
