@@ -150,6 +150,15 @@ fn a_bad_request_in_a_file_is_named_by_its_position() {
         )),
         "{stderr}"
     );
+    // Empty files hold no request, protobuf or JSON.
+    for name in ["empty.pb", "empty.json"] {
+        let empty = dir.path().join(name);
+        std::fs::write(&empty, b"").unwrap();
+        let out = loopwatch().arg("scan").arg(&empty).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains("scanned 0 request(s)"), "{name}: {stderr}");
+    }
     // A file that is no export file is named with what is read.
     let other = dir.path().join("traces.txt");
     std::fs::write(&other, b"{}").unwrap();

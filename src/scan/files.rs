@@ -82,6 +82,12 @@ pub fn read_incoming_requests(path: &Path) -> Result<Vec<IncomingRequest>, ScanE
         error,
     };
     let bytes = decompress(compression, Bytes::from(bytes), usize::MAX).map_err(decode_error)?;
+    if bytes.is_empty() {
+        // An empty file holds no request, whatever its encoding (an empty protobuf message
+        // would otherwise count as one).
+        tracing::warn!(path = %path.display(), "empty file: no request read");
+        return Ok(Vec::new());
+    }
     let messages = match length_prefixed(&bytes) {
         Framing::Frames(frames) => frames
             .into_iter()
