@@ -26,7 +26,9 @@ use bytes::Bytes;
 use super::ScanError;
 use crate::otlp::ExportTraceServiceRequest;
 use crate::pipeline::IncomingRequest;
-use crate::receiver::decode::{decode_json_value_counted, decompress, read_protobuf, Compression};
+use crate::receiver::decode::{
+    decode_json_value_counted, decode_protobuf, decompress, read_protobuf, Compression,
+};
 use crate::receiver::error::ReceiveError;
 
 /// How a file's requests are encoded.
@@ -70,6 +72,27 @@ pub fn classify(path: &Path) -> Option<(Encoding, Compression)> {
 /// a file of one request, [`ScanError::DecodeRequest`] naming the request's position
 /// otherwise).
 pub fn read_incoming_requests(path: &Path) -> Result<Vec<IncomingRequest>, ScanError> {
+    read_file(
+        path,
+        |message| {
+            read_protobuf(message, crate::wire::ReadLimits::NONE).map(IncomingRequest::Protobuf)
+        },
+        IncomingRequest::Json,
+    )
+}
+
+/// The requests `path` holds (as [`read_incoming_requests`] reads them), decoded by prost.
+pub fn read_requests(path: &Path) -> Result<Vec<ExportTraceServiceRequest>, ScanError> {
+    read_file(path, |message| decode_protobuf(&message), |request| request)
+}
+
+/// The requests of `path`, each protobuf message read by `protobuf`, each decoded OTLP/JSON
+/// request wrapped by `json` (see [`read_incoming_requests`]).
+fn read_file<T>(
+    path: &Path,
+    protobuf: impl Fn(Bytes) -> Result<T, ReceiveError>,
+    json: impl Fn(ExportTraceServiceRequest) -> T,
+) -> Result<Vec<T>, ScanError> {
     let (encoding, compression) = classify(path).ok_or_else(|| ScanError::UnknownType {
         path: path.to_path_buf(),
     })?;
@@ -113,10 +136,11 @@ pub fn read_incoming_requests(path: &Path) -> Result<Vec<IncomingRequest>, ScanE
     let mut unknown_fields = crate::otlp_json::UnknownFields::default();
     for message in messages {
         let read = match encoding {
-            Encoding::Protobuf => read_protobuf(message, crate::wire::ReadLimits::NONE)
-                .map(|request| vec![IncomingRequest::Protobuf(request)])
+            Encoding::Protobuf => protobuf(message)
+                .map(|request| vec![request])
                 .map_err(|error| (0, error)),
-            Encoding::Json => json_requests(&message, &mut unknown_fields),
+            Encoding::Json => json_requests(&message, &mut unknown_fields)
+                .map(|requests| requests.into_iter().map(&json).collect()),
         };
         match read {
             Ok(read) => requests.extend(read),
@@ -141,19 +165,6 @@ pub fn read_incoming_requests(path: &Path) -> Result<Vec<IncomingRequest>, ScanE
     Ok(requests)
 }
 
-/// The requests `path` holds (see [`read_incoming_requests`]), decoded by prost.
-pub fn read_requests(path: &Path) -> Result<Vec<ExportTraceServiceRequest>, ScanError> {
-    read_incoming_requests(path)?
-        .into_iter()
-        .map(|incoming| {
-            incoming.to_decoded().map_err(|error| ScanError::Decode {
-                path: path.to_path_buf(),
-                error: error.into(),
-            })
-        })
-        .collect()
-}
-
 /// The OTLP/JSON requests of one message: JSON values one after the other (whitespace,
 /// newlines included, between them; none in an empty message), after a UTF-8 byte order
 /// mark if there is one. An error carries the failing value's position (0 for
@@ -161,7 +172,7 @@ pub fn read_requests(path: &Path) -> Result<Vec<ExportTraceServiceRequest>, Scan
 fn json_requests(
     message: &[u8],
     unknown_fields: &mut crate::otlp_json::UnknownFields,
-) -> Result<Vec<IncomingRequest>, (usize, ReceiveError)> {
+) -> Result<Vec<ExportTraceServiceRequest>, (usize, ReceiveError)> {
     let mut requests = Vec::new();
     // A byte order mark (some Windows tools write one) is no JSON.
     let message = message.strip_prefix(b"\xef\xbb\xbf").unwrap_or(message);
@@ -180,7 +191,7 @@ fn json_requests(
             unknown_fields.first = unknown.first;
         }
         unknown_fields.count += unknown.count;
-        requests.push(IncomingRequest::Json(request));
+        requests.push(request);
     }
     Ok(requests)
 }
