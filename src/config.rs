@@ -12,6 +12,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+pub mod env_names;
 pub mod exporter;
 pub mod security;
 pub mod telemetry;
@@ -315,10 +316,37 @@ fn validate_log_level(level: &str) -> Result<(), String> {
 /// One line per figment error: the dotted key (without figment's profile prefix), what is
 /// wrong, and the source (file or `LOOPWATCH_` environment variable).
 fn describe(error: figment::Error) -> ConfigError {
+    describe_with_fields(error, &[])
+}
+
+/// A figment path as the rest of loopwatch's errors name keys: sections joined with `.`,
+/// list indices in brackets (`["tools", "0", "tool"]` → `tools[0].tool`). A number under a
+/// table keyed by names the user chose (`profiles`, `tool_volatile_keys`) is a name.
+fn dotted_key(path: &[String]) -> String {
+    let mut key = String::new();
+    let mut parent = "";
+    for segment in path {
+        let named = matches!(parent, "profiles" | "tool_volatile_keys");
+        parent = segment;
+        if !key.is_empty() && !named && segment.parse::<usize>().is_ok() {
+            key.push_str(&format!("[{segment}]"));
+        } else {
+            if !key.is_empty() {
+                key.push('.');
+            }
+            key.push_str(segment);
+        }
+    }
+    key
+}
+
+/// [`describe`], where an unknown field's list of expected fields also names
+/// `extra_fields` (keys read before the rest is extracted, e.g. a profile's `extends`).
+fn describe_with_fields(error: figment::Error, extra_fields: &[&str]) -> ConfigError {
     let lines: Vec<String> = error
         .into_iter()
         .map(|e| {
-            let key = e.path.join(".");
+            let key = dotted_key(&e.path);
             let origin = e
                 .metadata
                 .as_ref()
@@ -330,11 +358,25 @@ fn describe(error: figment::Error) -> ConfigError {
                     None => Some(format!(" (in {})", m.name)),
                 })
                 .unwrap_or_default();
-            // figment quotes the whole list: expected `one of `a`, `b``
-            let mut what = e.kind.to_string().replace("`one of ", "one of ");
-            if what.ends_with("``") {
-                what.pop();
-            }
+            let what = match &e.kind {
+                figment::error::Kind::UnknownField(field, expected) => {
+                    let mut expected: Vec<&str> = expected.to_vec();
+                    expected.extend(extra_fields);
+                    let list: Vec<String> = expected.iter().map(|f| format!("`{f}`")).collect();
+                    format!(
+                        "unknown field `{field}`, expected one of {}",
+                        list.join(", ")
+                    )
+                }
+                kind => {
+                    // figment quotes the whole list: expected `one of `a`, `b``
+                    let mut what = kind.to_string().replace("`one of ", "one of ");
+                    if what.ends_with("``") {
+                        what.pop();
+                    }
+                    what
+                }
+            };
             if key.is_empty() {
                 format!("{what}{origin}")
             } else {
@@ -574,7 +616,7 @@ impl Config {
         let mut settings: ProfileSettings = Figment::from(Serialized::defaults(base))
             .merge(Serialized::defaults(own))
             .extract()
-            .map_err(|e| match describe(e) {
+            .map_err(|e| match describe_with_fields(e, &["extends", "preset"]) {
                 ConfigError::Invalid(text) => {
                     ConfigError::Invalid(format!("profiles.{name}.{text}"))
                 }
@@ -616,6 +658,29 @@ mod validation_tests {
 
     fn error_of(toml: &str) -> Option<String> {
         Config::from_toml(toml).err().map(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_key_inside_a_list_is_named_with_its_index_in_brackets() {
+        let err = error_of("[[tools]]\nmatch = \"x\"\nwindw = 5\n").unwrap();
+        assert!(
+            err.starts_with("invalid configuration: tools[0].windw: unknown field `windw`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_profile_key_lists_extends_and_preset_among_the_keys() {
+        let err = error_of("[profiles.nudge]\nwindw = 5\n").unwrap();
+        assert!(
+            err.contains("profiles.nudge.windw: unknown field `windw`"),
+            "{err}"
+        );
+        assert!(err.contains("`window`"), "{err}");
+        assert!(err.ends_with("`extends`, `preset`"), "{err}");
+        let err = error_of("[receiver]\ngrpc_lisen = 1\n").unwrap();
+        assert!(err.contains("unknown field `grpc_lisen`"), "{err}");
+        assert!(!err.contains("`preset`"), "{err}");
     }
 
     #[test]

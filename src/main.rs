@@ -208,6 +208,9 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 
 fn check_config(file: PathBuf) -> anyhow::Result<()> {
     let config = Config::load(Some(&file), &[])?;
+    for warning in loopwatch::config::env_names::unread_env_key_warnings() {
+        eprintln!("warning: {warning}");
+    }
     let profiles = config.profiles()?;
     let mut out = format!("{}: ok\n", file.display());
     for p in profiles {
@@ -250,6 +253,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let config = Config::load(args.config.as_deref(), &overrides)?;
     loopwatch::server::init_logging(&config.log);
+    for warning in loopwatch::config::env_names::unread_env_key_warnings() {
+        tracing::warn!("{warning}");
+    }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.server.worker_threads() {
         runtime.worker_threads(n);

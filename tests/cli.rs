@@ -146,6 +146,29 @@ fn check_config_accepts_the_example_and_names_bad_keys() {
     assert!(err.contains("profiles.nudge"), "{err}");
 }
 
+#[test]
+fn check_config_warns_of_a_variable_spelled_with_single_underscores() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ok.toml");
+    std::fs::write(&file, "").unwrap();
+    let out = succeeds(
+        loopwatch()
+            .arg("check-config")
+            .arg(&file)
+            .env("LOOPWATCH_EXPORTER_ENDPOINT", "http://collector:4317")
+            .env("LOOPWATCH_SERVICE_HOST", "10.0.0.1"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "warning: LOOPWATCH_EXPORTER_ENDPOINT is not read: config keys in the environment \
+          separate levels with `__`; did you mean LOOPWATCH_EXPORTER__ENDPOINT \
+          (exporter.endpoint)?"
+        ],
+    );
+}
+
 /// Starts `loopwatch serve` on free ports; returns the child and its gRPC address.
 fn spawn_serve() -> (
     std::process::Child,
