@@ -87,6 +87,10 @@ pub struct BenchArgs {
     /// Let the servers' output through to standard error (default: discarded).
     #[arg(long)]
     pub server_logs: bool,
+    /// Also run the raw pass-through (received bytes forwarded as they are, no decode or
+    /// encode) in every closed-loop cell: the transport's own share of the CPU.
+    #[arg(long)]
+    pub raw_passthrough: bool,
 }
 
 /// A server under test.
@@ -95,6 +99,10 @@ pub struct BenchArgs {
 pub enum Setup {
     Loopwatch,
     Passthrough,
+    /// The pass-through forwarding received bytes with no decode or encode: the transport
+    /// alone (`--raw-passthrough`).
+    #[serde(rename = "raw-passthrough")]
+    RawPassthrough,
     Rotel,
 }
 
@@ -103,6 +111,7 @@ impl Setup {
         match self {
             Setup::Loopwatch => "loopwatch",
             Setup::Passthrough => "passthrough",
+            Setup::RawPassthrough => "raw-passthrough",
             Setup::Rotel => "rotel",
         }
     }
@@ -321,10 +330,13 @@ impl Binaries {
                 }
                 c
             }
-            Setup::Passthrough => {
+            Setup::Passthrough | Setup::RawPassthrough => {
                 let mut c = self.command(&self.loadgen, cpus);
                 c.args(["passthrough", "--listen", &addr.to_string()])
                     .args(["--downstream", &downstream]);
+                if setup == Setup::RawPassthrough {
+                    c.arg("--raw");
+                }
                 if let Some(n) = worker_threads {
                     c.args(["--worker-threads", &n.to_string()]);
                 }
@@ -558,6 +570,9 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
         bins.loopwatch.display()
     );
     let mut setups = vec![Setup::Loopwatch, Setup::Passthrough];
+    if args.raw_passthrough {
+        setups.push(Setup::RawPassthrough);
+    }
     if bins.rotel.is_some() {
         setups.push(Setup::Rotel);
     }

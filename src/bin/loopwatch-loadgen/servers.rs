@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use loopwatch::forward::client::{ExportBody, RawBytesCodec};
 use loopwatch::otlp::ExportTraceServiceRequest;
+use loopwatch::receiver::grpc::{ExportCodec, RawExport};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -127,6 +129,113 @@ where
     Ok(addr)
 }
 
+/// The raw pass-through: forwards each request's bytes to the sink as received, with no
+/// decode and no encode (tonic's server and client, loopwatch's own byte codecs). It does
+/// the transport work every setup does and nothing else, so it shows how much of a
+/// setup's CPU the transport alone takes (`bench --raw-passthrough`).
+#[derive(Clone)]
+pub struct RawPassthrough {
+    downstream: tonic::client::Grpc<Channel>,
+}
+
+impl RawPassthrough {
+    /// A raw pass-through to `downstream` (`http://host:port`), connecting lazily.
+    pub fn new(downstream: &str) -> anyhow::Result<RawPassthrough> {
+        let channel = tonic::transport::Endpoint::from_shared(downstream.to_string())?
+            .tcp_nodelay(true)
+            .connect_lazy();
+        Ok(RawPassthrough {
+            downstream: tonic::client::Grpc::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        })
+    }
+}
+
+impl tonic::server::NamedService for RawPassthrough {
+    const NAME: &'static str = loopwatch::otlp::TRACE_SERVICE_NAME;
+}
+
+impl tonic::server::UnaryService<RawExport> for RawPassthrough {
+    type Response = ExportTraceServiceResponse;
+    type Future = futures::future::BoxFuture<
+        'static,
+        Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status>,
+    >;
+
+    fn call(&mut self, request: tonic::Request<RawExport>) -> Self::Future {
+        let mut downstream = self.downstream.clone();
+        Box::pin(async move {
+            downstream
+                .ready()
+                .await
+                .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+            let body = ExportBody::new(vec![request.into_inner().0]);
+            downstream
+                .unary(
+                    tonic::Request::new(body),
+                    http::uri::PathAndQuery::from_static(loopwatch::otlp::EXPORT_PATH),
+                    RawBytesCodec,
+                )
+                .await
+        })
+    }
+}
+
+impl tonic::codegen::Service<http::Request<tonic::body::Body>> for RawPassthrough {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let service = self.clone();
+        Box::pin(async move {
+            if request.uri().path() != loopwatch::otlp::EXPORT_PATH {
+                return Ok(tonic::Status::unimplemented("").into_http());
+            }
+            let mut grpc = tonic::server::Grpc::new(ExportCodec)
+                .max_decoding_message_size(MAX_MESSAGE)
+                .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+                .accept_compressed(tonic::codec::CompressionEncoding::Zstd);
+            Ok(grpc.unary(service, request).await)
+        })
+    }
+}
+
+/// Serves the raw pass-through on `listen` until `stop` turns true; returns the bound
+/// address.
+pub async fn serve_raw(
+    service: RawPassthrough,
+    listen: SocketAddr,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let mut stop = stop;
+        let result = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            )
+            .await;
+        if let Err(e) = result {
+            eprintln!("loopwatch-loadgen: server on {addr}: {e}");
+        }
+    });
+    Ok(addr)
+}
+
 /// `loopwatch-loadgen passthrough`: the pass-through as its own process (for `bench`).
 #[derive(clap::Args, Debug)]
 pub struct PassthroughArgs {
@@ -139,12 +248,20 @@ pub struct PassthroughArgs {
     /// Tokio worker threads (default: one per CPU the process may run on).
     #[arg(long)]
     pub worker_threads: Option<usize>,
+    /// Forward the received bytes as they are ([`RawPassthrough`]) instead of decoding and
+    /// re-encoding each request.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// Runs the pass-through until the process is killed; prints `listening <addr>`.
 pub async fn run_passthrough(args: PassthroughArgs) -> anyhow::Result<()> {
     let (_stop, stop_rx) = watch::channel(false);
-    let addr = serve(Passthrough::new(&args.downstream)?, args.listen, stop_rx).await?;
+    let addr = if args.raw {
+        serve_raw(RawPassthrough::new(&args.downstream)?, args.listen, stop_rx).await?
+    } else {
+        serve(Passthrough::new(&args.downstream)?, args.listen, stop_rx).await?
+    };
     println!("listening {addr}");
     std::future::pending::<()>().await;
     Ok(())
