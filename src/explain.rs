@@ -193,6 +193,7 @@ pub fn explain(
                             line.text = Some(short(text_fingerprint));
                         }
                         Observation::ToolCallResponse => line.kind = "tool_call_response",
+                        Observation::OuterResponse => line.kind = "outer_response",
                         Observation::ToolResult {
                             tool_name,
                             result_fingerprint,
@@ -230,6 +231,7 @@ pub fn explain(
                         }
                         Verdict::ToolCallResponse => "tool_call_response",
                         Verdict::ResultSpan => "result_span",
+                        Verdict::OuterResponse => "outer_response",
                     };
                     line.fired = step.detection.as_ref().and_then(|found| {
                         detections
