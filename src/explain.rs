@@ -54,9 +54,10 @@ pub struct ProfileExplanation {
 #[derive(Clone, Debug, Serialize)]
 pub struct StepExplanation {
     pub span_id: String,
-    /// `tool_call`, `text_response`, `tool_call_response` or `tool_result` (the result span
+    /// `tool_call`, `text_response`, `tool_call_response`, `tool_result` (the result span
     /// of a call traced on two sibling spans, google-adk 0.1.0–1.1.x `tool_response [name]`:
-    /// its result is shown on its call, before it).
+    /// its result is shown on its call, before it) or `outer_response` (a model-response
+    /// span with a span of the same response nested in it: that one is the response).
     pub kind: &'static str,
     /// 1-based ordinal among the tool calls the profile counts (ignored tools excluded),
     /// or among text responses for `text_response`.
@@ -193,6 +194,7 @@ pub fn explain(
                             line.text = Some(short(text_fingerprint));
                         }
                         Observation::ToolCallResponse => line.kind = "tool_call_response",
+                        Observation::OuterResponse => line.kind = "outer_response",
                         Observation::ToolResult {
                             tool_name,
                             result_fingerprint,
@@ -230,6 +232,7 @@ pub fn explain(
                         }
                         Verdict::ToolCallResponse => "tool_call_response",
                         Verdict::ResultSpan => "result_span",
+                        Verdict::OuterResponse => "outer_response",
                     };
                     line.fired = step.detection.as_ref().and_then(|found| {
                         detections
@@ -390,6 +393,7 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
             "-",
             id(&step.result),
         ),
+        "outer_response" => "response traced twice  ".to_string(),
         _ => "model requested tool calls  ".to_string(),
     };
     let same_calls = step.counts.first().map_or(0, |c| c.count);
@@ -426,6 +430,9 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
         ("text_streak", _) => counts("below threshold: "),
         ("tool_call_response", _) => "(text streak reset)".to_string(),
         ("result_span", _) => "result span of the call before it (no call of its own)".to_string(),
+        ("outer_response", _) => {
+            "the span of it nested in this one is the response (not counted)".to_string()
+        }
         (other, _) => other.to_string(),
     };
     format!("{head}{verdict}")

@@ -1004,5 +1004,8 @@ fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
 }
 
 #[cfg(test)]
+#[path = "registry_response_tests.rs"]
+mod response_tests;
+#[cfg(test)]
 #[path = "registry_tests.rs"]
 mod tests;

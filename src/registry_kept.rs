@@ -165,7 +165,9 @@ impl KeptEvent {
                 flags |= TEXT_RESPONSE;
                 (Some(*text_fingerprint), None)
             }
-            Observation::ToolCallResponse => {
+            // The engine never gives an outer response (the registry observes a response
+            // so while a span of it is nested in this one): kept as a response, no text.
+            Observation::ToolCallResponse | Observation::OuterResponse => {
                 flags |= TOOL_CALL_RESPONSE;
                 (None, None)
             }
@@ -332,6 +334,20 @@ impl KeptEvent {
     /// ([`Observation::ToolResult`]): no call of its own.
     pub fn is_tool_result(&self) -> bool {
         self.flags & KIND == TOOL_RESULT
+    }
+
+    /// True for a model response (text or tool calls).
+    pub fn is_response(&self) -> bool {
+        matches!(self.flags & KIND, TEXT_RESPONSE | TOOL_CALL_RESPONSE)
+    }
+
+    /// True when `self` and `other` are model responses of one kind, text responses with
+    /// the same text fingerprint or both tool-call responses.
+    pub fn same_response(&self, other: &KeptEvent) -> bool {
+        let kind = self.flags & KIND;
+        (kind == TEXT_RESPONSE || kind == TOOL_CALL_RESPONSE)
+            && kind == other.flags & KIND
+            && self.call_fingerprint == other.call_fingerprint
     }
 
     /// The result fingerprint of a result span ([`Self::is_tool_result`]).

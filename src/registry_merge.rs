@@ -35,6 +35,21 @@
 //!   is observed, so it is the same whatever order the spans arrived in; a result span
 //!   arriving after its call makes the run replay.
 //!
+//! - **One response traced twice**: a model-response span whose parent span is a
+//!   model-response span of the run reading as the same response (the same text, or both
+//!   tool calls) records the same LLM call: a framework's model span with a provider
+//!   instrumentation's span inside (pydantic-ai's `chat` span and Logfire's
+//!   `Chat Completion with …`, an OpenInference LangChain `LLM` span and the OpenAI
+//!   instrumentation's). Both stay in the run; the inner one is the response and the outer
+//!   one is observed as [`Observation::OuterResponse`] (no response, changes nothing)
+//!   while a span of the same response is nested in it ([`observation`]). The inner span
+//!   ends first, so it is exported first: a detection it completes is reported once, and
+//!   the outer span arriving later changes nothing (taking the outer span as the response
+//!   would report the detection again on it). Read from the spans present, never stored,
+//!   so it is the same whatever order and batches they came in; a chain of three nested
+//!   spans leaves the innermost one. Only the parent link is followed: a span between the
+//!   two that is no response (none is known here) keeps them two responses.
+//!
 //! Any change to an event already in the run makes the run replay (the registry's replay
 //! keeps detections independent of arrival order).
 
@@ -232,6 +247,12 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
                 call.is_tool_call() && call.result_fingerprint().is_none()
             });
     } else {
+        // A response nested in one observed already: that one is its outer span now.
+        if event.is_response() {
+            let lo = position.saturating_sub(NEAR);
+            let hi = (position + NEAR).min(run.events.len());
+            changed |= (lo..hi).any(|j| nested_response(&run.events[j], &event));
+        }
         for part in event.parts() {
             let lo = position.saturating_sub(NEAR);
             let hi = (position + NEAR).min(run.events.len());
@@ -333,9 +354,18 @@ pub(super) fn relink(run: &mut RunState, hop: &CallHop) -> bool {
 /// The observation the detectors take for `events[index]`: the event's own, except that a
 /// call whose result is on its sibling span ([`CallContext::result_on_sibling`]) and that
 /// has no result of its own takes the result of the next event of its tool under its parent
-/// (among the [`NEAR`] after it) when that is a result span. Other events cost one flag test.
+/// (among the [`NEAR`] after it) when that is a result span, and that a model response with
+/// a span of the same response nested in it (among the [`NEAR`] on each side) is
+/// [`Observation::OuterResponse`]. Other events cost one flag test.
 pub(super) fn observation(events: &[KeptEvent], index: usize) -> Observation {
     let event = &events[index];
+    if event.is_response() {
+        let lo = index.saturating_sub(NEAR);
+        let hi = (index + 1 + NEAR).min(events.len());
+        if events[lo..hi].iter().any(|e| nested_response(event, e)) {
+            return Observation::OuterResponse;
+        }
+    }
     let mut observation = event.observation();
     if event.result_on_sibling() && event.result_fingerprint().is_none() {
         let hi = (index + 1 + NEAR).min(events.len());
@@ -369,6 +399,16 @@ fn split_siblings(a: &KeptEvent, b: &KeptEvent) -> bool {
         && a.tool_name() == b.tool_name()
         && a.trace_id() == b.trace_id()
         && a.span_id() != b.span_id()
+}
+
+/// True when `inner` is a span of the model response `outer` records, nested in it: its
+/// parent span is `outer`'s and both read as the same response (see module docs).
+fn nested_response(outer: &KeptEvent, inner: &KeptEvent) -> bool {
+    outer.same_response(inner)
+        && !inner.parent_span_id().is_empty()
+        && inner.parent_span_id() == outer.span_id()
+        && inner.trace_id() == outer.trace_id()
+        && outer.span_id() != inner.span_id()
 }
 
 /// True when `inner` is the same call as `outer` traced again (see module docs).

@@ -219,3 +219,27 @@ fn an_adk_result_span_gives_its_call_the_result_and_is_no_call() {
         "    result   get_weather  args -         result e9b7cbce  result span of the call before it (no call of its own)",
     ]);
 }
+
+#[test]
+fn a_response_traced_twice_counts_on_its_inner_span() {
+    // pydantic-ai's `chat gpt-4o` span with Logfire's `Chat Completion with …` span of the
+    // same response nested in it, three calls.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    std::fs::create_dir_all(&trace).unwrap();
+    let file = "response_nested_pydantic_ai_logfire_openai.json";
+    std::fs::copy(fixtures().join("shapes").join(file), trace.join(file)).unwrap();
+    let out = explain(dir.path(), CONFIG, &["--profile", "nudge"]);
+    let outer = "    response traced twice  the span of it nested in this one is the response (not counted)";
+    let steps = &lines(&out)[2..8];
+    for (i, step) in steps.iter().enumerate() {
+        match i % 2 {
+            0 => assert_eq!(*step, outer),
+            _ => assert!(
+                step.starts_with(&format!("    text {}   response ", i / 2 + 1)),
+                "{step}"
+            ),
+        }
+    }
+    assert!(lines(&out)[7].contains("FIRED repeated_text warn on span a1a1a1a100000007"));
+}

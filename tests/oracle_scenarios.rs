@@ -105,6 +105,7 @@ fn check_members(detections: &[Detection], obs: &[Observation]) {
             Observation::TextResponse { .. } => assert!(d.response.is_some()),
             Observation::ToolCallResponse => panic!("a tool-call response completes nothing"),
             Observation::ToolResult { .. } => panic!("a result span completes nothing"),
+            Observation::OuterResponse => panic!("an outer response completes nothing"),
         }
     }
 }

@@ -15,6 +15,7 @@ use loopwatch::engine::Engine;
 use loopwatch::event::Payload;
 use loopwatch::fingerprint::Fingerprinter;
 use loopwatch::registry::RunDetection;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -113,6 +114,96 @@ fn final_detections(engine: &Engine) -> Vec<Key> {
         .collect()
 }
 
+/// Sends `request`'s spans in random batches (spans of a batch in random order, some sent
+/// twice), batches in random order (from `arrangement`), and checks the final detections
+/// are `expected` and each was reported exactly once.
+fn split_gives(
+    request: &ExportTraceServiceRequest,
+    arrangement: u64,
+    expected: &[Key],
+) -> Result<(), TestCaseError> {
+    let now = Instant::now();
+    let mut rng = StdRng::seed_from_u64(arrangement);
+    let mut spans = one_span_per_request(request);
+    let duplicates: Vec<_> = spans
+        .iter()
+        .filter(|_| rng.random_bool(0.1))
+        .cloned()
+        .collect();
+    spans.extend(duplicates);
+    spans.shuffle(&mut rng);
+    let split = engine();
+    let mut reported: HashMap<(usize, Vec<u8>, &'static str), usize> = HashMap::new();
+    let mut rest = spans.as_slice();
+    while !rest.is_empty() {
+        let n = rng.random_range(1..=rest.len().min(8));
+        let (batch, tail) = rest.split_at(n);
+        rest = tail;
+        let mut merged = batch[0].clone();
+        for other in &batch[1..] {
+            merged.resource_spans.extend(other.resource_spans.clone());
+        }
+        for d in split.process(&mut merged, now).detections {
+            *reported
+                .entry((
+                    d.profile_index,
+                    d.span_id.to_vec(),
+                    d.detection.pattern.as_str(),
+                ))
+                .or_default() += 1;
+        }
+    }
+    prop_assert_eq!(&final_detections(&split), &expected.to_vec());
+    prop_assert!(
+        reported.values().all(|&n| n == 1),
+        "a detection reported twice: {:?}",
+        reported
+    );
+    for d in split
+        .registry
+        .detections(&hex::encode(TRACE_ID))
+        .unwrap_or_default()
+    {
+        prop_assert!(
+            reported.contains_key(&(
+                d.profile_index,
+                d.span_id.to_vec(),
+                d.detection.pattern.as_str()
+            )),
+            "final detection never reported: {:?}",
+            key(&d)
+        );
+    }
+    Ok(())
+}
+
+/// `request` with each inference span traced twice: a copy of it (same output, a span id
+/// of its own) nested in it, as a provider instrumentation's span inside a framework's.
+fn responses_traced_twice(request: &ExportTraceServiceRequest) -> ExportTraceServiceRequest {
+    let mut doubled = request.clone();
+    for scope in doubled
+        .resource_spans
+        .iter_mut()
+        .flat_map(|rs| &mut rs.scope_spans)
+    {
+        let mut spans = Vec::new();
+        for span in scope.spans.drain(..) {
+            let inner = span.name.starts_with("chat").then(|| {
+                let mut inner = span.clone();
+                inner.parent_span_id = span.span_id.clone();
+                inner.span_id = [&[0xee_u8][..], &span.span_id[1..]].concat();
+                inner.start_time_unix_nano += 100_000;
+                inner.end_time_unix_nano -= 100_000;
+                inner
+            });
+            spans.push(span);
+            spans.extend(inner);
+        }
+        scope.spans = spans;
+    }
+    doubled
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(64), ..ProptestConfig::default() })]
 
@@ -123,43 +214,27 @@ proptest! {
         arrangement in any::<u64>(),
     ) {
         let request = scenario_request(&scenario, TRACE_ID, structured);
-        let now = Instant::now();
         let whole = engine();
-        whole.process(&mut request.clone(), now);
-        let expected = final_detections(&whole);
+        whole.process(&mut request.clone(), Instant::now());
+        split_gives(&request, arrangement, &final_detections(&whole))?;
+    }
 
-        // Random batches (spans of a batch in random order), in random order, some
-        // spans sent twice.
-        let mut rng = StdRng::seed_from_u64(arrangement);
-        let mut spans = one_span_per_request(&request);
-        let duplicates: Vec<_> = spans.iter().filter(|_| rng.random_bool(0.1)).cloned().collect();
-        spans.extend(duplicates);
-        spans.shuffle(&mut rng);
-        let split = engine();
-        let mut reported: HashMap<(usize, Vec<u8>, &'static str), usize> = HashMap::new();
-        let mut rest = spans.as_slice();
-        while !rest.is_empty() {
-            let n = rng.random_range(1..=rest.len().min(8));
-            let (batch, tail) = rest.split_at(n);
-            rest = tail;
-            let mut merged = batch[0].clone();
-            for other in &batch[1..] {
-                merged.resource_spans.extend(other.resource_spans.clone());
-            }
-            for d in split.process(&mut merged, now).detections {
-                *reported
-                    .entry((d.profile_index, d.span_id.to_vec(), d.detection.pattern.as_str()))
-                    .or_default() += 1;
-            }
-        }
-        prop_assert_eq!(&final_detections(&split), &expected);
-        prop_assert!(reported.values().all(|&n| n == 1), "a detection reported twice: {:?}", reported);
-        for d in split.registry.detections(&hex::encode(TRACE_ID)).unwrap_or_default() {
-            prop_assert!(
-                reported.contains_key(&(d.profile_index, d.span_id.to_vec(), d.detection.pattern.as_str())),
-                "final detection never reported: {:?}", key(&d)
-            );
-        }
+    /// One LLM call traced by two instrumentations (DESIGN §2 "One response traced
+    /// twice") is one response, whatever the batching and order: the detections are those
+    /// of the run traced once.
+    #[test]
+    fn responses_traced_twice_are_one_in_any_batching(
+        scenario in scenario(),
+        arrangement in any::<u64>(),
+    ) {
+        let request = scenario_request(&scenario, TRACE_ID, false);
+        let once = engine();
+        once.process(&mut request.clone(), Instant::now());
+        let doubled = responses_traced_twice(&request);
+        let whole = engine();
+        whole.process(&mut doubled.clone(), Instant::now());
+        prop_assert_eq!(&final_detections(&whole), &final_detections(&once));
+        split_gives(&doubled, arrangement, &final_detections(&once))?;
     }
 }
 

@@ -9,9 +9,10 @@
 //!   {request_data[model]!r}` (Anthropic), `Completion with {request_data[model]!r}`
 //!   (OpenAI legacy completions): `response_data` = `{"message": …, "usage": …}` (the
 //!   `ChatCompletionMessage` with `content` / `tool_calls`, or the Anthropic `Message`
-//!   with `text` / `tool_use` content blocks), or `{"text": …}` for a completion. A streamed
-//!   response whose instrumentation kept only `combined_chunk_content` (the text chunks,
-//!   tool calls dropped) is not read: a tool-calling response would read as its text.
+//!   with `text` / `tool_use` content blocks), or `{"text": …}` for a completion.
+//! - `streaming response from {request_data[model]!r} took {duration:.2f}s`: a streamed call
+//!   ends its request span without output and writes this log (a span, `logfire.span_type`
+//!   = `log`) with the request's attributes and the streamed response ([`streamed`]).
 //! - `Responses API with {gen_ai.request.model!r}` (and the Agents SDK's `Responses API`):
 //!   the agents integration's `response` (the whole OpenAI `Response`: its `output` items,
 //!   `message` with `output_text` parts, `function_call`, `reasoning` neither); else the
@@ -20,9 +21,11 @@
 //! A span that also carries `gen_ai.output.messages` (Logfire `version='latest'`) is left
 //! to [`super::genai`]. Sources: pydantic/logfire
 //! `logfire/_internal/integrations/llm_providers/openai.py` (`get_endpoint_config`,
-//! `on_response`, the stream states' `get_response_data`, `inputs_to_events`,
-//! `responses_output_events`), `…/anthropic.py`, `…/integrations/openai_agents.py`
-//! (`attributes_from_span_data`, `get_basic_response_attributes`), v3.0 to v4.41.
+//! `on_response`, the stream states' `get_response_data` / `get_attributes`,
+//! `inputs_to_events`, `responses_output_events`), `…/anthropic.py`
+//! (`AnthropicMessageStreamState`), `…/llm_provider.py` (`record_streaming`),
+//! `…/integrations/openai_agents.py` (`attributes_from_span_data`,
+//! `get_basic_response_attributes`), v0.27 to v4.41.
 
 use serde_json::Value as Json;
 
@@ -47,12 +50,22 @@ const RESPONSES_TEMPLATES: [&str; 2] = [
     "Responses API",
 ];
 
+/// Template of the log a streamed call writes when its stream ends (`record_streaming`;
+/// the same string from v0.27 to v4.41).
+const STREAM_TEMPLATE: &str =
+    "streaming response from {request_data[model]!r} took {duration:.2f}s";
+
 /// The model response of a Logfire LLM span; `None` for other spans, for spans with
 /// `gen_ai.output.messages`, and when the output was not captured.
 pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
     let template = attr_str(attrs, "logfire.msg_template")?;
-    let response = if RESPONSE_DATA_TEMPLATES.contains(&template) {
+    let response = if template == STREAM_TEMPLATE {
+        if attr(attrs, "gen_ai.output.messages").is_some() {
+            return None;
+        }
+        streamed(span)?
+    } else if RESPONSE_DATA_TEMPLATES.contains(&template) {
         if attr(attrs, "gen_ai.output.messages").is_some() {
             return None;
         }
@@ -72,8 +85,62 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     })
 }
 
-/// `response_data`: its `message`, or a completion's `text`; nothing for the streamed
-/// `combined_chunk_content` form.
+/// The response of a streamed call's log, by what the stream state recorded:
+/// - `response_data.message`: OpenAI chat since v2.2 with openai ≥ 1.40
+///   (`OpenaiChatCompletionStreamState`, the accumulated `ChatCompletionMessage`, its
+///   `tool_calls` included);
+/// - `response_data.output`: the Responses API's whole `Response` (v4.12, before its
+///   output moved to `events`);
+/// - `events` (no `response_data`): the Responses API since then, the input's events with
+///   the response's appended ([`responses_output`]);
+/// - `response_data.combined_chunk_content` (with `chunk_count`): the text alone. Anthropic
+///   (`AnthropicMessageStreamState`: its `text` blocks, `tool_use` blocks left out), OpenAI
+///   chat before v2.2 (`delta.content` chunks, tool calls left out), OpenAI completions
+///   (no tool calls) and a stream without a snapshot (`''`, 0). The text is the whole
+///   response only when the request offered no tools ([`offers_tools`]): then it is read
+///   (empty: nothing). With tools offered, empty text means the response held tool calls
+///   alone (or nothing: a reset either way), and other text cannot be told from text said
+///   beside tool calls, so it is not captured.
+fn streamed(span: &SpanView) -> Option<ModelResponse> {
+    let attrs = &span.attributes;
+    let Some(data) = attr(attrs, "response_data").and_then(json_from_any_value) else {
+        let events = attr(attrs, "events").and_then(json_from_any_value)?;
+        return summarize(&Json::Array(responses_output(events.as_array()?)));
+    };
+    if let Some(message) = data.get("message") {
+        return summarize(message);
+    }
+    if let Some(output) = data.get("output").filter(|o| o.is_array()) {
+        return summarize(output);
+    }
+    let text = data.get("combined_chunk_content")?.as_str()?;
+    let tools = attr(attrs, "request_data")
+        .and_then(json_from_any_value)
+        .is_some_and(|request| offers_tools(&request));
+    match (tools, text.is_empty()) {
+        (true, true) => Some(ModelResponse::ToolCalls),
+        (false, false) => Some(ModelResponse::Text(text.to_owned())),
+        _ => None,
+    }
+}
+
+/// True when a request (`request_data`: the OpenAI or Anthropic request body) lets the
+/// model call tools: a non-empty `tools` (or OpenAI's legacy `functions`) list, and
+/// `tool_choice` not `none` (OpenAI `"none"`, Anthropic `{"type": "none"}`).
+fn offers_tools(request: &Json) -> bool {
+    let listed = |key: &str| {
+        request
+            .get(key)
+            .and_then(Json::as_array)
+            .is_some_and(|a| !a.is_empty())
+    };
+    let choice = request.get("tool_choice");
+    let none = choice.and_then(Json::as_str) == Some("none")
+        || choice.and_then(|c| c.get("type")).and_then(Json::as_str) == Some("none");
+    (listed("tools") || listed("functions")) && !none
+}
+
+/// `response_data`: its `message`, or a completion's `text`.
 fn response_data(data: &Json) -> Option<ModelResponse> {
     if let Some(message) = data.get("message") {
         return summarize(message);
@@ -177,7 +244,7 @@ mod tests {
             ),
             tool_calls()
         );
-        // Streamed: text chunks only (tool calls dropped), not read.
+        // The streamed form belongs on the stream's log, not the request span.
         assert_eq!(
             logfire_span(
                 CHAT,
@@ -209,6 +276,131 @@ mod tests {
                 EventKind::ModelResponse(ModelResponse::Text("y".into())),
                 "genai"
             ))
+        );
+    }
+
+    const STREAM: &str = "streaming response from {request_data[model]!r} took {duration:.2f}s";
+
+    /// `record_streaming`'s log: `response_data` by the stream state, beside the request's
+    /// `request_data`.
+    fn stream_log(request: &str, response_data: &str) -> Option<(EventKind, &'static str)> {
+        logfire_span(
+            STREAM,
+            vec![
+                kvs("logfire.span_type", "log"),
+                kvs("request_data", request),
+                kvs("response_data", response_data),
+                kvs("duration", "0.5"),
+            ],
+        )
+    }
+
+    const NO_TOOLS: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+    const TOOLS: &str = r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"stream":true}"#;
+
+    #[test]
+    fn streamed_chat_message_snapshot_with_and_without_tool_calls() {
+        // `OpenaiChatCompletionStreamState` (openai >= 1.40): the accumulated message.
+        assert_eq!(
+            stream_log(
+                TOOLS,
+                r#"{"message":{"content":"Done.","refusal":null,"role":"assistant","tool_calls":null,"parsed":null},"usage":null}"#
+            ),
+            text("Done.")
+        );
+        assert_eq!(
+            stream_log(
+                TOOLS,
+                r#"{"message":{"content":null,"role":"assistant","tool_calls":[{"id":"c1","function":{"arguments":"{}","name":"f","parsed_arguments":null},"type":"function","index":0}]},"usage":null}"#
+            ),
+            tool_calls()
+        );
+        // No choices: `message` null, nothing.
+        assert_eq!(stream_log(TOOLS, r#"{"message":null,"usage":null}"#), None);
+    }
+
+    #[test]
+    fn streamed_combined_chunk_content_is_the_text_only_without_tools_offered() {
+        let combined = |request: &str, content: &str, count: u32| {
+            stream_log(
+                request,
+                &format!(r#"{{"combined_chunk_content":"{content}","chunk_count":{count}}}"#),
+            )
+        };
+        assert_eq!(combined(NO_TOOLS, "No.", 2), text("No."));
+        assert_eq!(combined(NO_TOOLS, "", 0), None);
+        // Tools offered: the `tool_use` blocks were left out of the text.
+        assert_eq!(combined(TOOLS, "Let me look.", 3), None);
+        assert_eq!(combined(TOOLS, "", 0), tool_calls());
+        // `tool_choice` none (Anthropic, OpenAI): no tool call can be in the response.
+        let anthropic_none =
+            TOOLS.replace(r#""stream""#, r#""tool_choice":{"type":"none"},"stream""#);
+        assert_eq!(combined(&anthropic_none, "No.", 1), text("No."));
+        let openai_none = r#"{"model":"gpt-4o","messages":[],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}"#;
+        assert_eq!(combined(openai_none, "No.", 1), text("No."));
+        let legacy_functions = r#"{"model":"gpt-4","messages":[],"functions":[{"name":"f"}]}"#;
+        assert_eq!(combined(legacy_functions, "x", 1), None);
+        // `latest` semantic conventions as well: left to GenAI.
+        assert_eq!(
+            logfire_span(
+                STREAM,
+                vec![
+                    kvs("gen_ai.operation.name", "chat"),
+                    kvs("request_data", NO_TOOLS),
+                    kvs(
+                        "response_data",
+                        r#"{"combined_chunk_content":"x","chunk_count":1}"#
+                    ),
+                    kvs(
+                        "gen_ai.output.messages",
+                        r#"[{"role":"assistant","parts":[{"type":"text","content":"y"}]}]"#,
+                    ),
+                ],
+            ),
+            Some((
+                EventKind::ModelResponse(ModelResponse::Text("y".into())),
+                "genai"
+            ))
+        );
+    }
+
+    #[test]
+    fn streamed_responses_api_events_and_whole_response() {
+        let request = r#"{"model":"gpt-4.1","stream":true}"#;
+        let with = |attribute: (&str, &str)| {
+            logfire_span(
+                STREAM,
+                vec![kvs("request_data", request), kvs(attribute.0, attribute.1)],
+            )
+        };
+        assert_eq!(
+            with((
+                "events",
+                r#"[{"event.name":"gen_ai.user.message","content":"hi","role":"user"},{"event.name":"gen_ai.assistant.message","content":"Done.","role":"assistant"}]"#
+            )),
+            text("Done.")
+        );
+        assert_eq!(
+            with((
+                "events",
+                r#"[{"event.name":"gen_ai.user.message","content":"hi","role":"user"},{"event.name":"gen_ai.assistant.message","role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}]"#
+            )),
+            tool_calls()
+        );
+        // v4.12: the whole `Response` as `response_data`.
+        assert_eq!(
+            with((
+                "response_data",
+                r#"{"id":"resp_1","object":"response","output":[{"id":"fc","type":"function_call","name":"f","arguments":"{}","call_id":"c1"}]}"#
+            )),
+            tool_calls()
+        );
+        assert_eq!(
+            with((
+                "response_data",
+                r#"{"id":"resp_1","object":"response","output":[{"id":"m","type":"message","role":"assistant","content":[{"type":"output_text","text":"Done.","annotations":[]}]}]}"#
+            )),
+            text("Done.")
         );
     }
 

@@ -19,13 +19,20 @@
 //! not the answer, so a repeated answer after varying reasoning still repeats. Text hidden
 //! by `OPENINFERENCE_HIDE_OUTPUT_TEXT` (the instrumentation's `TraceConfig.mask` writes
 //! `__REDACTED__` in its place, `openinference-instrumentation` `config.py`) is not
-//! captured: every hidden response would otherwise read as the same text. No output
-//! messages (hidden outputs), or only hidden text → `None`.
+//! captured: every hidden response would otherwise read as the same text; only hidden
+//! text → `None`.
+//!
+//! No output message at all (`OPENINFERENCE_HIDE_OUTPUT_MESSAGES`, whose `TraceConfig.mask`
+//! drops every `llm.output_messages.*` key but keeps `output.value`; or an instrumentation
+//! that writes none) → the response from `output.value` ([`output_value_response`]).
+//! `OPENINFERENCE_HIDE_OUTPUTS` drops the messages too and writes `__REDACTED__` as
+//! `output.value` (and no `output.mime_type`): not captured.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
+use super::model_response::summarize;
 use super::{agent_name, call_status, first_str, payload_attr};
 use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
@@ -153,10 +160,12 @@ fn model_response(span: &SpanView) -> Option<ModelResponse> {
     // message index → its text fields; BTreeMap keeps index order.
     let mut messages: BTreeMap<u64, MessageText> = BTreeMap::new();
     let mut tool_calls = false;
+    let mut any_message = false;
     for kv in &span.attributes {
         let Some(rest) = kv.key.strip_prefix(OUTPUT_MESSAGES) else {
             continue;
         };
+        any_message = true;
         let Some((index, field)) = rest.split_once(".message.") else {
             continue;
         };
@@ -193,6 +202,9 @@ fn model_response(span: &SpanView) -> Option<ModelResponse> {
             }
         }
     }
+    if !any_message {
+        return output_value_response(span);
+    }
     if tool_calls {
         return Some(ModelResponse::ToolCalls);
     }
@@ -204,6 +216,73 @@ fn model_response(span: &SpanView) -> Option<ModelResponse> {
         return None;
     }
     Some(ModelResponse::Text(texts.join("\n")))
+}
+
+/// `output.mime_type` of JSON and of text (OpenInference `OpenInferenceMimeTypeValues`).
+const JSON_MIME: &str = "application/json";
+const TEXT_MIME: &str = "text/plain";
+
+/// The response in an LLM span's `output.value`, for a span without output messages:
+/// - `application/json`: the provider's response as the instrumentation dumped it
+///   ([`provider_response`]);
+/// - `text/plain`, or no `output.mime_type` (OpenInference leaves it out for text,
+///   `_as_output_attributes`): the text, unless it is JSON (then read as above), empty or
+///   `__REDACTED__`.
+///
+/// Sources: Arize-ai/openinference `python/instrumentation/openinference-instrumentation-openai/
+/// …/openai/_utils.py` (`_io_value_and_type`: the response's `model_dump_json`) and
+/// `_response_accumulator.py` (a stream's accumulated `choices[].message`),
+/// `…-anthropic/…/anthropic/_wrappers.py` (`_get_outputs`: the `Message` dump) and
+/// `_stream.py` (`_MessageExtractor`: the snapshot; the legacy completion's accumulated
+/// `completion`).
+fn output_value_response(span: &SpanView) -> Option<ModelResponse> {
+    let attrs = &span.attributes;
+    let text = attr_str(attrs, "output.value").filter(|t| !is_redacted_text(t))?;
+    match attr_str(attrs, "output.mime_type") {
+        Some(JSON_MIME) => provider_response(&serde_json::from_str(text).ok()?),
+        Some(TEXT_MIME) | None => {
+            let trimmed = text.trim_start();
+            if trimmed.starts_with('{') || trimmed.starts_with('[') {
+                if let Ok(json) = serde_json::from_str::<Json>(text) {
+                    return provider_response(&json);
+                }
+            }
+            (!text.trim().is_empty()).then(|| ModelResponse::Text(text.to_owned()))
+        }
+        Some(_) => None,
+    }
+}
+
+/// A provider's response JSON read through [`summarize`]; `None` for any other shape:
+/// - OpenAI chat completion: the first of `choices`, its `message` (`content`,
+///   `tool_calls`, `function_call`), or a completion choice's `text`;
+/// - OpenAI Responses API: the `output` items;
+/// - Anthropic `Message`: its `content` blocks (`text`, `tool_use`; `thinking` neither);
+///   a legacy completion's `completion`;
+/// - Google GenAI `GenerateContentResponse`: the first candidate's `content.parts`.
+fn provider_response(json: &Json) -> Option<ModelResponse> {
+    if let Some(choice) = json.get("choices").and_then(|c| c.get(0)) {
+        if let Some(message) = choice.get("message") {
+            return summarize(message);
+        }
+        return choice
+            .get("text")
+            .and_then(Json::as_str)
+            .map(|t| ModelResponse::Text(t.to_owned()));
+    }
+    if let Some(output) = json.get("output").filter(|o| o.is_array()) {
+        return summarize(output);
+    }
+    let message = json.get("type").and_then(Json::as_str) == Some("message")
+        || json.get("role").and_then(Json::as_str) == Some("assistant");
+    if message && json.get("content").is_some_and(Json::is_array) {
+        return summarize(json);
+    }
+    if let Some(completion) = json.get("completion").and_then(Json::as_str) {
+        return Some(ModelResponse::Text(completion.to_owned()));
+    }
+    let candidate = json.get("candidates").and_then(|c| c.get(0));
+    summarize(candidate?.get("content")?)
 }
 
 #[cfg(test)]
@@ -433,6 +512,85 @@ mod tests {
                 ),
             ]),
             Some(EventKind::ModelResponse(ModelResponse::ToolCalls))
+        );
+    }
+
+    /// `OPENINFERENCE_HIDE_OUTPUT_MESSAGES`: no `llm.output_messages.*`, the response in
+    /// `output.value`.
+    #[test]
+    fn hidden_output_messages_read_from_output_value() {
+        let json = |value: &str| {
+            llm(&[
+                ("output.value", value),
+                ("output.mime_type", "application/json"),
+            ])
+        };
+        // OpenAI chat completion (`model_dump_json`), and a stream's accumulated choices.
+        assert_eq!(
+            json(
+                r#"{"id":"chatcmpl-1","choices":[{"finish_reason":"stop","index":0,"message":{"content":"No.","role":"assistant","tool_calls":null}}],"object":"chat.completion"}"#
+            ),
+            text("No.")
+        );
+        assert_eq!(
+            json(
+                r#"{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{}"},"type":"function"}]}}]}"#
+            ),
+            Some(EventKind::ModelResponse(ModelResponse::ToolCalls))
+        );
+        assert_eq!(
+            json(r#"{"choices":[{"index":0,"text":"42","finish_reason":"stop"}]}"#),
+            text("42")
+        );
+        // Anthropic `Message`: text and thinking blocks; a `tool_use` block.
+        assert_eq!(
+            json(
+                r#"{"id":"msg_1","content":[{"type":"thinking","thinking":"hmm","signature":"s"},{"type":"text","text":"No."}],"role":"assistant","type":"message","stop_reason":"end_turn"}"#
+            ),
+            text("No.")
+        );
+        assert_eq!(
+            json(
+                r#"{"id":"msg_1","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"t","name":"f","input":{}}],"role":"assistant","type":"message"}"#
+            ),
+            Some(EventKind::ModelResponse(ModelResponse::ToolCalls))
+        );
+        assert_eq!(
+            json(r#"{"completion":" No.","stop_reason":"stop_sequence"}"#),
+            text(" No.")
+        );
+        // Responses API `output`, Google GenAI candidates.
+        assert_eq!(
+            json(
+                r#"{"id":"resp","output":[{"type":"reasoning","summary":[]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"No."}]}]}"#
+            ),
+            text("No.")
+        );
+        assert_eq!(
+            json(
+                r#"{"candidates":[{"content":{"parts":[{"function_call":{"name":"f","args":{}}}],"role":"model"}}]}"#
+            ),
+            Some(EventKind::ModelResponse(ModelResponse::ToolCalls))
+        );
+        // Another shape is not read; nor is JSON that does not parse.
+        assert_eq!(json(r#"{"result":"No."}"#), None);
+        assert_eq!(json("{"), None);
+        // Text: by mime type or none.
+        assert_eq!(
+            llm(&[("output.value", "No."), ("output.mime_type", "text/plain")]),
+            text("No.")
+        );
+        assert_eq!(llm(&[("output.value", "No.")]), text("No."));
+        assert_eq!(llm(&[("output.value", "  ")]), None);
+        // `OPENINFERENCE_HIDE_OUTPUTS`: redacted value, no mime type.
+        assert_eq!(llm(&[("output.value", "__REDACTED__")]), None);
+        // Output messages present (hidden text only): `output.value` is not read.
+        assert_eq!(
+            llm(&[
+                ("llm.output_messages.0.message.content", "__REDACTED__"),
+                ("output.value", "No."),
+            ]),
+            None
         );
     }
 

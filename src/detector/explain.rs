@@ -46,6 +46,9 @@ pub enum Verdict {
     /// The result span of a call traced on two sibling spans ([`Observation::ToolResult`]):
     /// no call, changes nothing.
     ResultSpan,
+    /// A model response with a span of the same response nested in it
+    /// ([`Observation::OuterResponse`]): the same response, changes nothing.
+    OuterResponse,
 }
 
 impl Detector {
@@ -114,6 +117,7 @@ impl Detector {
             },
             Observation::ToolCallResponse => Verdict::ToolCallResponse,
             Observation::ToolResult { .. } => Verdict::ResultSpan,
+            Observation::OuterResponse => Verdict::OuterResponse,
         }
     }
 }

@@ -69,6 +69,11 @@ pub enum Observation {
         tool_name: Arc<str>,
         result_fingerprint: Fingerprint,
     },
+    /// A model response whose span has a span of the same response nested in it (one LLM
+    /// call traced by two instrumentations): the nested span is the response, this one
+    /// takes its place in the sequence and changes nothing. The registry observes it so
+    /// (`registry::merge::observation`), never the engine.
+    OuterResponse,
 }
 
 /// Loop patterns, in the order they are checked for a tool call.
@@ -336,7 +341,7 @@ impl Detector {
                 self.reset_text();
                 None
             }
-            Observation::ToolResult { .. } => None,
+            Observation::ToolResult { .. } | Observation::OuterResponse => None,
             Observation::TextResponse { text_fingerprint } => {
                 self.responses += 1;
                 let threshold = self.settings.repeated_text;
