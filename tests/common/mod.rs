@@ -4,6 +4,7 @@
 pub mod cut_proxy;
 pub mod downstream;
 pub mod fault_load;
+pub mod legacy;
 pub mod serve_process;
 
 use std::path::{Path, PathBuf};
