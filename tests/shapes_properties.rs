@@ -380,23 +380,47 @@ fn protobuf_before_scope_spans_scans_and_annotates_identically() {
     assert!(annotated_spans > 20, "annotated spans: {annotated_spans}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protobuf_before_scope_spans_through_the_grpc_receiver() {
-    use loopwatch::forward::{ExportBody, RawBytesCodec};
+/// loopwatch in-process on loopback port 0, detect-only.
+async fn start_server() -> loopwatch::server::RunningServer {
     let mut config = Config::default();
     config.receiver.grpc_listen = "127.0.0.1:0".parse().unwrap();
     config.receiver.http_listen = "127.0.0.1:0".parse().unwrap();
     config.admin.listen = String::new();
-    let server = loopwatch::server::start(config).await.unwrap();
+    loopwatch::server::start(config).await.unwrap()
+}
+
+/// Every corpus run's final detections in `server` are the expected ones.
+fn assert_server_detections(server: &loopwatch::server::RunningServer, how: &str) {
+    for (run, expected) in corpus_expected() {
+        let first = &requests_of(&run)[0];
+        let trace_id = hex::encode(&first.resource_spans[0].scope_spans[0].spans[0].trace_id);
+        let detections = server
+            .engine
+            .registry
+            .detections(&trace_id)
+            .unwrap_or_default();
+        for profile in ["nudge", "stop"] {
+            assert_eq!(
+                keys_of(&detections, profile),
+                expected_keys(&expected, profile),
+                "{run} ({how}), profile {profile}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_before_scope_spans_through_the_grpc_receiver() {
+    use loopwatch::forward::{ExportBody, RawBytesCodec};
+    let server = start_server().await;
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.grpc_addr))
         .unwrap()
         .connect()
         .await
         .unwrap();
     let mut grpc = tonic::client::Grpc::new(channel);
-    let corpus = corpus_expected();
-    for (run, _) in &corpus {
-        for (_, legacy) in legacy_requests_of(run) {
+    for (run, _) in corpus_expected() {
+        for (_, legacy) in legacy_requests_of(&run) {
             grpc.ready().await.unwrap();
             grpc.unary(
                 tonic::Request::new(ExportBody::from(bytes::Bytes::from(legacy))),
@@ -407,21 +431,29 @@ async fn protobuf_before_scope_spans_through_the_grpc_receiver() {
             .unwrap_or_else(|status| panic!("{run}: {status}"));
         }
     }
-    for (run, expected) in &corpus {
-        let first = &requests_of(run)[0];
-        let trace_id = hex::encode(&first.resource_spans[0].scope_spans[0].spans[0].trace_id);
-        let detections = server
-            .engine
-            .registry
-            .detections(&trace_id)
-            .unwrap_or_default();
-        for profile in ["nudge", "stop"] {
-            assert_eq!(
-                keys_of(&detections, profile),
-                expected_keys(expected, profile),
-                "{run} (gRPC, instrumentation_library_spans), profile {profile}"
-            );
+    assert_server_detections(&server, "gRPC, instrumentation_library_spans");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_before_scope_spans_is_replayed_as_recorded() {
+    // `replay` sends the file's bytes: decoded by prost and encoded again, field 1000 and
+    // every span in it would be gone.
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (n, (run, _)) in corpus_expected().into_iter().enumerate() {
+        for (i, (_, legacy)) in legacy_requests_of(&run).into_iter().enumerate() {
+            let path = dir.path().join(format!("{n:03}-{i:04}.pb"));
+            std::fs::write(&path, legacy).unwrap();
+            files.push(path);
         }
     }
+    let server = start_server().await;
+    let endpoint = format!("http://{}", server.grpc_addr);
+    let sent = loopwatch::replay::replay(&endpoint, &files, std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(sent, files.len());
+    assert_server_detections(&server, "replay, instrumentation_library_spans");
     server.shutdown().await.unwrap();
 }
