@@ -485,6 +485,9 @@ impl Config {
         self.registry
             .validate()
             .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
+        self.receiver
+            .validate()
+            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
         if self.server.worker_threads > ServerConfig::MAX_WORKER_THREADS {
             return Err(ConfigError::Key {
                 key: "server.worker_threads".into(),

@@ -48,6 +48,10 @@ struct ServeArgs {
     /// OTLP/HTTP listen address (receiver.http_listen).
     #[arg(long)]
     http_listen: Option<String>,
+    /// OTLP/HTTP traces path, e.g. /otlp/v1/traces (receiver.traces_url_path; default
+    /// /v1/traces).
+    #[arg(long)]
+    traces_url_path: Option<String>,
     /// Admin HTTP listen address (admin.listen).
     #[arg(long)]
     admin_listen: Option<String>,
@@ -235,6 +239,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let pairs = [
         ("receiver.grpc_listen", args.grpc_listen),
         ("receiver.http_listen", args.http_listen),
+        ("receiver.traces_url_path", args.traces_url_path),
         ("admin.listen", args.admin_listen),
         ("exporter.endpoint", args.exporter_endpoint),
         ("log.level", args.log_level),

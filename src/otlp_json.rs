@@ -15,6 +15,13 @@
 //! while both existed: `instrumentationLibrarySpans` (OTLP ≤ 0.18) as `scopeSpans` and its
 //! `instrumentationLibrary` as `scope`, when the message has no value under the new name.
 //! Dropping them as unknown fields would drop every span of an old export.
+//!
+//! A `double` may be a string ([`doubles`]: `"NaN"`, `"Infinity"`, `"-Infinity"`, or a
+//! number in a string); the typed decoder reads only numbers, so [`normalize`] turns a
+//! number in a string into a number and counts the non-finite ones, which
+//! [`doubles::NonFinite`] carries past the typed decoding.
+
+pub mod doubles;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +34,8 @@ use serde_json::{Map, Value};
 enum Kind {
     /// A scalar, a string or bytes (left to the typed decoder).
     Scalar,
+    /// A `double`: a number, or a string ProtoJSON allows ([`doubles::read_string`]).
+    Double,
     /// A nested message (or a repeated one: a JSON array of them).
     Message(&'static [Field]),
     /// An enum: name → number.
@@ -69,7 +78,7 @@ const ANY_VALUE: &[Field] = &[
     ("stringValue", "string_value", Kind::Scalar),
     ("boolValue", "bool_value", Kind::Scalar),
     ("intValue", "int_value", Kind::Scalar),
-    ("doubleValue", "double_value", Kind::Scalar),
+    ("doubleValue", "double_value", Kind::Double),
     ("arrayValue", "array_value", Kind::Message(ARRAY_VALUE)),
     ("kvlistValue", "kvlist_value", Kind::Message(KEY_VALUE_LIST)),
     ("bytesValue", "bytes_value", Kind::Scalar),
@@ -254,6 +263,17 @@ impl UnknownFieldLog {
     }
 }
 
+/// What [`normalize`] found besides the canonical form.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Normalized {
+    /// The unknown fields it removed.
+    pub unknown: UnknownFields,
+    /// `doubleValue`s left as `"NaN"`, `"Infinity"` or `"-Infinity"` (a JSON number
+    /// cannot hold them): take them out with [`doubles::NonFinite::take`] before the
+    /// typed decoding when there are any.
+    pub non_finite_doubles: u64,
+}
+
 /// Why a JSON value is not an OTLP/JSON trace request at all.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum NotOtlp {
@@ -263,18 +283,19 @@ pub enum NotOtlp {
     NoOtlpField(String),
 }
 
-/// Rewrites `value` in place to canonical OTLP/JSON (lowerCamelCase names, numeric enums)
-/// and removes unknown fields, returning what was removed.
+/// Rewrites `value` in place to canonical OTLP/JSON (lowerCamelCase names, numeric enums,
+/// numbers in strings of `double` fields as numbers) and removes unknown fields, returning
+/// what was removed and how many non-finite doubles are left as strings.
 ///
 /// Errors: the value is not an object, or it is an object with fields but none of them is
 /// an OTLP field (e.g. `{"foo":1}`): such a body would otherwise read as an empty request.
 /// `{}` is an empty request. A known field with a value of the wrong JSON type is left
 /// for the typed decoder to report.
-pub fn normalize(value: &mut Value) -> Result<UnknownFields, NotOtlp> {
+pub fn normalize(value: &mut Value) -> Result<Normalized, NotOtlp> {
     let Value::Object(object) = value else {
         return Err(NotOtlp::NotAnObject);
     };
-    let mut unknown = UnknownFields::default();
+    let mut found = Normalized::default();
     let known_before = object
         .keys()
         .filter(|k| field(REQUEST, k).is_some())
@@ -284,8 +305,8 @@ pub fn normalize(value: &mut Value) -> Result<UnknownFields, NotOtlp> {
             return Err(NotOtlp::NoOtlpField(first.clone()));
         }
     }
-    normalize_message(object, REQUEST, "", &mut unknown);
-    Ok(unknown)
+    normalize_message(object, REQUEST, "", &mut found);
+    Ok(found)
 }
 
 fn field<'a>(schema: &'a [Field], key: &str) -> Option<&'a Field> {
@@ -298,13 +319,13 @@ fn normalize_message(
     object: &mut Map<String, Value>,
     schema: &'static [Field],
     path: &str,
-    unknown: &mut UnknownFields,
+    found: &mut Normalized,
 ) {
     let entries = std::mem::take(object);
     let mut renamed = Vec::new();
     for (key, mut value) in entries {
         let Some((camel, _, kind)) = field(schema, &key) else {
-            unknown.record(path, &key);
+            found.unknown.record(path, &key);
             continue;
         };
         if value.is_null() {
@@ -317,11 +338,11 @@ fn normalize_message(
             format!("{path}.{camel}")
         };
         if let Kind::Renamed(new_name, fields) = *kind {
-            normalize_value(&mut value, Kind::Message(fields), &here, unknown);
+            normalize_value(&mut value, Kind::Message(fields), &here, found);
             renamed.push((new_name, value));
             continue;
         }
-        normalize_value(&mut value, *kind, &here, unknown);
+        normalize_value(&mut value, *kind, &here, found);
         // When both spellings are present, the first one read wins (as for duplicates).
         object.entry(*camel).or_insert(value);
     }
@@ -352,9 +373,17 @@ fn fill_omitted_defaults(object: &mut Map<String, Value>, schema: &'static [Fiel
     }
 }
 
-fn normalize_value(value: &mut Value, kind: Kind, path: &str, unknown: &mut UnknownFields) {
+fn normalize_value(value: &mut Value, kind: Kind, path: &str, found: &mut Normalized) {
     match (kind, value) {
         (Kind::Scalar | Kind::Renamed(..), _) => {}
+        (Kind::Double, value) => {
+            // Any other string is left for the typed decoder to refuse, naming the field.
+            match value.as_str().and_then(doubles::read_string) {
+                Some(doubles::DoubleString::Number(number)) => *value = Value::Number(number),
+                Some(doubles::DoubleString::NonFinite(_)) => found.non_finite_doubles += 1,
+                None => {}
+            }
+        }
         (Kind::Enum(names), value) => {
             if let Some(number) = value
                 .as_str()
@@ -365,14 +394,14 @@ fn normalize_value(value: &mut Value, kind: Kind, path: &str, unknown: &mut Unkn
             }
         }
         (Kind::Message(schema), Value::Object(object)) => {
-            normalize_message(object, schema, path, unknown)
+            normalize_message(object, schema, path, found)
         }
         (Kind::AnyValue, Value::Object(object)) => {
-            normalize_message(object, ANY_VALUE, path, unknown)
+            normalize_message(object, ANY_VALUE, path, found)
         }
         (Kind::Message(_) | Kind::AnyValue, Value::Array(items)) => {
             for (i, item) in items.iter_mut().enumerate() {
-                normalize_value(item, kind, &format!("{path}[{i}]"), unknown);
+                normalize_value(item, kind, &format!("{path}[{i}]"), found);
             }
         }
         _ => {}
@@ -391,7 +420,7 @@ mod tests {
             "status":{"code":"STATUS_CODE_ERROR","message":"x"},
             "attributes":[{"key":"a","value":{"kvlist_value":{"values":[{"key":"b","value":{"int_value":"7"}}]}}}]
         }]}]}]});
-        let unknown = normalize(&mut v).expect("an OTLP object");
+        let unknown = normalize(&mut v).expect("an OTLP object").unknown;
         assert_eq!(unknown, UnknownFields::default());
         assert_eq!(
             v,
@@ -406,14 +435,14 @@ mod tests {
     #[test]
     fn unknown_fields_are_removed_and_counted_with_the_first_path() {
         let mut v = json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","foo":1,"bar":{}}]}]}],"extra":true});
-        let unknown = normalize(&mut v).expect("an OTLP object");
+        let unknown = normalize(&mut v).expect("an OTLP object").unknown;
         assert_eq!(unknown.count, 3);
         assert_eq!(
             v,
             json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a"}]}]}]})
         );
         let mut one = json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a","foo":1}]}]}]});
-        let unknown = normalize(&mut one).expect("an OTLP object");
+        let unknown = normalize(&mut one).expect("an OTLP object").unknown;
         assert_eq!(
             unknown.first.as_deref(),
             Some("resourceSpans[0].scopeSpans[0].spans[0].foo")
@@ -444,7 +473,7 @@ mod tests {
                 "spans":[{"name":"a","kind":1}]}],
                 "resource":{"attributes":[]}}]}),
         ] {
-            assert_eq!(normalize(&mut v), Ok(UnknownFields::default()));
+            assert_eq!(normalize(&mut v), Ok(Normalized::default()));
             assert_eq!(v, new);
         }
         // A sender writing both names: the current one wins, nothing is read twice.
@@ -481,7 +510,7 @@ mod tests {
                 {"key":"null_value","value":null}
             ]
         }]}]}]});
-        assert_eq!(normalize(&mut v), Ok(UnknownFields::default()));
+        assert_eq!(normalize(&mut v), Ok(Normalized::default()));
         assert_eq!(
             v,
             json!({"resourceSpans":[{"scopeSpans":[{"spans":[{
@@ -499,6 +528,129 @@ mod tests {
         let span = &request.resource_spans[0].scope_spans[0].spans[0];
         assert_eq!(span.attributes.len(), 5);
         assert_eq!(span.start_time_unix_nano, 0);
+    }
+
+    #[test]
+    fn numbers_in_strings_become_numbers_and_non_finite_doubles_are_counted() {
+        let mut v = json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[
+            {"key":"a","value":{"doubleValue":"1.5"}},
+            {"key":"b","value":{"double_value":"NaN"}},
+            {"key":"c","value":{"arrayValue":{"values":[{"doubleValue":"-Infinity"},{"doubleValue":"-2e3"}]}}},
+            {"key":"d","value":{"doubleValue":"one"}}
+        ]}]}]}]});
+        let normalized = normalize(&mut v).expect("an OTLP object");
+        assert_eq!(normalized.non_finite_doubles, 2);
+        assert_eq!(
+            v,
+            json!({"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[
+                {"key":"a","value":{"doubleValue":1.5}},
+                {"key":"b","value":{"doubleValue":"NaN"}},
+                {"key":"c","value":{"arrayValue":{"values":[{"doubleValue":"-Infinity"},{"doubleValue":-2000.0}]}}},
+                {"key":"d","value":{"doubleValue":"one"}}
+            ]}]}]}]})
+        );
+    }
+
+    /// The double of every attribute of `request`, at any depth, in order.
+    fn doubles_of(request: &crate::otlp::ExportTraceServiceRequest) -> Vec<f64> {
+        use opentelemetry_proto::tonic::common::v1::{any_value::Value as V, AnyValue, KeyValue};
+        fn any(value: &AnyValue, out: &mut Vec<f64>) {
+            match &value.value {
+                Some(V::DoubleValue(d)) => out.push(*d),
+                Some(V::ArrayValue(a)) => a.values.iter().for_each(|v| any(v, out)),
+                Some(V::KvlistValue(kv)) => kvs(&kv.values, out),
+                _ => {}
+            }
+        }
+        fn kvs(list: &[KeyValue], out: &mut Vec<f64>) {
+            for kv in list {
+                if let Some(value) = &kv.value {
+                    any(value, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for rs in &request.resource_spans {
+            kvs(
+                &rs.resource.clone().unwrap_or_default().attributes,
+                &mut out,
+            );
+            for ss in &rs.scope_spans {
+                kvs(&ss.scope.clone().unwrap_or_default().attributes, &mut out);
+                for span in &ss.spans {
+                    kvs(&span.attributes, &mut out);
+                    for event in &span.events {
+                        kvs(&event.attributes, &mut out);
+                    }
+                    for link in &span.links {
+                        kvs(&link.attributes, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn non_finite_doubles_decode_at_every_depth_and_spelling() {
+        // As Go's protojson and the Collector (pdata `Stream.WriteFloat64`) write them, in
+        // every place the trace schema has an AnyValue, under both field spellings and the
+        // OTLP ≤ 0.18 names.
+        let body = br#"{"resource_spans":[
+          {"resource":{"attributes":[{"key":"r","value":{"doubleValue":"Infinity"}}]},
+           "instrumentationLibrarySpans":[{
+             "instrumentationLibrary":{"name":"old","attributes":[{"key":"s","value":{"doubleValue":"-Infinity"}}]},
+             "spans":[{"name":"legacy","attributes":[{"key":"n","value":{"doubleValue":"NaN"}}]}]}]},
+          {"scopeSpans":[{"spans":[{
+             "name":"t",
+             "attributes":[
+               {"key":"plain","value":{"doubleValue":2.5}},
+               {"key":"string","value":{"doubleValue":"1.5"}},
+               {"key":"nan","value":{"double_value":"NaN"}},
+               {"key":"list","value":{"arrayValue":{"values":[{"doubleValue":"Infinity"},{"kvlistValue":{"values":[{"key":"deep","value":{"doubleValue":"-Infinity"}}]}}]}}},
+               {"key":"map","value":{"kvlist_value":{"values":[{"key":"x","value":{"doubleValue":"NaN"}},{"key":"y","value":{"doubleValue":"-0"}}]}}}
+             ],
+             "events":[{"name":"e","attributes":[{"key":"ev","value":{"doubleValue":"Infinity"}}]}],
+             "links":[{"attributes":[{"key":"lk","value":{"doubleValue":"-Infinity"}}]}]
+          }]}]}
+        ]}"#;
+        let mut value: Value = serde_json::from_slice(body).expect("JSON");
+        let normalized = normalize(&mut value).expect("an OTLP object");
+        assert_eq!(normalized.non_finite_doubles, 9);
+        let taken = doubles::NonFinite::take(&mut value);
+        let mut request: crate::otlp::ExportTraceServiceRequest =
+            serde_json::from_value(value).expect("the typed decoder reads the rest");
+        taken.restore(&mut request);
+        let got = doubles_of(&request);
+        let inf = f64::INFINITY;
+        let expected = [
+            inf,
+            -inf,
+            f64::NAN,
+            2.5,
+            1.5,
+            f64::NAN,
+            inf,
+            -inf,
+            f64::NAN,
+            -0.0,
+            inf,
+            -inf,
+        ];
+        assert_eq!(got.len(), expected.len(), "{got:?}");
+        for (g, e) in got.iter().zip(expected) {
+            assert!(
+                g.to_bits() == e.to_bits() || (g.is_nan() && e.is_nan()),
+                "{got:?}"
+            );
+        }
+        // The protobuf forwarded carries them (prost encodes NaN and infinities as doubles).
+        use prost::Message;
+        let again =
+            crate::otlp::ExportTraceServiceRequest::decode(request.encode_to_vec().as_slice())
+                .expect("re-decodes");
+        assert_eq!(doubles_of(&again).len(), expected.len());
+        assert!(doubles_of(&again)[2].is_nan());
     }
 
     #[test]
@@ -522,6 +674,6 @@ mod tests {
             Err(NotOtlp::NoOtlpField("foo".into()))
         );
         assert_eq!(normalize(&mut json!([1, 2])), Err(NotOtlp::NotAnObject));
-        assert_eq!(normalize(&mut json!({})), Ok(UnknownFields::default()));
+        assert_eq!(normalize(&mut json!({})), Ok(Normalized::default()));
     }
 }

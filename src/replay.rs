@@ -3,13 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-
-use crate::scan::files::read_requests;
+use crate::forward::{ExportBody, RawBytesCodec};
+use crate::scan::files::read_encoded_requests;
 
 /// Sends each file's requests (one, or several in a JSON-lines or length-prefixed export
 /// file: [`crate::scan::files`]), in order, to `endpoint` (e.g. `http://127.0.0.1:4317`),
-/// waiting `delay` between requests. Returns how many requests were accepted.
+/// waiting `delay` between requests. Returns how many requests were accepted. Protobuf
+/// requests are sent as the bytes in the file ([`read_encoded_requests`]), so fields
+/// prost does not know (the pre-1.0 `instrumentation_library_spans`) reach the receiver.
 ///
 /// Errors: unreadable/undecodable files, a connection failure, or a refused request
 /// (the gRPC status is in the message).
@@ -20,22 +21,37 @@ pub async fn replay(endpoint: &str, files: &[PathBuf], delay: Duration) -> anyho
     } else {
         format!("http://{endpoint}")
     };
-    let mut client = TraceServiceClient::connect(endpoint.clone())
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())
+        .map_err(|e| anyhow::anyhow!("{endpoint}: {}", with_causes(&e)))?
+        .connect()
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to {endpoint}: {}", with_causes(&e)))?;
+    let mut client = tonic::client::Grpc::new(channel);
     let mut sent = 0;
     for file in files {
-        for request in read_requests(file)? {
+        for request in read_encoded_requests(file)? {
             if sent > 0 && !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            client.export(request).await.map_err(|status| {
+            let refused = |status: tonic::Status| {
                 anyhow::anyhow!(
                     "{}: refused by {endpoint}: {}",
                     file.display(),
                     with_causes(&status)
                 )
-            })?;
+            };
+            client
+                .ready()
+                .await
+                .map_err(|e| refused(tonic::Status::unavailable(with_causes(&e))))?;
+            client
+                .unary(
+                    tonic::Request::new(ExportBody::from(request)),
+                    http::uri::PathAndQuery::from_static(crate::otlp::EXPORT_PATH),
+                    RawBytesCodec,
+                )
+                .await
+                .map_err(refused)?;
             sent += 1;
         }
     }

@@ -248,9 +248,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         }
     };
 
-    let grpc = GrpcReceiver::new(sink.clone(), options, receiver_stats.clone()).add_service(
-        crate::signals::grpc::signals_service_until(signals.clone(), stop.subscribe()),
-    );
+    let grpc =
+        GrpcReceiver::new(sink.clone(), options.clone(), receiver_stats.clone()).add_service(
+            crate::signals::grpc::signals_service_until(signals.clone(), stop.subscribe()),
+        );
     let limits = &config.receiver.connections;
     let grpc_incoming = crate::listen::spawn_accept(
         "receiver.grpc",

@@ -324,3 +324,56 @@ fn log_sampling_from_env_leaves_out_lines_past_initial_and_counts_them() {
     assert_eq!(summary, vec![(Some("warn"), Some(1))], "{lines:#?}");
     assert!(child.wait().unwrap().success());
 }
+
+/// The status of an empty OTLP/JSON request posted to `path` of the HTTP receiver `http`.
+async fn post_empty_request(http: &str, path: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("http://{http}{path}"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn the_http_receiver_serves_the_configured_traces_path_only() {
+    // `--traces-url-path`, then `LOOPWATCH_RECEIVER__TRACES_URL_PATH`.
+    let mut by_flag = serve_process::serve_command(None);
+    by_flag.args(["--traces-url-path", "/otlp/v1/traces"]);
+    let mut by_env = serve_process::serve_command(None);
+    by_env.env("LOOPWATCH_RECEIVER__TRACES_URL_PATH", "/custom");
+    for (command, path) in [(by_flag, "/otlp/v1/traces"), (by_env, "/custom")] {
+        let (mut child, listening, _lines) = serve_process::spawn_until_listening(command);
+        let http = listening["http"].as_str().unwrap().to_string();
+        let statuses = (
+            post_empty_request(&http, path).await,
+            post_empty_request(&http, "/v1/traces").await,
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(statuses, (200, 404), "{path}");
+    }
+}
+
+#[test]
+fn a_traces_url_path_without_a_leading_slash_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, "[receiver]\ntraces_url_path = \"v1/traces\"\n").unwrap();
+    let err = fails(loopwatch().arg("check-config").arg(&file));
+    assert!(
+        err.contains("receiver.traces_url_path") && err.contains("must start with `/`"),
+        "{err}"
+    );
+    std::fs::write(&file, "").unwrap();
+    let err = fails(
+        loopwatch()
+            .arg("check-config")
+            .arg(&file)
+            .env("LOOPWATCH_RECEIVER__TRACES_URL_PATH", "/{signal}"),
+    );
+    assert!(err.contains("receiver.traces_url_path"), "{err}");
+}

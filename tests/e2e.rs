@@ -438,3 +438,70 @@ async fn a_client_stalled_mid_request_does_not_block_shutdown() {
     assert!(started.elapsed() < Duration::from_secs(10));
     drop(stalled);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_json_doubles_in_strings_arrive_downstream_and_loops_are_detected() {
+    // `"NaN"`, `"Infinity"`, `"1.5"` as ProtoJSON writes doubles (an HTTP 400 for the whole
+    // request before, every span lost): decoded, forwarded as doubles, detection unchanged.
+    let (downstream, server, _client) = start_with_downstream().await;
+    let http = reqwest::Client::new();
+    let runs: Vec<_> = corpus_expected()
+        .into_iter()
+        .filter(|(_, expected)| !expected_keys(expected, "nudge").is_empty())
+        .take(4)
+        .collect();
+    assert_eq!(runs.len(), 4);
+    let mut sent = 0;
+    for (run, _) in &runs {
+        for file in corpus_files(run, "json") {
+            let mut value: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+            sent += add_string_doubles(&mut value);
+            let response = http
+                .post(format!("http://{}/v1/traces", server.http_addr))
+                .header("content-type", "application/json")
+                .body(value.to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{}", file.display());
+        }
+    }
+    assert_eq!(
+        downstream
+            .wait_for_spans(sent, Duration::from_secs(20))
+            .await,
+        sent
+    );
+    let received = downstream.spans();
+    assert_eq!(received.len(), sent);
+    for span in &received {
+        assert!(has_string_doubles(span), "{}: doubles forwarded", span.name);
+    }
+    let by_id: HashMap<Vec<u8>, Span> = received
+        .into_iter()
+        .map(|s| (s.span_id.clone(), s))
+        .collect();
+    for (run, expected) in &runs {
+        let first = read_pb(&corpus_files(run, "pb")[0]);
+        let trace_id = hex::encode(&spans_of(&first)[0].trace_id);
+        let detections = server
+            .engine
+            .registry
+            .detections(&trace_id)
+            .unwrap_or_default();
+        for profile in ["nudge", "stop"] {
+            assert_eq!(
+                keys_of(&detections, profile),
+                expected_keys(expected, profile),
+                "{run} {profile}"
+            );
+        }
+        for d in &detections {
+            let span = &by_id[d.span_id.as_slice()];
+            assert_eq!(attr(span, "loop.detected"), Some(Value::BoolValue(true)));
+            assert!(has_string_doubles(span));
+        }
+    }
+    server.shutdown().await.unwrap();
+}

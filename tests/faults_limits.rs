@@ -468,7 +468,7 @@ async fn over_the_decoded_bytes_budget_requests_wait_then_are_refused_retryably(
         grpc.local_addr().unwrap_or_else(|e| panic!("{e}")),
         http.local_addr().unwrap_or_else(|e| panic!("{e}")),
     );
-    let receiver = GrpcReceiver::new(sink.clone(), options, stats.clone());
+    let receiver = GrpcReceiver::new(sink.clone(), options.clone(), stats.clone());
     tokio::spawn(receiver.serve(grpc, futures::future::pending()));
     tokio::spawn(loopwatch::receiver::serve_http(
         http,

@@ -274,6 +274,67 @@ fn wire_reader_agrees_with_prost() {
     );
 }
 
+/// The same comparison on requests whose spans are under the pre-1.0
+/// `instrumentation_library_spans` (field 1000, read by the wire reader when a
+/// `ResourceSpans` has no `scope_spans`; by prost as `fuzz_support::migrated_request`
+/// reads it): the corpus re-encoded, mutated (bytes flipped, cut, spliced; the requests
+/// mutated first; a string broken), and with a `scope_spans` entry added in front, which
+/// leaves the old field unread.
+#[test]
+fn wire_reader_agrees_with_prost_on_instrumentation_library_spans() {
+    use common::legacy::to_legacy_bytes;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    let seeds: Vec<Vec<u8>> = corpus("pb")
+        .iter()
+        .map(|seed| to_legacy_bytes(&ExportTraceServiceRequest::decode(seed.as_slice()).unwrap()))
+        .collect();
+    for seed in &seeds {
+        assert!(
+            fuzz_support::wire_input(seed),
+            "legacy corpus requests decode"
+        );
+        let read = loopwatch::wire::WireRequest::read(seed.clone().into()).unwrap();
+        assert!(read.span_count() > 0, "their spans are read");
+        // A `scope_spans` entry in a `ResourceSpans`, even an empty one, hides the old field.
+        let mut both = common::legacy::LegacyRequest::decode(seed.as_slice()).unwrap();
+        for rs in &mut both.resource_spans {
+            rs.scope_spans.push(Default::default());
+        }
+        let both = both.encode_to_vec();
+        assert!(fuzz_support::wire_input(&both));
+        let read = loopwatch::wire::WireRequest::read(both.into()).unwrap();
+        assert_eq!(read.span_count(), 0);
+    }
+    let mut rng = StdRng::seed_from_u64(0x1000);
+    let mut decoded = 0;
+    for round in 0..300 {
+        let seed = &seeds[rng.random_range(0..seeds.len())];
+        let input = match round % 3 {
+            0 => mutate(&mut rng, &seeds, seed),
+            1 => {
+                let current = mutate_request(&mut rng, &corpus_seed_of(seed)).unwrap_or_default();
+                to_legacy_bytes(
+                    &ExportTraceServiceRequest::decode(current.as_slice()).unwrap_or_default(),
+                )
+            }
+            _ => break_utf8(&mut rng, seed),
+        };
+        if fuzz_support::wire_input(&input) {
+            decoded += 1;
+        }
+    }
+    assert!(
+        decoded > 100,
+        "mutated legacy requests that still decode: {decoded}"
+    );
+}
+
+/// The current encoding of a legacy request of the corpus (field 1000 read as
+/// `scope_spans`).
+fn corpus_seed_of(legacy: &[u8]) -> Vec<u8> {
+    common::legacy::decode_migrated(legacy).0.encode_to_vec()
+}
+
 /// Found by a longer run of `wire_reader_agrees_with_prost`: a copy of the span that
 /// completes a loop (same span_id) sent with another end time is annotated too, and its
 /// `loop.detected` event must sit at its own end, on both paths (`check_loop_events`).

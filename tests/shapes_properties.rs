@@ -1,8 +1,11 @@
 //! Properties of the trace-shape rules over every corpus run (DESIGN §2 "One call, one
 //! event"): recording each call twice (an outer framework span with an MCP span nested
 //! inside, in either arrival order), re-exporting every span (an unfinished snapshot first,
-//! identical re-sends) and spelling OTLP/JSON with proto field names and enum names never
-//! change the detections.
+//! identical re-sends), spelling OTLP/JSON with proto field names and enum names, and
+//! writing doubles in OTLP/JSON as strings (`"NaN"`, `"Infinity"`, `"1.5"`) never
+//! change the detections; nor does protobuf with `scope_spans` under the pre-1.0
+//! `instrumentation_library_spans` (field 1000), through `scan`, the wire path and the gRPC
+//! receiver.
 
 mod common;
 
@@ -13,6 +16,7 @@ use loopwatch::event::{CallStatus, EventKind, Payload};
 use loopwatch::registry::RunDetection;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{Span, Status};
+use prost::Message;
 use serde_json::Value as Json;
 
 fn final_detections(requests: &[ExportTraceServiceRequest]) -> Vec<RunDetection> {
@@ -271,4 +275,185 @@ fn otlp_json_before_scope_spans_gives_identical_detections() {
         assert_eq!(current, old, "{run}: both names decode to one request");
         check(&run, &expected, &old, "instrumentationLibrarySpans");
     }
+}
+
+#[test]
+fn otlp_json_with_doubles_in_strings_gives_identical_detections() {
+    // NaN, ±Infinity and numbers in strings (ProtoJSON) on every span: the requests decode
+    // (an HTTP 400 for the whole request before) and detection is unchanged.
+    let dir = tempfile::tempdir().unwrap();
+    for (run, expected) in corpus_expected() {
+        let mut files = Vec::new();
+        for (i, file) in corpus_files(&run, "json").iter().enumerate() {
+            let mut value: Json = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+            assert!(common::add_string_doubles(&mut value) > 0);
+            let path = dir.path().join(format!("{i}.json"));
+            std::fs::write(&path, value.to_string()).unwrap();
+            let request =
+                loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}"));
+            let spans = request
+                .resource_spans
+                .iter()
+                .flat_map(|rs| &rs.scope_spans)
+                .flat_map(|ss| &ss.spans);
+            for span in spans {
+                assert!(common::has_string_doubles(span), "{run}: {}", span.name);
+            }
+            files.push(path);
+        }
+        let engine = Engine::from_config(&Config::default()).unwrap();
+        let outcome = loopwatch::scan::scan(&engine, &files).unwrap_or_else(|e| panic!("{e}"));
+        for profile in ["nudge", "stop"] {
+            assert_eq!(
+                keys_of(&outcome.detections, profile),
+                expected_keys(&expected, profile),
+                "{run} (scan, doubles in strings), profile {profile}"
+            );
+        }
+    }
+}
+
+/// The corpus requests of `run` encoded as OTLP ≤ 0.18 protobuf (`scope_spans` under
+/// `instrumentation_library_spans`, field 1000), with the current requests.
+fn legacy_requests_of(run: &str) -> Vec<(ExportTraceServiceRequest, Vec<u8>)> {
+    requests_of(run)
+        .into_iter()
+        .map(|request| {
+            let legacy = common::legacy::to_legacy_bytes(&request);
+            let decoded = ExportTraceServiceRequest::decode(legacy.as_slice()).unwrap();
+            assert_eq!(
+                loopwatch::otlp::span_count(&decoded),
+                0,
+                "{run}: no span left where current readers look"
+            );
+            (request, legacy)
+        })
+        .collect()
+}
+
+#[test]
+fn protobuf_before_scope_spans_scans_and_annotates_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut annotated_spans = 0;
+    for (n, (run, expected)) in corpus_expected().into_iter().enumerate() {
+        let requests = legacy_requests_of(&run);
+        // `scan` of the files an old exporter would have written.
+        let mut files = Vec::new();
+        for (i, (_, legacy)) in requests.iter().enumerate() {
+            let path = dir.path().join(format!("{n:03}-{i:04}.pb"));
+            std::fs::write(&path, legacy).unwrap();
+            files.push(path);
+        }
+        let engine = Engine::from_config(&Config::default()).unwrap();
+        let outcome = loopwatch::scan::scan(&engine, &files).unwrap_or_else(|e| panic!("{e}"));
+        for profile in ["nudge", "stop"] {
+            assert_eq!(
+                keys_of(&outcome.detections, profile),
+                expected_keys(&expected, profile),
+                "{run} (scan of instrumentation_library_spans), profile {profile}"
+            );
+        }
+        // The wire path annotates the old field in place: the forwarded bytes, read with
+        // field 1000, are the request the prost path annotates, its spans still there.
+        // One fingerprint key for both (unset, each engine draws its own).
+        let mut config = Config::default();
+        config.detection.fingerprint_key = Some("shapes".into());
+        let now = std::time::Instant::now();
+        let by_prost = Engine::from_config(&config).unwrap();
+        let by_wire = Engine::from_config(&config).unwrap();
+        for (request, legacy) in requests {
+            let mut annotated = request.clone();
+            let prost_processed = by_prost.process(&mut annotated, now);
+            let wire = loopwatch::wire::WireRequest::read(legacy.into()).unwrap();
+            let wire_processed = by_wire.process_wire(wire, now).unwrap();
+            assert_eq!(
+                wire_processed.processed.detections, prost_processed.detections,
+                "{run}"
+            );
+            let (forwarded, under_field_1000) =
+                common::legacy::decode_migrated(&wire_processed.bytes());
+            assert!(under_field_1000, "{run}: spans stay in the old field");
+            assert_eq!(forwarded, annotated, "{run}: forwarded request");
+            annotated_spans += wire_processed.processed.annotated_spans;
+        }
+    }
+    assert!(annotated_spans > 20, "annotated spans: {annotated_spans}");
+}
+
+/// loopwatch in-process on loopback port 0, detect-only.
+async fn start_server() -> loopwatch::server::RunningServer {
+    let mut config = Config::default();
+    config.receiver.grpc_listen = "127.0.0.1:0".parse().unwrap();
+    config.receiver.http_listen = "127.0.0.1:0".parse().unwrap();
+    config.admin.listen = String::new();
+    loopwatch::server::start(config).await.unwrap()
+}
+
+/// Every corpus run's final detections in `server` are the expected ones.
+fn assert_server_detections(server: &loopwatch::server::RunningServer, how: &str) {
+    for (run, expected) in corpus_expected() {
+        let first = &requests_of(&run)[0];
+        let trace_id = hex::encode(&first.resource_spans[0].scope_spans[0].spans[0].trace_id);
+        let detections = server
+            .engine
+            .registry
+            .detections(&trace_id)
+            .unwrap_or_default();
+        for profile in ["nudge", "stop"] {
+            assert_eq!(
+                keys_of(&detections, profile),
+                expected_keys(&expected, profile),
+                "{run} ({how}), profile {profile}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_before_scope_spans_through_the_grpc_receiver() {
+    use loopwatch::forward::{ExportBody, RawBytesCodec};
+    let server = start_server().await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    for (run, _) in corpus_expected() {
+        for (_, legacy) in legacy_requests_of(&run) {
+            grpc.ready().await.unwrap();
+            grpc.unary(
+                tonic::Request::new(ExportBody::from(bytes::Bytes::from(legacy))),
+                http::uri::PathAndQuery::from_static(loopwatch::otlp::EXPORT_PATH),
+                RawBytesCodec,
+            )
+            .await
+            .unwrap_or_else(|status| panic!("{run}: {status}"));
+        }
+    }
+    assert_server_detections(&server, "gRPC, instrumentation_library_spans");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_before_scope_spans_is_replayed_as_recorded() {
+    // `replay` sends the file's bytes: decoded by prost and encoded again, field 1000 and
+    // every span in it would be gone.
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (n, (run, _)) in corpus_expected().into_iter().enumerate() {
+        for (i, (_, legacy)) in legacy_requests_of(&run).into_iter().enumerate() {
+            let path = dir.path().join(format!("{n:03}-{i:04}.pb"));
+            std::fs::write(&path, legacy).unwrap();
+            files.push(path);
+        }
+    }
+    let server = start_server().await;
+    let endpoint = format!("http://{}", server.grpc_addr);
+    let sent = loopwatch::replay::replay(&endpoint, &files, std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(sent, files.len());
+    assert_server_detections(&server, "replay, instrumentation_library_spans");
+    server.shutdown().await.unwrap();
 }

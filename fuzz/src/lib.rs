@@ -98,6 +98,52 @@ pub fn detection_view(
     }
 }
 
+/// What prost makes of `data` with the pre-1.0 `ResourceSpans.instrumentation_library_spans`
+/// (field 1000) read as the wire reader reads it: in a `ResourceSpans` without any
+/// `scope_spans`, each entry prost decodes as a `ScopeSpans` at that depth becomes one (the
+/// Collector's `MigrateTraces`), an entry it cannot decode is skipped (prost skips the
+/// field). `Err` when prost refuses `data`; `Ok(None)` when an entry fails only for a
+/// string that is not UTF-8 (the wire reader reads it lossily: prost has no answer).
+pub fn migrated_request(
+    data: &[u8],
+) -> Result<Option<ExportTraceServiceRequest>, prost::DecodeError> {
+    use loopwatch::wire::reader::{Fields, RECURSION_LIMIT};
+    use loopwatch::wire::schema::INSTRUMENTATION_LIBRARY_SPANS;
+    let mut request = ExportTraceServiceRequest::decode(data)?;
+    let fields = |range: std::ops::Range<usize>| {
+        Fields::new(data, range, RECURSION_LIMIT).filter_map(Result::ok)
+    };
+    let resource_spans = fields(0..data.len()).filter(|f| f.number == 1);
+    for (r, field) in resource_spans.enumerate() {
+        let Some(range) = field.len_range() else {
+            continue;
+        };
+        if fields(range.clone()).any(|f| f.number == 2) {
+            continue;
+        }
+        for legacy in fields(range).filter(|f| f.number == INSTRUMENTATION_LIBRARY_SPANS) {
+            let Some(entry) = legacy.len_range() else {
+                continue;
+            };
+            // The entry as the `scope_spans` of a request's only `ResourceSpans`: decoded
+            // at the depth it has in `data`.
+            let mut inner = Vec::new();
+            prost::encoding::bytes::encode(2, &data[entry].to_vec(), &mut inner);
+            let mut framed = Vec::new();
+            prost::encoding::bytes::encode(1, &inner, &mut framed);
+            match ExportTraceServiceRequest::decode(framed.as_slice()) {
+                Ok(mut one) => {
+                    let scope_spans = one.resource_spans.remove(0).scope_spans.remove(0);
+                    request.resource_spans[r].scope_spans.push(scope_spans);
+                }
+                Err(e) if e.to_string().contains("UTF-8") => return Ok(None),
+                Err(_) => {}
+            }
+        }
+    }
+    Ok(Some(request))
+}
+
 /// Target (d): the zero-copy wire reader against prost on the same bytes.
 ///
 /// - The reader accepts what prost accepts; it may accept more only where prost's error
@@ -107,12 +153,25 @@ pub fn detection_view(
 ///   the same detections and forwards bytes that decode to exactly the request the prost
 ///   path annotates; a request with nothing annotated is forwarded byte for byte.
 ///
+/// Prost reads `instrumentation_library_spans` (field 1000) as [`migrated_request`] does.
+///
 /// Returns whether prost decoded the input (for coverage counts in the stable test).
 pub fn wire_input(data: &[u8]) -> bool {
     let bytes = bytes::Bytes::copy_from_slice(data);
     let wire = WireRequest::read(bytes.clone());
-    let request = match ExportTraceServiceRequest::decode(data) {
-        Ok(request) => request,
+    let request = match migrated_request(data) {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            // A legacy entry with a string that is not UTF-8: read lossily, no reference.
+            let wire = wire.expect("the wire reader reads what prost decodes");
+            let processed = engine(None)
+                .process_wire(wire, Instant::now())
+                .expect("a read request annotates");
+            if processed.processed.annotated_spans == 0 {
+                assert_eq!(processed.bytes(), bytes);
+            }
+            return false;
+        }
         Err(prost_error) => {
             if let Ok(wire) = wire {
                 assert!(
@@ -161,8 +220,9 @@ pub fn wire_input(data: &[u8]) -> bool {
         assert_eq!(by_wire.processed.detections, by_prost.detections);
         assert_eq!(by_wire.processed.annotated_spans, by_prost.annotated_spans);
         assert_eq!(by_wire.processed.synthetic_spans, by_prost.synthetic_spans);
-        let forwarded =
-            ExportTraceServiceRequest::decode(by_wire.bytes()).expect("forwarded bytes decode");
+        let forwarded = migrated_request(&by_wire.bytes())
+            .expect("forwarded bytes decode")
+            .expect("forwarded strings are those received, UTF-8");
         assert_eq!(
             forwarded, annotated,
             "forwarded request differs from prost's"

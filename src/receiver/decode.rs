@@ -135,7 +135,8 @@ pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveErr
 
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest` as the protobuf JSON mapping defines
 /// it ([`crate::otlp_json`]: lowerCamelCase or proto field names, enum names or numbers,
-/// hex ids, 64-bit integers as strings or numbers), then checks id lengths (trace 16
+/// hex ids, 64-bit integers as strings or numbers, doubles as numbers or strings, `"NaN"`
+/// and `"Infinity"` included), then checks id lengths (trace 16
 /// bytes, span 8 bytes, empty allowed). Returns the request and the unknown fields it
 /// ignored. Errors name the field path, e.g. `resourceSpans[0].scopeSpans[0].spans[2].traceId`;
 /// a body that is not a JSON object, or an object without any OTLP field (`{"foo":1}`),
@@ -156,22 +157,35 @@ pub fn decode_json_counted(
 pub fn decode_json_value_counted(
     mut value: serde_json::Value,
 ) -> Result<(ExportTraceServiceRequest, UnknownFields), ReceiveError> {
-    let unknown =
+    let normalized =
         crate::otlp_json::normalize(&mut value).map_err(|e| ReceiveError::InvalidJson {
             path: ".".to_owned(),
             message: e.to_string(),
         })?;
-    let request: ExportTraceServiceRequest =
+    // NaN and ±Infinity cannot be JSON numbers: taken out before the typed decoding, put
+    // back after it (only when the request has any: it costs a second walk).
+    let non_finite = if normalized.non_finite_doubles > 0 {
+        crate::otlp_json::doubles::NonFinite::take(&mut value)
+    } else {
+        Default::default()
+    };
+    let mut request: ExportTraceServiceRequest =
         serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let mut message = e.inner().to_string();
             if path.ends_with("Id") {
                 message.push_str(" (OTLP/JSON ids are hex strings, not base64)");
+            } else if message.contains("expected f64") {
+                message.push_str(
+                    " (an OTLP/JSON doubleValue is a number, a number in a string, \
+                     or \"NaN\", \"Infinity\", \"-Infinity\")",
+                );
             }
             ReceiveError::InvalidJson { path, message }
         })?;
+    non_finite.restore(&mut request);
     check_id_lengths(&request)?;
-    Ok((request, unknown))
+    Ok((request, normalized.unknown))
 }
 
 fn check_id(path: impl FnOnce() -> String, id: &[u8], len: usize) -> Result<(), ReceiveError> {
@@ -286,6 +300,25 @@ mod tests {
                 assert_eq!(path, "resourceSpans[0].scopeSpans[0].spans[0].traceId")
             }
             other => panic!("expected InvalidJson, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_double_string_protojson_does_not_allow_is_refused_naming_its_field() {
+        for bad in [r#""nan""#, r#""+Inf""#, r#"" 1""#, r#""""#, "true"] {
+            let body = format!(
+                r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{{"attributes":[{{"key":"k","value":{{"doubleValue":{bad}}}}}]}}]}}]}}]}}"#
+            );
+            match decode_json(body.as_bytes()) {
+                Err(ReceiveError::InvalidJson { path, message }) => {
+                    assert!(
+                        path.starts_with("resourceSpans[0].scopeSpans[0].spans[0].attributes[0]"),
+                        "{bad}: {path}"
+                    );
+                    assert!(message.contains("NaN"), "{bad}: {message}");
+                }
+                other => panic!("{bad}: expected InvalidJson, got {other:?}"),
+            }
         }
     }
 

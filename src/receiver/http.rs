@@ -1,4 +1,4 @@
-//! OTLP/HTTP receiver: `POST /v1/traces` with `application/x-protobuf` or
+//! OTLP/HTTP receiver: `POST /v1/traces` (or `receiver.traces_url_path`) with `application/x-protobuf` or
 //! `application/json` bodies, `Content-Encoding` identity/gzip/zstd/deflate.
 //!
 //! Responses follow the OTLP/HTTP spec: 200 with an `ExportTraceServiceResponse` in the
@@ -70,19 +70,25 @@ struct HttpState {
     stats: Arc<ReceiverStats>,
 }
 
-/// The axum router serving `POST /v1/traces` (mergeable into a larger router).
+/// The axum router serving `POST` on `options.traces_url_path` (`/v1/traces` by default;
+/// checked by [`super::ReceiverConfig::validate`]: a path axum would refuse is replaced by
+/// the default here rather than panic), mergeable into a larger router.
 pub fn router(
     sink: Arc<dyn SpanSink>,
     options: ReceiverOptions,
     stats: Arc<ReceiverStats>,
 ) -> Router {
+    let path = match options.traces_url_path.as_ref() {
+        path if super::route_path_problem(path).is_none() => path.to_owned(),
+        _ => TRACES_PATH.to_owned(),
+    };
     let state = Arc::new(HttpState {
         sink,
         options,
         stats,
     });
     Router::new()
-        .route(TRACES_PATH, post(export))
+        .route(&path, post(export))
         // The body is read under our own limit so the 413 carries an OTLP Status.
         .layer(DefaultBodyLimit::disable())
         .with_state(state)

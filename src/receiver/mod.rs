@@ -1,4 +1,5 @@
-//! OTLP receivers: gRPC `TraceService/Export` and HTTP `POST /v1/traces`.
+//! OTLP receivers: gRPC `TraceService/Export` and HTTP `POST /v1/traces` (or the path
+//! `receiver.traces_url_path` sets).
 //!
 //! Both first take an admission from their `Arc<dyn SpanSink>` ([`admit`], waiting at most
 //! `admission_wait`) **before** reading and decoding the body, then decode the request and
@@ -8,6 +9,7 @@
 //! applies to the decompressed size. Rejections are counted in [`ReceiverStats`].
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -70,6 +72,11 @@ pub struct ReceiverConfig {
     pub grpc_listen: SocketAddr,
     /// OTLP/HTTP listen address (default `0.0.0.0:4318`).
     pub http_listen: SocketAddr,
+    /// The OTLP/HTTP traces path (default `/v1/traces`, OTLP/HTTP's), as the Collector's
+    /// `otlp` receiver `protocols.http.traces_url_path` sets it; for senders configured
+    /// with another path (e.g. `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://host:4318/otlp/traces`).
+    /// Any other path is 404. Checked by [`ReceiverConfig::validate`].
+    pub traces_url_path: String,
     /// Largest accepted request after decompression, in MiB (default 16).
     pub max_recv_msg_size_mib: usize,
     /// Delay suggested to refused clients (`Retry-After`, gRPC `RetryInfo`), e.g. `"1s"`.
@@ -93,6 +100,7 @@ impl Default for ReceiverConfig {
         Self {
             grpc_listen: SocketAddr::from(([0, 0, 0, 0], 4317)),
             http_listen: SocketAddr::from(([0, 0, 0, 0], 4318)),
+            traces_url_path: crate::otlp::TRACES_PATH.to_owned(),
             max_recv_msg_size_mib: DEFAULT_MAX_RECV_MSG_SIZE_MIB,
             retry_after: Duration::from_secs(1),
             admission_wait: DEFAULT_ADMISSION_WAIT,
@@ -110,12 +118,51 @@ impl ReceiverConfig {
             max_recv_msg_size: self.max_recv_msg_size_mib.saturating_mul(1024 * 1024),
             retry_after: self.retry_after,
             admission_wait: self.admission_wait,
+            traces_url_path: Arc::from(self.traces_url_path.as_str()),
+        }
+    }
+
+    /// Errors as (key, reason) for a `traces_url_path` the HTTP receiver cannot serve
+    /// ([`route_path_problem`]); it must start with `/` (the Collector prepends a missing
+    /// one, loopwatch says so instead).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let path = self.traces_url_path.as_str();
+        match route_path_problem(path) {
+            Some(problem) => Err((
+                "receiver.traces_url_path".into(),
+                format!("{path:?} {problem}"),
+            )),
+            None => Ok(()),
         }
     }
 }
 
+/// Why `path` cannot be the HTTP receiver's route, if it cannot: not starting with `/`, a
+/// query or fragment, characters a request path cannot carry unencoded, or what axum's
+/// router reads as a parameter (`{name}`) or refuses (a segment starting with `:` or `*`,
+/// axum 0.7's parameter syntax).
+pub fn route_path_problem(path: &str) -> Option<&'static str> {
+    if !path.starts_with('/') {
+        Some("must start with `/`, e.g. \"/v1/traces\"")
+    } else if path.contains(['?', '#']) {
+        Some("is a path only: no query (`?`) or fragment (`#`)")
+    } else if path.contains(['{', '}']) {
+        Some("cannot hold `{` or `}`")
+    } else if path
+        .split('/')
+        .any(|segment| segment.starts_with([':', '*']))
+    {
+        Some("cannot have a segment starting with `:` or `*`")
+    } else if !path.is_ascii() || path.parse::<::http::uri::PathAndQuery>().is_err() {
+        // Clients send a path percent-encoded: `/spür` arrives as `/sp%C3%BCr`.
+        Some("has characters a URL path cannot hold unencoded (percent-encode them)")
+    } else {
+        None
+    }
+}
+
 /// Runtime options shared by the gRPC and HTTP receivers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReceiverOptions {
     /// Largest accepted request in bytes, measured after decompression.
     pub max_recv_msg_size: usize,
@@ -123,6 +170,8 @@ pub struct ReceiverOptions {
     pub retry_after: Duration,
     /// Longest wait for an admission before refusing (see [`ReceiverConfig::admission_wait`]).
     pub admission_wait: Duration,
+    /// The path the HTTP receiver serves (see [`ReceiverConfig::traces_url_path`]).
+    pub traces_url_path: Arc<str>,
 }
 
 impl Default for ReceiverOptions {
@@ -148,5 +197,38 @@ mod tests {
         assert_eq!(cfg.retry_after, Duration::from_secs(3));
         assert_eq!(cfg.admission_wait, Duration::from_millis(20));
         assert!(toml::from_str::<ReceiverConfig>("max_recv_msg_size = 4").is_err());
+    }
+
+    #[test]
+    fn traces_url_path_must_be_an_absolute_path() {
+        let with = |path: &str| ReceiverConfig {
+            traces_url_path: path.into(),
+            ..ReceiverConfig::default()
+        };
+        assert_eq!(ReceiverConfig::default().traces_url_path, "/v1/traces");
+        for ok in ["/v1/traces", "/", "/otlp/v1/traces", "/a%20b", "/a*b"] {
+            assert_eq!(with(ok).validate(), Ok(()), "{ok}");
+            assert_eq!(&*with(ok).options().traces_url_path, ok);
+        }
+        for (bad, says) in [
+            ("v1/traces", "must start with `/`"),
+            ("", "must start with `/`"),
+            ("/v1/traces?x=1", "no query"),
+            ("/v1#t", "no query"),
+            ("/{signal}", "`{`"),
+            ("/:signal", "starting with `:`"),
+            ("/v1/*rest", "starting with `:` or `*`"),
+            ("/v1 traces", "percent-encode"),
+            ("/spür", "percent-encode"),
+        ] {
+            let err = with(bad).validate().err();
+            assert!(
+                err.as_ref()
+                    .is_some_and(|(key, reason)| key == "receiver.traces_url_path"
+                        && reason.contains(says)
+                        && reason.contains(&format!("{bad:?}"))),
+                "{bad}: {err:?}"
+            );
+        }
     }
 }

@@ -86,6 +86,18 @@ pub fn read_requests(path: &Path) -> Result<Vec<ExportTraceServiceRequest>, Scan
     read_file(path, |message| decode_protobuf(&message), |request| request)
 }
 
+/// The requests `path` holds, encoded for sending: each protobuf message as it is in the
+/// file (checked by the wire reader, which accepts what prost decodes; prost would drop the
+/// fields it does not know, such as the pre-1.0 `instrumentation_library_spans`), each
+/// OTLP/JSON request decoded (as [`read_incoming_requests`] does) and encoded.
+pub fn read_encoded_requests(path: &Path) -> Result<Vec<Bytes>, ScanError> {
+    read_file(
+        path,
+        |message| read_protobuf(message.clone(), crate::wire::ReadLimits::NONE).map(|_| message),
+        |request| Bytes::from(prost::Message::encode_to_vec(&request)),
+    )
+}
+
 /// The requests of `path`, each protobuf message read by `protobuf`, each decoded OTLP/JSON
 /// request wrapped by `json` (see [`read_incoming_requests`]).
 fn read_file<T>(

@@ -2,7 +2,8 @@
 //! `loop.*` attributes and `loop.detected` event appended, an existing attribute with one
 //! of the written keys and an existing event with the written event's name are dropped (as
 //! [`crate::annotate::annotate_span`] replaces them), and only the length prefixes of the
-//! enclosing `scope_spans` and `resource_spans` are rewritten. Every other byte stays where
+//! enclosing `scope_spans` (or `instrumentation_library_spans`) and `resource_spans` are
+//! rewritten. Every other byte stays where
 //! it arrived (the request is forwarded as slices of it); nothing is re-encoded.
 
 use std::borrow::Cow;
@@ -15,12 +16,14 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 
 use super::decode::bytes_field;
 use super::reader::{put_len_key, put_varint, Field, Fields, WireError};
+use super::schema::INSTRUMENTATION_LIBRARY_SPANS;
 use crate::otlp::view::SpanView;
 use prost::encoding::encoded_len_varint;
 
 /// Field numbers from the request down to a span: `ExportTraceServiceRequest.resource_spans`,
-/// `ResourceSpans.scope_spans`, `ScopeSpans.spans`.
-const PATH: [u32; 3] = [1, 2, 2];
+/// `ResourceSpans.scope_spans` or its pre-1.0 `instrumentation_library_spans` (the reader
+/// reads spans there too: [`INSTRUMENTATION_LIBRARY_SPANS`]), `ScopeSpans.spans`.
+const PATH: [&[u32]; 3] = [&[1], &[2, INSTRUMENTATION_LIBRARY_SPANS], &[2]];
 /// `Span.attributes`
 const SPAN_ATTRIBUTES: u32 = 9;
 /// `Span.events`
@@ -205,7 +208,9 @@ where
             Ok(field) => field,
             Err(e) => return Some(Err(e)),
         };
-        let value = field.len_range().filter(|_| field.number == PATH[level])?;
+        let value = field
+            .len_range()
+            .filter(|_| PATH[level].contains(&field.number))?;
         while edits
             .get(passed)
             .is_some_and(|e| e.range.start < value.start)

@@ -6,6 +6,12 @@
 //! whole request. Two cells ([`self_cell`]) hold them: `Parsed` the bytes and what the
 //! validating walk read ([`super::view::span_into`]), `Located` that and the views built
 //! from it once the arena is complete. Nothing else is copied.
+//!
+//! Spans are read from `ResourceSpans.scope_spans` and, in a `ResourceSpans` without any
+//! `scope_spans`, from the pre-1.0 `instrumentation_library_spans` (field 1000,
+//! [`super::schema::INSTRUMENTATION_LIBRARY_SPANS`]; an entry prost could not decode as a
+//! `ScopeSpans` is skipped, as prost skips the whole field): the spans of old exporters are
+//! detected on, and forwarded as received.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -15,7 +21,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use super::decode;
 use super::reader::{Fields, WireError, RECURSION_LIMIT};
-use super::schema::{check, check_field, Msg};
+use super::schema::{check, check_field, Msg, INSTRUMENTATION_LIBRARY_SPANS};
 use super::view;
 use crate::otlp::view::SpanView;
 
@@ -33,7 +39,10 @@ pub struct WireResource {
 pub struct WireSpan<'a> {
     /// Index into [`WireRequest::resources`].
     pub resource: usize,
-    /// (resource_spans, scope_spans, span) indices, as in the decoded request.
+    /// (resource_spans, scope_spans, span) indices, as in the decoded request; the spans of
+    /// `instrumentation_library_spans` entries (read when the `ResourceSpans` has no
+    /// `scope_spans`) count those entries as its `scope_spans`, as the Collector's
+    /// migration makes them.
     pub index: (usize, usize, usize),
     /// Absolute byte range of the span message (without its key and length prefix).
     pub range: Range<usize>,
@@ -203,37 +212,27 @@ fn walk<'a>(
         let resource_index = resources.len();
         let mut resource = WireResource::default();
         let mut s = 0;
+        // `instrumentation_library_spans` entries, read only when there is no `scope_spans`.
+        let mut legacy = Vec::new();
+        let mut has_scope_spans = false;
+        let mut read_scope_spans = |range, budget, s| {
+            scope_spans(
+                buf,
+                range,
+                budget,
+                (resource_index, (r, s)),
+                max_spans,
+                values,
+                &mut arena,
+                &mut spans,
+            )
+        };
         for field in Fields::new(buf, resource_spans, budget) {
             let field = field?;
             match check_field(Msg::ResourceSpans, &field, budget)? {
                 Some((Msg::ScopeSpans, range, budget)) => {
-                    let mut i = 0;
-                    for field in Fields::new(buf, range, budget) {
-                        let field = field?;
-                        match check_field(Msg::ScopeSpans, &field, budget)? {
-                            Some((Msg::Span, range, budget)) => {
-                                if spans.len() >= max_spans {
-                                    return Err(WireError::TooManySpans { limit: max_spans });
-                                }
-                                let record = view::span_into(
-                                    buf,
-                                    range.clone(),
-                                    budget,
-                                    values,
-                                    &mut arena,
-                                )?;
-                                spans.push(ReadSpan {
-                                    resource: resource_index,
-                                    index: (r, s, i),
-                                    range,
-                                    record,
-                                });
-                                i += 1;
-                            }
-                            Some((msg, range, budget)) => check(msg, buf, range, budget)?,
-                            None => {}
-                        }
-                    }
+                    has_scope_spans = true;
+                    read_scope_spans(range, budget, s)?;
                     s += 1;
                 }
                 Some((msg, range, budget)) => {
@@ -242,7 +241,23 @@ fn walk<'a>(
                         resource.ranges.push(range);
                     }
                 }
+                None if field.number == INSTRUMENTATION_LIBRARY_SPANS => {
+                    legacy.extend(field.len_range());
+                }
                 None => {}
+            }
+        }
+        if !has_scope_spans {
+            // At the depth of `scope_spans`; `check_field` refused an unknown field with no
+            // budget left, so there is some.
+            let budget = budget.saturating_sub(1);
+            for range in legacy {
+                // prost skips the field unread: one it could not decode is skipped here too
+                // (forwarded as received, read for nothing), never an error.
+                if check(Msg::ScopeSpans, buf, range.clone(), budget).is_ok() {
+                    read_scope_spans(range, budget, s)?;
+                    s += 1;
+                }
             }
         }
         let attributes = resource_attributes(buf, &resource.ranges, &["service.name"])?;
@@ -251,6 +266,43 @@ fn walk<'a>(
         r += 1;
     }
     Ok(Read { arena, spans })
+}
+
+/// Reads the spans of the `ScopeSpans` in `buf[range]` (`budget`: prost's recursion budget
+/// at it) into `spans`, as spans `(r, s, 0..)` of resource `resource`.
+#[allow(clippy::too_many_arguments)]
+fn scope_spans<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    (resource, (r, s)): (usize, (usize, usize)),
+    max_spans: usize,
+    values: &mut decode::ValueBudget,
+    arena: &mut view::ViewArena<'a>,
+    spans: &mut Vec<ReadSpan<'a>>,
+) -> Result<(), WireError> {
+    let mut i = 0;
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        match check_field(Msg::ScopeSpans, &field, budget)? {
+            Some((Msg::Span, range, budget)) => {
+                if spans.len() >= max_spans {
+                    return Err(WireError::TooManySpans { limit: max_spans });
+                }
+                let record = view::span_into(buf, range.clone(), budget, values, arena)?;
+                spans.push(ReadSpan {
+                    resource,
+                    index: (r, s, i),
+                    range,
+                    record,
+                });
+                i += 1;
+            }
+            Some((msg, range, budget)) => check(msg, buf, range, budget)?,
+            None => {}
+        }
+    }
+    Ok(())
 }
 
 /// The value ranges of the length-delimited fields numbered `number` of the message in
@@ -396,6 +448,85 @@ mod tests {
         assert_eq!(
             WireRequest::read_limited(bytes, limits(4, 3)).err(),
             Some(WireError::TooManyValues { limit: 3 })
+        );
+    }
+
+    /// A request of one `ResourceSpans` holding `fields` (encoded fields, in this order).
+    fn one_resource_spans(fields: &[Vec<u8>]) -> Bytes {
+        let mut out = Vec::new();
+        prost::encoding::bytes::encode(1, &fields.concat(), &mut out);
+        Bytes::from(out)
+    }
+
+    /// `ScopeSpans` of `spans` as field `number` of a `ResourceSpans`.
+    fn scope_spans_field(number: u32, spans: Vec<Span>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let scope_spans = ScopeSpans {
+            spans,
+            ..Default::default()
+        };
+        prost::encoding::message::encode(number, &scope_spans, &mut out);
+        out
+    }
+
+    fn named(name: &str) -> Span {
+        Span {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn instrumentation_library_spans_are_read_only_without_scope_spans() {
+        let names = |bytes: Bytes| -> Vec<(String, (usize, usize, usize))> {
+            let read = WireRequest::read(bytes).expect("prost reads it");
+            read.spans()
+                .iter()
+                .map(|s| (s.span.name.to_string(), s.index))
+                .collect()
+        };
+        let old = |name: &str| scope_spans_field(INSTRUMENTATION_LIBRARY_SPANS, vec![named(name)]);
+        let new = |name: &str| scope_spans_field(2, vec![named(name)]);
+        let mut resource = Vec::new();
+        prost::encoding::message::encode(1, &Resource::default(), &mut resource);
+        // Old field alone, its entries in order, a resource around them.
+        assert_eq!(
+            names(one_resource_spans(&[old("a"), resource.clone(), old("b")])),
+            [("a".into(), (0, 0, 0)), ("b".into(), (0, 1, 0))]
+        );
+        // A `scope_spans` entry, before or after it, even an empty one, hides it.
+        assert_eq!(
+            names(one_resource_spans(&[old("a"), new("n")])),
+            [("n".into(), (0, 0, 0))]
+        );
+        assert_eq!(
+            names(one_resource_spans(&[new("n"), old("a")])),
+            [("n".into(), (0, 0, 0))]
+        );
+        let empty = scope_spans_field(2, Vec::new());
+        assert_eq!(names(one_resource_spans(&[old("a"), empty])), []);
+        // An entry prost could not decode as `ScopeSpans` is skipped (prost skips the
+        // field); a field 1000 of another wire type too.
+        let mut broken = Vec::new();
+        prost::encoding::bytes::encode(
+            INSTRUMENTATION_LIBRARY_SPANS,
+            &vec![0x12, 0x05, 0x01],
+            &mut broken,
+        );
+        let mut varint = Vec::new();
+        prost::encoding::uint64::encode(INSTRUMENTATION_LIBRARY_SPANS, &7, &mut varint);
+        let request = one_resource_spans(&[broken, varint, old("b")]);
+        assert!(ExportTraceServiceRequest::decode(request.clone()).is_ok());
+        assert_eq!(names(request), [("b".into(), (0, 0, 0))]);
+        // Its spans count towards the span cap.
+        let two = one_resource_spans(&[old("a"), old("b")]);
+        let limits = ReadLimits {
+            max_spans: 1,
+            max_values: usize::MAX,
+        };
+        assert_eq!(
+            WireRequest::read_limited(two, limits).err(),
+            Some(WireError::TooManySpans { limit: 1 })
         );
     }
 

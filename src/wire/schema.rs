@@ -12,6 +12,17 @@ use prost::encoding::WireType;
 
 use super::reader::{Fields, WireError};
 
+/// `ResourceSpans.instrumentation_library_spans` (OTLP ≤ 0.18: `InstrumentationLibrarySpans`,
+/// renamed `ScopeSpans` in 0.19, deprecated, removed from the protos in 1.0): the same
+/// message as `ScopeSpans` under field number 1000 (its `instrumentation_library`, field 1,
+/// has the `name` and `version` of `InstrumentationScope`). Not in [`Msg::field`]: prost
+/// skips it unread, and so does the validating walk; [`super::WireRequest`] reads its spans
+/// for detection only when the `ResourceSpans` has no `scope_spans`, as the Collector still
+/// does (open-telemetry/opentelemetry-collector `pdata/internal/otlp/traces.go`,
+/// `MigrateTraces`: `DeprecatedScopeSpans`, proto id 1000 in
+/// `internal/cmd/pdatagen/internal/pdata/ptrace_package.go`).
+pub const INSTRUMENTATION_LIBRARY_SPANS: u32 = 1000;
+
 /// An OTLP message type of the trace export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Msg {

@@ -4,6 +4,7 @@
 pub mod cut_proxy;
 pub mod downstream;
 pub mod fault_load;
+pub mod legacy;
 pub mod serve_process;
 
 use std::path::{Path, PathBuf};
@@ -350,4 +351,82 @@ pub fn scenario_names() -> Vec<String> {
 
 pub fn read_json(path: &Path) -> Json {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Attributes holding doubles as ProtoJSON writes them in strings (`"NaN"`, `"Infinity"`,
+/// `"-Infinity"`, `"1.5"`; Go's `protojson`, the Collector's `pdata`), also nested in an
+/// `arrayValue` and a `kvlistValue`, added to every span of the OTLP/JSON `request` (and to
+/// its events). Returns how many spans got them.
+pub fn add_string_doubles(request: &mut Json) -> usize {
+    let attributes = serde_json::json!([
+        {"key": "test.nan", "value": {"doubleValue": "NaN"}},
+        {"key": "test.string_double", "value": {"doubleValue": "1.5"}},
+        {"key": "test.inf_list", "value": {"arrayValue": {"values": [
+            {"doubleValue": "Infinity"}, {"doubleValue": "-Infinity"}]}}},
+        {"key": "test.map", "value": {"kvlistValue": {"values": [
+            {"key": "inf", "value": {"doubleValue": "Infinity"}}]}}}
+    ]);
+    let mut spans = 0;
+    for rs in request["resourceSpans"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        for ss in rs["scopeSpans"].as_array_mut().into_iter().flatten() {
+            for span in ss["spans"].as_array_mut().into_iter().flatten() {
+                spans += 1;
+                let list = span
+                    .as_object_mut()
+                    .unwrap()
+                    .entry("attributes")
+                    .or_insert_with(|| Json::Array(Vec::new()));
+                list.as_array_mut()
+                    .unwrap()
+                    .extend(attributes.as_array().unwrap().iter().cloned());
+                for event in span["events"].as_array_mut().into_iter().flatten() {
+                    let list = event
+                        .as_object_mut()
+                        .unwrap()
+                        .entry("attributes")
+                        .or_insert_with(|| Json::Array(Vec::new()));
+                    list.as_array_mut().unwrap().push(attributes[0].clone());
+                }
+            }
+        }
+    }
+    spans
+}
+
+/// True when `span` carries what [`add_string_doubles`] wrote, as doubles.
+pub fn has_string_doubles(span: &Span) -> bool {
+    let value = |key: &str| {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.clone())
+            .and_then(|v| v.value)
+    };
+    let double = |v: &Option<AnyValue>| match v.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(Value::DoubleValue(d)) => Some(*d),
+        _ => None,
+    };
+    let nan = matches!(value("test.nan"), Some(Value::DoubleValue(d)) if d.is_nan());
+    let string = value("test.string_double") == Some(Value::DoubleValue(1.5));
+    let list = match value("test.inf_list") {
+        Some(Value::ArrayValue(a)) => {
+            a.values
+                .iter()
+                .map(|v| double(&Some(v.clone())))
+                .collect::<Vec<_>>()
+                == [Some(f64::INFINITY), Some(f64::NEG_INFINITY)]
+        }
+        _ => false,
+    };
+    let map = match value("test.map") {
+        Some(Value::KvlistValue(kv)) => {
+            kv.values.len() == 1 && double(&kv.values[0].value) == Some(f64::INFINITY)
+        }
+        _ => false,
+    };
+    nan && string && list && map
 }
