@@ -2,7 +2,8 @@
 //! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
-//! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
+//! Order: spans that record several tool calls ([`haystack`] `ToolInvoker` component
+//! spans), then [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
 //! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
@@ -18,6 +19,7 @@ pub mod custom;
 pub mod dspy;
 pub mod genai;
 pub mod google_genai;
+pub mod haystack;
 pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
@@ -68,20 +70,60 @@ pub fn extract_with(
 /// unwrapped all the same): for the engine, which fingerprints them with
 /// `Fingerprinter::call_fingerprint_normalized` and
 /// [`wrappers::python_literal_arguments`], the same fingerprint as of [`extract_with`]'s
-/// arguments without checking JSON arguments twice.
+/// arguments without checking JSON arguments twice. For a span that records several calls
+/// ([`extract_all_with_recorded_arguments`]), its first event.
 pub fn extract_with_recorded_arguments(
     custom: &[custom::CustomConvention],
     span: &SpanView,
 ) -> Option<ExtractedEvent> {
-    if is_pending(span) {
-        return None;
-    }
-    let mut event = custom::extract(custom, span).or_else(|| extract_raw(span))?;
-    if let EventKind::ToolCall(call) = &mut event.kind {
-        call.result = call.result.take().map(wrappers::normalize_result);
-    }
-    Some(event)
+    extract_all_with_recorded_arguments(custom, span)
+        .into_iter()
+        .next()
 }
+
+/// Every event of a span, in the span's order (DESIGN §2 "Several calls on one span"): one
+/// for most spans, none for a span no convention reads, and for a span that records
+/// several calls ([`MULTI_READERS`]) each call (and, for a model span, its response first),
+/// at most [`crate::event::MAX_SPAN_CALLS`]. Arguments as recorded, results unwrapped, as
+/// [`extract_with_recorded_arguments`].
+pub fn extract_all_with_recorded_arguments(
+    custom: &[custom::CustomConvention],
+    span: &SpanView,
+) -> SpanEvents {
+    if is_pending(span) {
+        return SpanEvents::new();
+    }
+    let events: SpanEvents = match custom::extract(custom, span) {
+        Some(event) => [event].into_iter().collect(),
+        None => match MULTI_READERS.iter().find_map(|read| read(span)) {
+            Some(events) => events
+                .into_iter()
+                .take(crate::event::MAX_SPAN_CALLS)
+                .collect(),
+            None => extract_raw(span).into_iter().collect(),
+        },
+    };
+    events
+        .into_iter()
+        .map(|mut event| {
+            if let EventKind::ToolCall(call) = &mut event.kind {
+                call.result = call.result.take().map(wrappers::normalize_result);
+            }
+            event
+        })
+        .collect()
+}
+
+/// A reader of spans that record several calls: the span's events in order, or `None`.
+type MultiReader = fn(&SpanView) -> Option<Vec<ExtractedEvent>>;
+
+/// The events of one span: inline when there is one (the usual case).
+pub type SpanEvents = smallvec::SmallVec<[ExtractedEvent; 1]>;
+
+/// Readers of spans that record several tool calls, tried after the user's mappings and
+/// before every other reader (no other reader claims these spans); each gives the span's
+/// events in order, or `None` when the span is not its shape. A new one is one line here.
+const MULTI_READERS: &[MultiReader] = &[haystack::extract_calls];
 
 /// The readers tried after the GenAI tool-span claim, in order; the first that reads the
 /// span wins. A new convention is one file and one line here.
