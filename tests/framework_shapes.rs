@@ -53,6 +53,10 @@ const LOOPS_AT_CALL_3: &[&str] = &[
 const HAYSTACK_OPENINFERENCE: &str = "haystack_openinference_tool_invoker.json";
 const HAYSTACK_TRACER: &str = "haystack_tracer_tool_invoker.json";
 
+/// Semantic Kernel Python ≤ 1.18 chat spans with `gen_ai.content.prompt` /
+/// `gen_ai.content.completion` events: calls in the completions, results in later prompts.
+const SEMANTIC_KERNEL: &str = "semantic_kernel_python_content_events.json";
+
 /// google-adk 0.1.0–1.1.x: each call is a `tool_call [get_weather]` span (arguments) and a
 /// `tool_response [get_weather]` span after it under the same parent (result); the
 /// parallel variant makes the three calls in one model response, so ADK adds its merged
@@ -312,7 +316,7 @@ fn span_events(file: &str) -> Vec<(String, String, Vec<Shown>)> {
     out
 }
 
-/// Arguments as JSON: structured, or JSON text.
+/// Arguments as JSON: structured, or JSON text (Semantic Kernel's `function.arguments`).
 fn arguments_json(payload: &loopwatch::event::Payload) -> serde_json::Value {
     match payload {
         loopwatch::event::Payload::Text(text) => serde_json::from_str(text).expect("JSON text"),
@@ -399,6 +403,7 @@ fn several_call_spans_hold_when_re_exported_or_reversed() {
     for (file, tool) in [
         (HAYSTACK_OPENINFERENCE, "get_weather"),
         (HAYSTACK_TRACER, "get_weather"),
+        (SEMANTIC_KERNEL, "WeatherPlugin-get_weather"),
     ] {
         let warn: Key = (
             Some(3),
@@ -451,6 +456,36 @@ fn several_call_spans_count_each_call_for_budgets() {
         vec![
             ("a1a1".into(), 3, "a1a1a1a100000005".into()),
             ("b2b2".into(), 3, "b2b2b2b200000003".into())
+        ]
+    );
+}
+
+#[test]
+fn semantic_kernel_python_calls_are_read_from_chat_span_events() {
+    assert_loop_at_call_3(SEMANTIC_KERNEL, "WeatherPlugin-get_weather");
+    // Each chat span that asked for a call yields it (arguments, no result: the result is
+    // joined from the next chat span's prompt); the function's own span is not read.
+    let calls: Vec<(String, String, Vec<Shown>)> = span_events(SEMANTIC_KERNEL)
+        .into_iter()
+        .filter(|(_, _, calls)| !calls.is_empty())
+        .collect();
+    let call = |city: &str| {
+        vec![(
+            "WeatherPlugin-get_weather".to_owned(),
+            format!("\"{city}\""),
+            "None".to_owned(),
+        )]
+    };
+    let chat = "chat.completions gpt-4o-mini".to_owned();
+    assert_eq!(
+        calls,
+        vec![
+            ("a1a1".into(), chat.clone(), call("Paris")),
+            ("a1a1".into(), chat.clone(), call("Paris")),
+            ("a1a1".into(), chat.clone(), call("Paris")),
+            ("b2b2".into(), chat.clone(), call("Paris")),
+            ("b2b2".into(), chat.clone(), call("Rome")),
+            ("b2b2".into(), chat.clone(), call("Oslo")),
         ]
     );
 }

@@ -2,8 +2,8 @@
 //! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
-//! Order: spans that record several tool calls ([`haystack`] `ToolInvoker` component
-//! spans), then [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
+//! Order: spans that record several tool calls ([`haystack`] `ToolInvoker` component spans,
+//! [`semantic_kernel_legacy`] chat spans with content events), then [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
 //! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
@@ -33,6 +33,7 @@ pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
+pub mod semantic_kernel_legacy;
 pub mod smolagents;
 pub mod strands_legacy;
 pub mod vercel_ai;
@@ -123,7 +124,10 @@ pub type SpanEvents = smallvec::SmallVec<[ExtractedEvent; 1]>;
 /// Readers of spans that record several tool calls, tried after the user's mappings and
 /// before every other reader (no other reader claims these spans); each gives the span's
 /// events in order, or `None` when the span is not its shape. A new one is one line here.
-const MULTI_READERS: &[MultiReader] = &[haystack::extract_calls];
+const MULTI_READERS: &[MultiReader] = &[
+    haystack::extract_calls,
+    semantic_kernel_legacy::extract_events,
+];
 
 /// The readers tried after the GenAI tool-span claim, in order; the first that reads the
 /// span wins. A new convention is one file and one line here.
