@@ -26,7 +26,7 @@
 //!   {"result", "origin", "error"}}`; when the value is not JSON-serialisable `coerce_tag_value`
 //!   falls back to `str()` of the whole dict, the dataclass reprs above.
 //!
-//! The span is recognised by its output: a `tool_messages` list (what `ToolInvoker.run`
+//! The span is recognised by its output: a dict whose first key is `tool_messages` (what `ToolInvoker.run`
 //! returns, haystack `haystack/components/tools/tool_invoker.py`, v2.9–v2.x; Haystack 3
 //! has no `ToolInvoker` component). The calls are the `ToolCall`s of the input messages in
 //! order; each takes the result whose origin has its id (else the same tool name and
@@ -51,20 +51,20 @@ const COMPONENT_SPAN: &str = "haystack.component.run";
 /// The tool calls of a `ToolInvoker` component span, in order; `None` for any other span.
 pub fn extract_calls(span: &SpanView) -> Option<Vec<ExtractedEvent>> {
     let attrs = &span.attributes;
-    let (input, output) = if attr_str(attrs, "openinference.span.kind") == Some("CHAIN") {
-        (
-            attr_str(attrs, "input.value"),
-            attr_str(attrs, "output.value")?,
-        )
-    } else if span.name == COMPONENT_SPAN {
+    let (input, output) = if span.name == COMPONENT_SPAN {
         (
             attr_str(attrs, "haystack.component.input"),
             attr_str(attrs, "haystack.component.output")?,
         )
+    } else if attr_str(attrs, "openinference.span.kind") == Some("CHAIN") {
+        (
+            attr_str(attrs, "input.value"),
+            attr_str(attrs, "output.value")?,
+        )
     } else {
         return None;
     };
-    if !output.contains("tool_messages") {
+    if !is_tool_invoker_output(output) {
         return None;
     }
     let (_, mut results) = message_contents(output, "tool_messages")?;
@@ -108,6 +108,19 @@ pub fn extract_calls(span: &SpanView) -> Option<Vec<ExtractedEvent>> {
         })
         .collect();
     Some(events)
+}
+
+/// True for the text of a `ToolInvoker` result: a dict whose first key is `tool_messages`
+/// (`run` returns `{"tool_messages": …, "state": …}`, `{"tool_messages": …}` before 2.10),
+/// as JSON or as its Python repr. Only the start is looked at: other components' outputs
+/// (an agent's whole conversation) can be long.
+fn is_tool_invoker_output(output: &str) -> bool {
+    let rest = output.trim_start();
+    let Some(rest) = rest.strip_prefix('{') else {
+        return false;
+    };
+    let rest = rest.trim_start();
+    rest.starts_with("\"tool_messages\"") || rest.starts_with("'tool_messages'")
 }
 
 /// A Haystack `ToolCall`.
@@ -406,13 +419,17 @@ mod tests {
             })
             .collect();
         let input = json!({"messages": [assistant], "state": null, "streaming_callback": null});
-        let output = json!({"tool_messages": tool_messages, "state": "<State object at 0x7f>"});
+        // Python's `json.dumps` keeps the dict's order: `tool_messages` first.
+        let output = format!(
+            r#"{{"tool_messages": {}, "state": "<State object at 0x7f>"}}"#,
+            json!(tool_messages)
+        );
         span(
             "ToolInvoker.run",
             vec![
                 kvs("openinference.span.kind", "CHAIN"),
                 kvs("input.value", &input.to_string()),
-                kvs("output.value", &output.to_string()),
+                kvs("output.value", &output),
             ],
         )
     }
@@ -479,7 +496,8 @@ mod tests {
             .to_owned();
         let mut value: Json = serde_json::from_str(&output).unwrap();
         value["tool_messages"].as_array_mut().unwrap().reverse();
-        sp.attributes[2] = kvs("output.value", &value.to_string());
+        let reordered = format!(r#"{{"tool_messages": {}}}"#, value["tool_messages"]);
+        sp.attributes[2] = kvs("output.value", &reordered);
         let got = calls(&sp);
         let names: Vec<_> = got.iter().map(|c| c.tool_name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);

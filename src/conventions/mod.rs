@@ -77,9 +77,17 @@ pub fn extract_with_recorded_arguments(
     custom: &[custom::CustomConvention],
     span: &SpanView,
 ) -> Option<ExtractedEvent> {
-    extract_all_with_recorded_arguments(custom, span)
-        .into_iter()
-        .next()
+    if is_pending(span) {
+        return None;
+    }
+    let event = match custom::extract(custom, span) {
+        Some(event) => event,
+        None => match MULTI_READERS.iter().find_map(|read| read(span)) {
+            Some(found) => found.into_iter().next()?,
+            None => extract_raw(span)?,
+        },
+    };
+    Some(unwrap_result(event))
 }
 
 /// Every event of a span, in the span's order (DESIGN §2 "Several calls on one span"): one
@@ -91,28 +99,27 @@ pub fn extract_all_with_recorded_arguments(
     custom: &[custom::CustomConvention],
     span: &SpanView,
 ) -> SpanEvents {
+    let mut events = SpanEvents::new();
     if is_pending(span) {
-        return SpanEvents::new();
+        return events;
     }
-    let events: SpanEvents = match custom::extract(custom, span) {
-        Some(event) => [event].into_iter().collect(),
-        None => match MULTI_READERS.iter().find_map(|read| read(span)) {
-            Some(events) => events
-                .into_iter()
-                .take(crate::event::MAX_SPAN_CALLS)
-                .collect(),
-            None => extract_raw(span).into_iter().collect(),
-        },
-    };
+    if let Some(event) = custom::extract(custom, span) {
+        events.push(unwrap_result(event));
+    } else if let Some(found) = MULTI_READERS.iter().find_map(|read| read(span)) {
+        let found = found.into_iter().take(crate::event::MAX_SPAN_CALLS);
+        events.extend(found.map(unwrap_result));
+    } else if let Some(event) = extract_raw(span) {
+        events.push(unwrap_result(event));
+    }
     events
-        .into_iter()
-        .map(|mut event| {
-            if let EventKind::ToolCall(call) = &mut event.kind {
-                call.result = call.result.take().map(wrappers::normalize_result);
-            }
-            event
-        })
-        .collect()
+}
+
+/// `event` with its tool call's result unwrapped ([`wrappers::normalize_result`]).
+fn unwrap_result(mut event: ExtractedEvent) -> ExtractedEvent {
+    if let EventKind::ToolCall(call) = &mut event.kind {
+        call.result = call.result.take().map(wrappers::normalize_result);
+    }
+    event
 }
 
 /// A reader of spans that record several calls: the span's events in order, or `None`.

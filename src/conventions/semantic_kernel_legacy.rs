@@ -47,7 +47,10 @@ const COMPLETION: &str = "gen_ai.completion";
 /// The response and the tool calls of a Semantic Kernel chat span with a completion event;
 /// `None` for any other span.
 pub fn extract_events(span: &SpanView) -> Option<Vec<ExtractedEvent>> {
-    if attr_str(&span.attributes, "gen_ai.operation.name") != Some(OPERATION) {
+    // Most spans have no events: nothing else is looked at.
+    if span.events.is_empty()
+        || attr_str(&span.attributes, "gen_ai.operation.name") != Some(OPERATION)
+    {
         return None;
     }
     let completion = event_json(span, COMPLETION_EVENT, COMPLETION)?;
@@ -101,7 +104,9 @@ pub fn extract_events(span: &SpanView) -> Option<Vec<ExtractedEvent>> {
 /// The `tool` messages of a Semantic Kernel chat span's prompt event, as the results of the
 /// calls with their `tool_call_id`s (empty for any other span).
 pub fn prompt_parts(span: &SpanView) -> Vec<MessagePart> {
-    if attr_str(&span.attributes, "gen_ai.operation.name") != Some(OPERATION) {
+    if span.events.is_empty()
+        || attr_str(&span.attributes, "gen_ai.operation.name") != Some(OPERATION)
+    {
         return Vec::new();
     }
     let Some(Json::Array(messages)) = event_json(span, PROMPT_EVENT, PROMPT) else {
