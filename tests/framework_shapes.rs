@@ -25,6 +25,7 @@ const SHAPES: &[(&str, &str)] = &[
         "google-genai",
     ),
     ("mastra_old_exporter_tool_execute.json", "mastra-legacy"),
+    ("haystack_3_agent_step_tool.json", "haystack"),
 ];
 
 /// Files whose looping trace must warn at call 3: [`SHAPES`] and shapes read by existing
@@ -37,6 +38,7 @@ const LOOPS_AT_CALL_3: &[&str] = &[
     "google_genai_code_function_parameters.json",
     "google_genai_code_function_parameters_reordered.json",
     "mastra_old_exporter_tool_execute.json",
+    "haystack_3_agent_step_tool.json",
     "openinference_adk_capture_off.json",
     "openinference_adk_content_on.json",
     "ag2_failure_error_type_only.json",

@@ -34,11 +34,20 @@
 //! are the calls. Tool name `tool_name`, call id `id`, arguments `arguments`, result the
 //! `result` (a string: the tool's output as `ToolInvoker` converted it). A result given as a
 //! list of content parts, or arguments that are no Python literal, read as not captured.
+//!
+//! Haystack 3 has no `ToolInvoker`: its `Agent` traces one span per call
+//! (deepset-ai/haystack v3.0.0 `haystack/components/agents/tool_calling.py`
+//! `_create_tool_span`, `_make_context_bound_invoke`): span `haystack.agent.step.tool`,
+//! `haystack.tool.name`, and with content tracing on `haystack.agent.step.tool.input` (the
+//! call's arguments) and `haystack.agent.step.tool.output` (the tool's result; a
+//! `ToolInvocationError` is written as `{"error": message}`, which a tool could return as
+//! well, so it is read as the result), each through `coerce_tag_value` (JSON text, a string
+//! as it is). [`extract_step_tool`] reads it as one call (no call id on the span).
 
 use serde_json::Value as Json;
 
-use super::call_status;
 use super::wrappers::python_literal;
+use super::{call_status, first_str, payload_attr};
 use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
@@ -47,6 +56,30 @@ pub const CONVENTION: &str = "haystack";
 
 /// Haystack's own component span.
 const COMPONENT_SPAN: &str = "haystack.component.run";
+
+/// Haystack 3's per-call span.
+const STEP_TOOL_SPAN: &str = "haystack.agent.step.tool";
+
+/// The tool call of a Haystack 3 `haystack.agent.step.tool` span (see module docs); `None`
+/// for any other span.
+pub fn extract_step_tool(span: &SpanView) -> Option<ExtractedEvent> {
+    if span.name != STEP_TOOL_SPAN {
+        return None;
+    }
+    let attrs = &span.attributes;
+    Some(ExtractedEvent {
+        kind: EventKind::ToolCall(ToolCall {
+            tool_name: first_str(attrs, &["haystack.tool.name"])?.to_owned(),
+            call_id: None,
+            arguments: payload_attr(attrs, &["haystack.agent.step.tool.input"]),
+            result: payload_attr(attrs, &["haystack.agent.step.tool.output"]),
+            status: call_status(span),
+            split: SplitSpan::Whole,
+        }),
+        agent_name: None,
+        convention: CONVENTION,
+    })
+}
 
 /// The tool calls of a `ToolInvoker` component span, in order; `None` for any other span.
 pub fn extract_calls(span: &SpanView) -> Option<Vec<ExtractedEvent>> {
@@ -545,6 +578,35 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].call_id.as_deref(), Some("c9"));
         assert_eq!(got[0].result, Some(Payload::Text("it's 18".into())));
+    }
+
+    #[test]
+    fn haystack_3_step_tool_span_is_one_call() {
+        let sp = span(
+            STEP_TOOL_SPAN,
+            vec![
+                kvs("haystack.tool.name", "get_weather"),
+                kvs("haystack.tool.description", "Weather by city"),
+                kvs("haystack.agent.step.tool.input", r#"{"city": "Paris"}"#),
+                kvs("haystack.agent.step.tool.output", "cloudy, 18 °C"),
+            ],
+        );
+        let event = extract_step_tool(&SpanView::from(&sp)).expect("a tool span");
+        let EventKind::ToolCall(call) = event.kind else {
+            panic!("not a call")
+        };
+        assert_eq!(call.tool_name, "get_weather");
+        assert_eq!(
+            call.arguments,
+            Some(Payload::Text(r#"{"city": "Paris"}"#.into()))
+        );
+        assert_eq!(call.result, Some(Payload::Text("cloudy, 18 °C".into())));
+        let mut nameless = sp.clone();
+        nameless.attributes.remove(0);
+        assert_eq!(extract_step_tool(&SpanView::from(&nameless)), None);
+        let mut other = sp;
+        other.name = "haystack.agent.step.llm".into();
+        assert_eq!(extract_step_tool(&SpanView::from(&other)), None);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
-//! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], then inference spans: each convention's response reader
+//! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], Haystack 3's per-call spans
+//! ([`haystack::extract_step_tool`]), then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -152,6 +153,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     strands_legacy::extract,
     mastra_legacy::extract,
     adk_legacy::extract,
+    haystack::extract_step_tool,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
