@@ -269,14 +269,18 @@ mod repr {
                 }
                 let name = &text[start..i];
                 if matches!(name, "ToolCall" | "ToolCallResult") && bytes.get(i) == Some(&b'(') {
-                    let Some((fields, end)) = constructor(text, i) else {
-                        continue;
-                    };
-                    i = end;
-                    if name == "ToolCall" {
-                        calls.extend(call(&fields));
-                    } else {
-                        results.push(result(&fields));
+                    // Resumed where the constructor's reading ended, read or not: every
+                    // byte is looked at a bounded number of times, whatever the text.
+                    match constructor(text, i, true) {
+                        Ok((fields, end)) => {
+                            i = end;
+                            if name == "ToolCall" {
+                                calls.extend(call(&fields));
+                            } else {
+                                results.push(result(&fields));
+                            }
+                        }
+                        Err(stopped) => i = stopped.max(i + 1),
                     }
                 }
             } else {
@@ -330,20 +334,23 @@ mod repr {
     }
 
     /// The keyword arguments of the constructor whose `(` is at `open`, and the index after
-    /// its `)`; `None` when it is not closed or not `key=value` pairs.
-    fn constructor(text: &str, open: usize) -> Option<(Vec<(&str, Field<'_>)>, usize)> {
+    /// its `)`; else the index where reading stopped (not closed, or not `key=value`
+    /// pairs). A value may be a nested `ToolCall(…)` (a result's `origin`) only when
+    /// `nested` (one level: deeper text is a literal, so nesting never recurses further).
+    fn constructor(text: &str, open: usize, nested: bool) -> Result<Constructed<'_>, usize> {
         let bytes = text.as_bytes();
         let mut fields = Vec::new();
         let mut i = open + 1;
         loop {
             i = skip_blank(bytes, i);
-            match bytes.get(i)? {
-                b')' => return Some((fields, i + 1)),
-                b',' => {
+            match bytes.get(i) {
+                None => return Err(i),
+                Some(b')') => return Ok((fields, i + 1)),
+                Some(b',') => {
                     i += 1;
                     continue;
                 }
-                _ => {}
+                Some(_) => {}
             }
             let key_start = i;
             while i < bytes.len() && is_ident(bytes[i]) {
@@ -352,16 +359,16 @@ mod repr {
             let key = &text[key_start..i];
             i = skip_blank(bytes, i);
             if key.is_empty() || bytes.get(i) != Some(&b'=') {
-                return None;
+                return Err(i);
             }
             i = skip_blank(bytes, i + 1);
             let value_start = i;
             while i < bytes.len() && is_ident(bytes[i]) {
                 i += 1;
             }
-            if &text[value_start..i] == "ToolCall" && bytes.get(i) == Some(&b'(') {
-                let (nested, end) = constructor(text, i)?;
-                fields.push((key, Field::Nested(nested)));
+            if nested && &text[value_start..i] == "ToolCall" && bytes.get(i) == Some(&b'(') {
+                let (inner, end) = constructor(text, i, false)?;
+                fields.push((key, Field::Nested(inner)));
                 i = end;
             } else {
                 let end = value_end(bytes, value_start)?;
@@ -371,9 +378,13 @@ mod repr {
         }
     }
 
+    /// A constructor's keyword arguments and the index after its `)`.
+    type Constructed<'t> = (Vec<(&'t str, Field<'t>)>, usize);
+
     /// The index of the `,` or `)` that ends the value starting at `i` (brackets balanced,
-    /// strings skipped).
-    fn value_end(bytes: &[u8], mut i: usize) -> Option<usize> {
+    /// strings skipped); else the index where it stopped (an unmatched `]` / `}`, or the
+    /// end).
+    fn value_end(bytes: &[u8], mut i: usize) -> Result<usize, usize> {
         let mut depth = 0usize;
         while i < bytes.len() {
             match bytes[i] {
@@ -383,13 +394,13 @@ mod repr {
                 }
                 b'(' | b'[' | b'{' => depth += 1,
                 b')' | b']' | b'}' if depth > 0 => depth -= 1,
-                b')' | b',' if depth == 0 => return Some(i),
-                b']' | b'}' => return None,
+                b')' | b',' if depth == 0 => return Ok(i),
+                b']' | b'}' => return Err(i),
                 _ => {}
             }
             i += 1;
         }
-        None
+        Err(i)
     }
 
     /// The index after the Python string literal whose quote is at `i` (backslash escapes
@@ -631,10 +642,27 @@ mod tests {
                 COMPONENT_SPAN,
                 vec![kvs(
                     "haystack.component.output",
-                    &format!("{text} tool_messages"),
+                    &format!("{{'tool_messages': [{text}]}}"),
                 )],
             );
             let _ = extract_calls(&SpanView::from(&sp));
         }
+        // Many unclosed or deeply nested constructors: read in one pass, no recursion.
+        for text in [
+            "ToolCall(a=[".repeat(50_000),
+            "ToolCallResult(origin=ToolCall(tool_name=".repeat(50_000),
+            "ToolCall(a=ToolCall(a=".repeat(50_000),
+        ] {
+            assert_eq!(repr::contents(&text).0, vec![]);
+        }
+        // The agent's output holds every message too, but is no ToolInvoker's.
+        let agent = span(
+            COMPONENT_SPAN,
+            vec![kvs(
+                "haystack.component.output",
+                r#"{"messages": [], "tool_messages": []}"#,
+            )],
+        );
+        assert_eq!(extract_calls(&SpanView::from(&agent)), None);
     }
 }
