@@ -270,34 +270,45 @@ impl Engine {
             let Some(run_key) = self.run_key(span, *resource) else {
                 continue;
             };
-            let extracted = conventions::extract_with_recorded_arguments(
+            let extracted = conventions::extract_all_with_recorded_arguments(
                 &self.options.custom_conventions,
                 span,
             );
-            let tool_name = match extracted.as_ref().map(|e| &e.kind) {
-                // The result span of a call traced on two sibling spans is no second call.
-                Some(EventKind::ToolCall(call)) if call.split != SplitSpan::Result => {
-                    Some(call.tool_name.as_str())
-                }
-                _ => None,
-            };
-            let figures = SpanFigures {
-                start_time_unix_nano: span.start_time_unix_nano,
-                end_time_unix_nano: span.end_time_unix_nano,
-                tool_name,
-                tokens: inference_tokens(span),
-            };
+            // The result span of a call traced on two sibling spans is no second call; a
+            // span that records several calls counts each.
+            let mut tools: smallvec::SmallVec<[Option<&str>; 1]> = extracted
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::ToolCall(call) if call.split != SplitSpan::Result => {
+                        Some(Some(call.tool_name.as_str()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if tools.is_empty() {
+                tools.push(None);
+            }
             let context = SpanContext {
                 run_key: &run_key,
                 trace_id: span.trace_id,
                 span_id: span.span_id,
                 service_name: service_name.clone(),
                 agent_name: extracted
-                    .as_ref()
+                    .first()
                     .and_then(|e| e.agent_name.as_deref())
                     .map(Arc::from),
             };
-            let found = budgets.observe(&context, figures, now);
+            let mut found = Vec::new();
+            for (i, tool_name) in tools.into_iter().enumerate() {
+                let figures = SpanFigures {
+                    start_time_unix_nano: span.start_time_unix_nano,
+                    end_time_unix_nano: span.end_time_unix_nano,
+                    tool_name,
+                    // Tokens once per span.
+                    tokens: if i == 0 { inference_tokens(span) } else { 0 },
+                };
+                found.extend(budgets.observe(&context, figures, now));
+            }
             let (trace_id, span_id) = (span.trace_id, span.span_id);
             if !found.is_empty()
                 && !located
@@ -436,12 +447,13 @@ impl Engine {
         let mut counts = EventCounts::default();
         for (location, span, resource, service_name) in spans {
             counts.spans_seen += 1;
-            let Some(extracted) = conventions::extract_with_recorded_arguments(
+            let extracted = conventions::extract_all_with_recorded_arguments(
                 &self.options.custom_conventions,
                 span,
-            ) else {
+            );
+            if extracted.is_empty() {
                 continue;
-            };
+            }
             let run_key = match &last_trace {
                 Some((trace_id, key)) if *trace_id == span.trace_id => Some(key.clone()),
                 _ => {
@@ -464,31 +476,35 @@ impl Engine {
                     agents.wait_for_agent(span.trace_id, span.span_id);
                 }
             }
-            match extracted.kind {
-                EventKind::ToolCall(_) => counts.tool_calls += 1,
-                EventKind::ModelResponse(_) => counts.model_responses += 1,
+            // A span that records several calls gives each its own id in the run
+            // (`event::call_span_id`); detections name the span (`event::span_of_call`).
+            for (index, extracted) in extracted.into_iter().enumerate() {
+                match extracted.kind {
+                    EventKind::ToolCall(_) => counts.tool_calls += 1,
+                    EventKind::ModelResponse(_) => counts.model_responses += 1,
+                }
+                let observation = self.observation(&extracted.kind, span, &recent);
+                let call = self.call_context(span, &extracted);
+                // Keyed by agent, a call without its own agent attribute names the agent it
+                // inherited (run key `<trace>/<agent>`).
+                let agent_name = extracted
+                    .agent_name
+                    .as_deref()
+                    .or_else(|| self.agents.as_ref().and(agent_of_run_key(&run_key)))
+                    .map(|a| self.names.get(a));
+                remember(&mut recent, extracted.kind, &observation);
+                events.push(RunEvent {
+                    run_key: run_key.clone(),
+                    trace_id: span.trace_id.into(),
+                    span_id: crate::event::call_span_id(span.span_id, index),
+                    start_time_unix_nano: span.start_time_unix_nano,
+                    end_time_unix_nano: span.end_time_unix_nano,
+                    service_name: service_name.clone(),
+                    agent_name,
+                    observation,
+                    call,
+                });
             }
-            let observation = self.observation(&extracted.kind, span, &recent);
-            let call = self.call_context(span, &extracted);
-            // Keyed by agent, a call without its own agent attribute names the agent it
-            // inherited (run key `<trace>/<agent>`).
-            let agent_name = extracted
-                .agent_name
-                .as_deref()
-                .or_else(|| self.agents.as_ref().and(agent_of_run_key(&run_key)))
-                .map(|a| self.names.get(a));
-            remember(&mut recent, extracted.kind, &observation);
-            events.push(RunEvent {
-                run_key,
-                trace_id: span.trace_id.into(),
-                span_id: span.span_id.into(),
-                start_time_unix_nano: span.start_time_unix_nano,
-                end_time_unix_nano: span.end_time_unix_nano,
-                service_name,
-                agent_name,
-                observation,
-                call,
-            });
             located.push((location, span.trace_id, span.span_id));
         }
         counts.add_to(&self.stats);

@@ -4,6 +4,7 @@
 
 use super::Engine;
 use crate::conventions::message_parts::{self, MessagePart};
+use crate::conventions::semantic_kernel_legacy;
 use crate::conventions::wrappers;
 use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan};
 use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
@@ -41,7 +42,8 @@ impl Engine {
     /// The tool-call parts of an inference span: its output messages' `tool_call` parts,
     /// then its input messages' `tool_call_response` parts, of which only those the
     /// conversation gained since the trace's last inference span are read when the input
-    /// messages are a JSON list ([`super::conversations`]).
+    /// messages are a JSON list ([`super::conversations`]); then the results in a Semantic
+    /// Kernel Python ≤ 1.18 prompt event ([`semantic_kernel_legacy::prompt_parts`]).
     fn parts(&self, span: &SpanView) -> Vec<ToolCallPart> {
         let joined = |found: Vec<MessagePart>| -> Vec<ToolCallPart> {
             found.into_iter().map(|part| self.part(part)).collect()
@@ -59,6 +61,8 @@ impl Engine {
             }
         });
         parts.extend(input.unwrap_or_default());
+        // Semantic Kernel Python ≤ 1.18: results in the prompt event's `tool` messages.
+        parts.extend(joined(semantic_kernel_legacy::prompt_parts(span)));
         parts
     }
 

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
+use crate::event::span_of_call;
 use crate::fingerprint::Fingerprint;
 
 #[path = "registry_kept.rs"]
@@ -590,12 +591,12 @@ impl Registry {
             let key = run.key().clone();
             let (taken, kept): (Vec<KeptEvent>, Vec<KeptEvent>) = std::mem::take(&mut run.events)
                 .into_iter()
-                .partition(|e| moves.contains_key(e.span_id()));
+                .partition(|e| moves.contains_key(span_of_call(e.span_id())));
             run.events = kept;
             let state: &mut RunState = &mut run;
             state.seen.rebuild(&state.events);
             for event in taken {
-                let to = &moves[event.span_id()];
+                let to = &moves[span_of_call(event.span_id())];
                 let mut event = event.to_run_event(to);
                 // The agent the call was moved to names it, when it named none itself.
                 if event.agent_name.is_none() {
@@ -772,7 +773,7 @@ impl Registry {
             .iter()
             .filter_map(|m| m.checked_sub(run.forgotten_events()))
             .filter_map(|i| run.events.get(i))
-            .map(|e| SpanId::from(e.span_id()))
+            .map(|e| SpanId::from(span_of_call(e.span_id())))
             .collect();
         let span_ids = Arc::from(span_ids.as_slice());
         let mut rd = RunDetection {
@@ -781,7 +782,9 @@ impl Registry {
             detection: Arc::new(detection),
             run_key: run_key.clone(),
             trace_id: completing.trace_id().into(),
-            span_id: completing.span_id().into(),
+            // The span, not the call's id in the run, when the span records several calls
+            // (one span, one identity per profile and pattern).
+            span_id: span_of_call(completing.span_id()).into(),
             span_ids,
             time_unix_nano: completing.end_time_unix_nano(),
             occurrence: 0,
@@ -835,7 +838,7 @@ impl Registry {
                     for pattern in Pattern::ALL {
                         tallies.reported.remove(&(
                             profile_index,
-                            SpanId::from(event.span_id()),
+                            SpanId::from(span_of_call(event.span_id())),
                             pattern,
                         ));
                     }

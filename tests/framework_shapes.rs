@@ -25,6 +25,7 @@ const SHAPES: &[(&str, &str)] = &[
         "google-genai",
     ),
     ("mastra_old_exporter_tool_execute.json", "mastra-legacy"),
+    ("haystack_3_agent_step_tool.json", "haystack"),
 ];
 
 /// Files whose looping trace must warn at call 3: [`SHAPES`] and shapes read by existing
@@ -37,13 +38,26 @@ const LOOPS_AT_CALL_3: &[&str] = &[
     "google_genai_code_function_parameters.json",
     "google_genai_code_function_parameters_reordered.json",
     "mastra_old_exporter_tool_execute.json",
+    "haystack_3_agent_step_tool.json",
     "openinference_adk_capture_off.json",
     "openinference_adk_content_on.json",
     "ag2_failure_error_type_only.json",
     "openinference_crewai_tool_use_varying_thought.json",
     ADK_SPLIT,
     ADK_SPLIT_PARALLEL,
+    HAYSTACK_OPENINFERENCE,
+    HAYSTACK_TRACER,
 ];
+
+/// Haystack 2.x `ToolInvoker` component spans, each running several calls (trace A: one
+/// call, then two in one span; trace B: three in one span), traced by OpenInference's
+/// haystack instrumentor and by Haystack's own tracer.
+const HAYSTACK_OPENINFERENCE: &str = "haystack_openinference_tool_invoker.json";
+const HAYSTACK_TRACER: &str = "haystack_tracer_tool_invoker.json";
+
+/// Semantic Kernel Python ≤ 1.18 chat spans with `gen_ai.content.prompt` /
+/// `gen_ai.content.completion` events: calls in the completions, results in later prompts.
+const SEMANTIC_KERNEL: &str = "semantic_kernel_python_content_events.json";
 
 /// google-adk 0.1.0–1.1.x: each call is a `tool_call [get_weather]` span (arguments) and a
 /// `tool_response [get_weather]` span after it under the same parent (result); the
@@ -272,4 +286,208 @@ fn adk_0_1_result_spans_are_no_calls_for_budgets() {
     let mut passed = budget(2);
     passed.sort();
     assert_eq!(passed, vec![("a1a1".into(), 3), ("b2b2".into(), 3)]);
+}
+
+/// A call as [`span_events`] shows it: tool name, its `city` argument, its result.
+type Shown = (String, String, String);
+
+/// (trace prefix, span name, the calls the span yields) of every span of `file`, in order.
+fn span_events(file: &str) -> Vec<(String, String, Vec<Shown>)> {
+    let request = request(file);
+    let mut out = Vec::new();
+    for rs in &request.resource_spans {
+        for ss in &rs.scope_spans {
+            for span in &ss.spans {
+                let events =
+                    conventions::extract_all_with_recorded_arguments(&[], &SpanView::from(span));
+                let calls = events
+                    .into_iter()
+                    .filter_map(|event| match event.kind {
+                        EventKind::ToolCall(call) => Some((
+                            call.tool_name,
+                            arguments_json(&call.arguments.expect("arguments"))["city"].to_string(),
+                            format!("{:?}", call.result),
+                        )),
+                        EventKind::ModelResponse(_) => None,
+                    })
+                    .collect();
+                out.push((hex(&span.trace_id[..2]), span.name.clone(), calls));
+            }
+        }
+    }
+    out
+}
+
+/// Arguments as JSON: structured, or JSON text (Semantic Kernel's `function.arguments`).
+fn arguments_json(payload: &loopwatch::event::Payload) -> serde_json::Value {
+    match payload {
+        loopwatch::event::Payload::Text(text) => serde_json::from_str(text).expect("JSON text"),
+        other => json_of(other),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn haystack_tool_invoker_span_is_one_call_per_tool_call_in_list_order() {
+    let weather = |city: &str, conditions: &str, temp: u32| {
+        (
+            "get_weather".to_owned(),
+            format!("\"{city}\""),
+            format!(
+                "Some(Text(\"{{\\\"conditions\\\": \\\"{conditions}\\\", \\\"temp_c\\\": {temp}}}\"))"
+            ),
+        )
+    };
+    let paris = weather("Paris", "cloudy", 18);
+    for (file, invoker) in [
+        (HAYSTACK_OPENINFERENCE, "ToolInvoker.run"),
+        (HAYSTACK_TRACER, "haystack.component.run"),
+    ] {
+        let calls: Vec<(String, Vec<Shown>)> = span_events(file)
+            .into_iter()
+            .filter(|(_, name, calls)| name == invoker && !calls.is_empty())
+            .map(|(trace, _, calls)| (trace, calls))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("a1a1".into(), vec![paris.clone()]),
+                ("a1a1".into(), vec![paris.clone(), paris.clone()]),
+                (
+                    "b2b2".into(),
+                    vec![
+                        paris.clone(),
+                        weather("Rome", "sunny", 27),
+                        weather("Oslo", "rain", 9)
+                    ]
+                ),
+            ],
+            "{file}"
+        );
+        // The agent's and the chat generator's spans hold the same messages: no calls.
+        let others: usize = span_events(file)
+            .iter()
+            .filter(|(_, name, _)| name != invoker)
+            .map(|(_, _, calls)| calls.len())
+            .sum();
+        assert_eq!(others, 0, "{file}");
+    }
+}
+
+#[test]
+fn a_call_inside_a_several_call_span_annotates_that_span() {
+    for file in [HAYSTACK_OPENINFERENCE, HAYSTACK_TRACER] {
+        let found: Vec<(String, String, u64)> =
+            common::scan_json("", &fixtures().join("shapes").join(file))
+                .iter()
+                .map(|d| {
+                    (
+                        d["span_id"].as_str().unwrap().to_owned(),
+                        d["profile"].as_str().unwrap().to_owned(),
+                        d["call"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+        // Calls 2 and 3 of trace A are the second ToolInvoker span's.
+        assert_eq!(
+            found,
+            vec![("a1a1a1a100000005".into(), "nudge".into(), 3)],
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn several_call_spans_hold_when_re_exported_or_reversed() {
+    for (file, tool) in [
+        (HAYSTACK_OPENINFERENCE, "get_weather"),
+        (HAYSTACK_TRACER, "get_weather"),
+        (SEMANTIC_KERNEL, "WeatherPlugin-get_weather"),
+    ] {
+        let warn: Key = (
+            Some(3),
+            None,
+            "repeated_result".into(),
+            vec![tool.into()],
+            3,
+            "warn".into(),
+        );
+        let want = vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn)];
+        // The same export twice: every call's copy is a duplicate, no call counts twice.
+        let dir = tempfile::tempdir().unwrap();
+        for copy in ["1.json", "2.json"] {
+            std::fs::copy(fixtures().join("shapes").join(file), dir.path().join(copy)).unwrap();
+        }
+        assert_eq!(common::scan_keys("", dir.path()), want, "{file}: twice");
+        assert_eq!(
+            scan_one_span_per_request(file, |spans| (0..spans.len()).rev().collect()),
+            want,
+            "{file}: reversed"
+        );
+    }
+}
+
+#[test]
+fn several_call_spans_count_each_call_for_budgets() {
+    // Three calls per trace (trace B's in one span): `max_tool_calls = 3` holds, 2 is passed.
+    let budget = |limit: u32| -> Vec<(String, u64, String)> {
+        let config = format!("[budgets]\nmax_tool_calls = {limit}\n");
+        let mut found: Vec<_> = common::scan_json(
+            &config,
+            &fixtures().join("shapes").join(HAYSTACK_OPENINFERENCE),
+        )
+        .iter()
+        .filter(|d| d["pattern"] == "budget_exceeded")
+        .map(|d| {
+            (
+                d["trace_id"].as_str().unwrap()[..4].to_owned(),
+                d["count"].as_u64().unwrap(),
+                d["span_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(budget(3), vec![]);
+    assert_eq!(
+        budget(2),
+        vec![
+            ("a1a1".into(), 3, "a1a1a1a100000005".into()),
+            ("b2b2".into(), 3, "b2b2b2b200000003".into())
+        ]
+    );
+}
+
+#[test]
+fn semantic_kernel_python_calls_are_read_from_chat_span_events() {
+    assert_loop_at_call_3(SEMANTIC_KERNEL, "WeatherPlugin-get_weather");
+    // Each chat span that asked for a call yields it (arguments, no result: the result is
+    // joined from the next chat span's prompt); the function's own span is not read.
+    let calls: Vec<(String, String, Vec<Shown>)> = span_events(SEMANTIC_KERNEL)
+        .into_iter()
+        .filter(|(_, _, calls)| !calls.is_empty())
+        .collect();
+    let call = |city: &str| {
+        vec![(
+            "WeatherPlugin-get_weather".to_owned(),
+            format!("\"{city}\""),
+            "None".to_owned(),
+        )]
+    };
+    let chat = "chat.completions gpt-4o-mini".to_owned();
+    assert_eq!(
+        calls,
+        vec![
+            ("a1a1".into(), chat.clone(), call("Paris")),
+            ("a1a1".into(), chat.clone(), call("Paris")),
+            ("a1a1".into(), chat.clone(), call("Paris")),
+            ("b2b2".into(), chat.clone(), call("Paris")),
+            ("b2b2".into(), chat.clone(), call("Rome")),
+            ("b2b2".into(), chat.clone(), call("Oslo")),
+        ]
+    );
 }

@@ -18,7 +18,12 @@
 //! - With several function calls in one model response, each still gets its pair, and one
 //!   more span named `tool_response` (no tool name) carries the merged Event: not a call.
 //! - A `before_tool_callback` that answers for the tool skips `__call_tool_async`: a
-//!   `tool_response [name]` with no `tool_call [name]` before it. Live mode
+//!   `tool_response [name]` with no `tool_call [name]` before it, whose call cannot be
+//!   found by id: the `call_llm` span's `gcp.vertex.agent.llm_response` is written before
+//!   ADK gives the function calls their `adk-` ids (`base_llm_flow.py` `_call_llm_async`,
+//!   `_finalize_model_response_event`) and the next `llm_request` has them stripped
+//!   (`contents.py` `remove_client_function_call_id`), so with Gemini (no model call ids)
+//!   the response's `function_response.id` is the id's only copy. Live mode
 //!   (`__call_tool_live`) writes `tool_call [name]` alone.
 //!
 //! `tool_call [name]` is a tool call with arguments and no result ([`SplitSpan::Call`]).

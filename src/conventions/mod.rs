@@ -2,12 +2,14 @@
 //! convention (DESIGN §2). Conventions are tried in order; the first that claims a span wins,
 //! so a span carrying both old and new attribute names yields exactly one event.
 //!
-//! Order: [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
+//! Order: spans that record several tool calls ([`haystack`] `ToolInvoker` component spans,
+//! [`semantic_kernel_legacy`] chat spans with content events), then [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
 //! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
-//! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], then inference spans: each convention's response reader
+//! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], Haystack 3's per-call spans
+//! ([`haystack::extract_step_tool`]), then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -18,6 +20,7 @@ pub mod custom;
 pub mod dspy;
 pub mod genai;
 pub mod google_genai;
+pub mod haystack;
 pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
@@ -31,6 +34,7 @@ pub mod model_response;
 pub mod openinference;
 pub mod openllmetry;
 pub mod pydantic_legacy;
+pub mod semantic_kernel_legacy;
 pub mod smolagents;
 pub mod strands_legacy;
 pub mod vercel_ai;
@@ -68,7 +72,8 @@ pub fn extract_with(
 /// unwrapped all the same): for the engine, which fingerprints them with
 /// `Fingerprinter::call_fingerprint_normalized` and
 /// [`wrappers::python_literal_arguments`], the same fingerprint as of [`extract_with`]'s
-/// arguments without checking JSON arguments twice.
+/// arguments without checking JSON arguments twice. For a span that records several calls
+/// ([`extract_all_with_recorded_arguments`]), its first event.
 pub fn extract_with_recorded_arguments(
     custom: &[custom::CustomConvention],
     span: &SpanView,
@@ -76,12 +81,61 @@ pub fn extract_with_recorded_arguments(
     if is_pending(span) {
         return None;
     }
-    let mut event = custom::extract(custom, span).or_else(|| extract_raw(span))?;
+    let event = match custom::extract(custom, span) {
+        Some(event) => event,
+        None => match MULTI_READERS.iter().find_map(|read| read(span)) {
+            Some(found) => found.into_iter().next()?,
+            None => extract_raw(span)?,
+        },
+    };
+    Some(unwrap_result(event))
+}
+
+/// Every event of a span, in the span's order (DESIGN §2 "Several calls on one span"): one
+/// for most spans, none for a span no convention reads, and for a span that records
+/// several calls ([`MULTI_READERS`]) each call (and, for a model span, its response first),
+/// at most [`crate::event::MAX_SPAN_CALLS`]. Arguments as recorded, results unwrapped, as
+/// [`extract_with_recorded_arguments`].
+pub fn extract_all_with_recorded_arguments(
+    custom: &[custom::CustomConvention],
+    span: &SpanView,
+) -> SpanEvents {
+    let mut events = SpanEvents::new();
+    if is_pending(span) {
+        return events;
+    }
+    if let Some(event) = custom::extract(custom, span) {
+        events.push(unwrap_result(event));
+    } else if let Some(found) = MULTI_READERS.iter().find_map(|read| read(span)) {
+        let found = found.into_iter().take(crate::event::MAX_SPAN_CALLS);
+        events.extend(found.map(unwrap_result));
+    } else if let Some(event) = extract_raw(span) {
+        events.push(unwrap_result(event));
+    }
+    events
+}
+
+/// `event` with its tool call's result unwrapped ([`wrappers::normalize_result`]).
+fn unwrap_result(mut event: ExtractedEvent) -> ExtractedEvent {
     if let EventKind::ToolCall(call) = &mut event.kind {
         call.result = call.result.take().map(wrappers::normalize_result);
     }
-    Some(event)
+    event
 }
+
+/// A reader of spans that record several calls: the span's events in order, or `None`.
+type MultiReader = fn(&SpanView) -> Option<Vec<ExtractedEvent>>;
+
+/// The events of one span: inline when there is one (the usual case).
+pub type SpanEvents = smallvec::SmallVec<[ExtractedEvent; 1]>;
+
+/// Readers of spans that record several tool calls, tried after the user's mappings and
+/// before every other reader (no other reader claims these spans); each gives the span's
+/// events in order, or `None` when the span is not its shape. A new one is one line here.
+const MULTI_READERS: &[MultiReader] = &[
+    haystack::extract_calls,
+    semantic_kernel_legacy::extract_events,
+];
 
 /// The readers tried after the GenAI tool-span claim, in order; the first that reads the
 /// span wins. A new convention is one file and one line here.
@@ -99,6 +153,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     strands_legacy::extract,
     mastra_legacy::extract,
     adk_legacy::extract,
+    haystack::extract_step_tool,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
