@@ -11,6 +11,8 @@
 #   bench/run.sh --rounds 6 --duration 10s --out /tmp/b.md
 #   bench/run.sh --no-latency     # without the latency step
 #   bench/run.sh --worker-threads # without the worker-thread scaling cells
+#   bench/run.sh --raw-passthrough # also a raw pass-through (bytes forwarded as received:
+#                                  # the transport's own cost, the floor of any server here)
 #
 # Every other flag goes to `loopwatch-loadgen bench` (see `loopwatch-loadgen bench --help`).
 # rotel: `pip install rotel` (a Rust collector shipped as a Python wheel); the script finds
