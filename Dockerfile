@@ -10,6 +10,14 @@ WORKDIR /src
 COPY . .
 # target/ lives in a cache mount, which is not part of the image layer: copy the binary out
 # within the same RUN.
+# Cargo.toml's release profile keeps line tables (`debug = 1`) for local profiling and
+# benchmarks: about 89 MB of the 108 MB release binary. The image overrides that here only
+# (CARGO_PROFILE_RELEASE_* env vars beat Cargo.toml): no debug info, and the debug info
+# the linked-in standard library carries stripped too. Symbol names stay, so a panic's
+# backtrace still names functions: about 19 MB (`strip --strip-debug` of the 108 MB
+# build gives 18.9 MB; `strip` of everything 16.4 MB).
+ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
+    CARGO_PROFILE_RELEASE_STRIP=debuginfo
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \

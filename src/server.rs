@@ -156,6 +156,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             "no detection.fingerprint_key configured: drew a random key; external fingerprints are stable only for the life of this process"
         );
     }
+    if config.signals.webhook.url.is_some() && config.signals.webhook.secret.is_none() {
+        tracing::warn!(
+            sink = "webhook",
+            "signals.webhook.secret is not set: webhook posts carry no X-Loopwatch-Signature, so the receiver cannot tell them from forged ones"
+        );
+    }
     let signal_profiles = config.profiles()?.iter().map(|p| p.signals).collect();
     let metrics = Arc::new(Metrics::default());
     let signals = SignalHub::start(config.signals.clone());

@@ -377,3 +377,61 @@ fn a_traces_url_path_without_a_leading_slash_is_refused() {
     );
     assert!(err.contains("receiver.traces_url_path"), "{err}");
 }
+
+#[test]
+fn a_webhook_secret_without_a_url_is_refused_and_a_url_without_a_secret_warned() {
+    // check-config and serve both refuse a secret that signs nothing, naming the key and
+    // never echoing the secret.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, "[signals.webhook]\nsecret = \"s3cr3t-value\"\n").unwrap();
+    let err = fails(loopwatch().arg("check-config").arg(&file));
+    assert!(
+        err.contains("signals.webhook.secret is set but signals.webhook.url is not"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cr3t-value"), "{err}");
+    let mut serve = common::serve_process::serve_command(None);
+    serve.env("LOOPWATCH_SIGNALS__WEBHOOK__SECRET", "s3cr3t-value");
+    let err = fails(&mut serve);
+    assert!(err.contains("signals.webhook.secret"), "{err}");
+    assert!(!err.contains("s3cr3t-value"), "{err}");
+
+    // A url without a secret starts, with one warning before the listening line; with a
+    // secret, none.
+    for (secret, warnings) in [(None, 1), (Some("s3cr3t-value"), 0)] {
+        let mut serve = common::serve_process::serve_command(None);
+        serve.env("LOOPWATCH_SIGNALS__WEBHOOK__URL", "http://127.0.0.1:9/hook");
+        if let Some(secret) = secret {
+            serve.env("LOOPWATCH_SIGNALS__WEBHOOK__SECRET", secret);
+        }
+        let mut child = serve
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut before_listening = Vec::new();
+        for line in std::io::BufRead::lines(stderr).map_while(Result::ok) {
+            if line.contains("loopwatch listening") {
+                break;
+            }
+            before_listening.push(line);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let warned = before_listening
+            .iter()
+            .filter(|l| l.contains("signals.webhook.secret is not set"))
+            .count();
+        assert_eq!(warned, warnings, "secret {secret:?}: {before_listening:#?}");
+        if warnings == 1 {
+            let line = before_listening
+                .iter()
+                .find(|l| l.contains("signals.webhook.secret is not set"))
+                .unwrap();
+            let line: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(line["level"], "WARN", "{line}");
+        }
+    }
+}

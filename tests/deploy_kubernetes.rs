@@ -55,6 +55,21 @@ fn env_value<'a>(container: &'a Json, name: &str) -> Option<&'a str> {
         .as_str()
 }
 
+/// The `secretKeyRef` of the container's fingerprint-key env var.
+fn fingerprint_key_ref(container: &Json) -> &Json {
+    let env = container["env"]
+        .as_array()
+        .and_then(|env| {
+            env.iter()
+                .find(|e| e["name"] == "LOOPWATCH_DETECTION__FINGERPRINT_KEY")
+        })
+        .unwrap_or_else(|| panic!("no fingerprint key on {}", container["name"]));
+    let secret = &env["valueFrom"]["secretKeyRef"];
+    assert_eq!(secret["name"], "loopwatch");
+    assert_eq!(secret["key"], "fingerprint-key");
+    secret
+}
+
 /// The checks every loopwatch container passes, sidecar or gateway.
 fn check_loopwatch_container(c: &Json, pod: &Json) {
     for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
@@ -151,6 +166,8 @@ fn sidecar_overlay_renders_a_native_sidecar() {
     let lw = named(&pod["initContainers"], "loopwatch");
     assert_eq!(lw["restartPolicy"], "Always", "not a native sidecar");
     check_loopwatch_container(lw, pod);
+    // A missing Secret must not keep the agent's pod from starting.
+    assert_eq!(fingerprint_key_ref(lw)["optional"], true);
     // The agent exports to the sidecar over loopback.
     let app = named(&pod["containers"], "agent");
     assert_eq!(
@@ -181,8 +198,12 @@ fn gateway_overlay_renders_replicas_collector_and_rbac() {
     check_no_hard_coded_namespace(&repo().join("deploy/kubernetes/gateway"));
     let deploy = find(&objects, "Deployment", "loopwatch");
     let pod = &deploy["spec"]["template"]["spec"];
-    check_loopwatch_container(named(&pod["containers"], "loopwatch"), pod);
+    let lw = named(&pod["containers"], "loopwatch");
+    check_loopwatch_container(lw, pod);
     assert!(deploy["spec"]["replicas"].as_u64().unwrap() >= 2);
+    // Replicas with keys of their own would fingerprint the same call differently: no
+    // replica starts without the shared Secret.
+    assert_eq!(fingerprint_key_ref(lw)["optional"], false);
 
     let headless = find(&objects, "Service", "loopwatch-headless");
     assert_eq!(headless["spec"]["clusterIP"], "None");

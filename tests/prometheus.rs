@@ -4,7 +4,10 @@
 //! loads the rules; then every dashboard expression returns data through the query API,
 //! every metric an alert reads exists (an alert on a metric loopwatch does not export
 //! fails here), every alert expression evaluates, and the sink-failing alert (a webhook
-//! sink pointed at a closed port) goes pending.
+//! sink pointed at a closed port) goes pending. `promtool test rules` runs the rules' unit
+//! tests (`deploy/prometheus/rules.test.yaml`): series where only
+//! `loopwatch_requests_rejected_total{reason="queue_full"}` grows (a full queue refuses
+//! before reading, so no span count) fire the refusal alert.
 
 mod common;
 #[path = "ops_support/corpus_server.rs"]
@@ -130,6 +133,24 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
     names
 }
 
+#[test]
+fn alert_rules_pass_their_promtool_unit_tests() {
+    let Some(promtool) = tool("promtool", &[], "runs the alert rules' unit tests") else {
+        return;
+    };
+    let tests = repo().join("deploy/prometheus/rules.test.yaml");
+    let out = run(Command::new(&promtool).arg("test").arg("rules").arg(&tests));
+    assert!(out.contains("SUCCESS"), "{out}");
+    // The file holds the case a full queue makes: only the requests counter grows.
+    let text = std::fs::read_to_string(&tests).unwrap();
+    assert!(
+        text.contains(
+            r#"loopwatch_requests_rejected_total{instance="lw-0:8787", reason="queue_full"}"#
+        ) && text.contains("alertname: LoopwatchRequestsRefused"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
     let Some(promtool) = tool("promtool", &[], "checks the alert rules") else {
@@ -229,6 +250,7 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
     }
     for wanted in [
         "LoopwatchSpansDropped",
+        "LoopwatchRequestsRefused",
         "LoopwatchForwardQueueNearFull",
         "LoopwatchDownstreamDown",
         "LoopwatchSignalSinkFailing",

@@ -41,6 +41,26 @@ pub enum SignalsConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A key that only acts together with another that is missing (e.g. a webhook
+    /// `secret` without a `url`: no webhook sink runs, so nothing would be signed).
+    #[error("signals.{field} is set but signals.{needs} is not: {reason}")]
+    WithoutRequired {
+        /// Dotted key that is set, e.g. `webhook.secret`.
+        field: &'static str,
+        /// Dotted key it needs, e.g. `webhook.url`.
+        needs: &'static str,
+        /// What the combination would do.
+        reason: &'static str,
+    },
+    /// A key whose value would be worse than leaving it out (the value is not echoed: it
+    /// may be a secret).
+    #[error("signals.{field} must not be empty: {reason}")]
+    Empty {
+        /// Dotted key, e.g. `webhook.secret`.
+        field: &'static str,
+        /// What to do instead.
+        reason: &'static str,
+    },
 }
 
 /// All signal sinks plus the in-memory ring.
@@ -172,7 +192,9 @@ impl Default for NatsSinkConfig {
 pub struct WebhookSinkConfig {
     /// Endpoint URL (http or https); the sink is off when absent.
     pub url: Option<String>,
-    /// HMAC-SHA256 key of the `X-Loopwatch-Signature` header; no header when absent.
+    /// HMAC-SHA256 key of the `X-Loopwatch-Signature` header; no header when absent (serve
+    /// warns once at start-up). Set without `url`, or empty, it is a config error: a secret
+    /// that signs nothing, or signs with an empty key, is a mistake, not a choice.
     pub secret: Option<String>,
     /// Timeout of each request (default `5s`).
     #[serde(with = "humantime_serde")]
@@ -265,6 +287,22 @@ impl SignalsConfig {
                 });
             }
         }
+        match (&self.webhook.secret, &self.webhook.url) {
+            (Some(_), None) => {
+                return Err(SignalsConfigError::WithoutRequired {
+                    field: "webhook.secret",
+                    needs: "webhook.url",
+                    reason: "the webhook sink is off without a url, so nothing would be signed",
+                })
+            }
+            (Some(secret), Some(_)) if secret.is_empty() => {
+                return Err(SignalsConfigError::Empty {
+                    field: "webhook.secret",
+                    reason: "an empty HMAC key proves nothing; set a random secret, or remove the key to send unsigned posts",
+                })
+            }
+            _ => {}
+        }
         if self.webhook.timeout.is_zero() {
             return Err(SignalsConfigError::Zero {
                 field: "webhook.timeout",
@@ -316,6 +354,41 @@ mod tests {
 
         let typo = toml::from_str::<SignalsConfig>("[redis]\nchanel = \"x\"\n");
         assert!(typo.is_err(), "unknown key must be rejected");
+    }
+
+    #[test]
+    fn a_webhook_secret_needs_a_url_and_a_value() {
+        // A secret alone used to be ignored: no sink, nothing signed, no word said.
+        let config: SignalsConfig =
+            toml::from_str("[webhook]\nsecret = \"s3cr3t-value\"\n").expect("parses");
+        let err = config
+            .validate()
+            .expect_err("secret without url is an error");
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "signals.webhook.secret is set but signals.webhook.url is not: the webhook sink is off without a url, so nothing would be signed"
+        );
+        assert!(
+            !text.contains("s3cr3t-value"),
+            "the secret is echoed: {text}"
+        );
+
+        let mut config = SignalsConfig::default();
+        config.webhook.url = Some("https://hooks.example.com/loopwatch".to_owned());
+        config.webhook.secret = Some(String::new());
+        let err = config.validate().expect_err("empty secret is an error");
+        assert!(
+            err.to_string()
+                .starts_with("signals.webhook.secret must not be empty"),
+            "{err}"
+        );
+
+        // A url with a secret, and a url alone (unsigned, warned at start-up), are valid.
+        config.webhook.secret = Some("s3cr3t-value".to_owned());
+        config.validate().expect("url + secret is valid");
+        config.webhook.secret = None;
+        config.validate().expect("url alone is valid");
     }
 
     #[test]
