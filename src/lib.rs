@@ -9,6 +9,7 @@
 
 pub mod annotate;
 pub mod api;
+pub mod api_query;
 pub mod auth;
 pub mod budget;
 pub mod class_queue;
