@@ -5,7 +5,7 @@
 //! - `GET /v1/summary` → runs, loop runs, loop rate, detections by pattern, per service and agent
 //! - `GET /v1/signals?trace_id=…&since=…` → recent signals
 //! - `GET /ui` → the built-in fleet page ([`crate::ui`])
-//! - `GET /metrics` (Prometheus text), `GET /healthz` (alive), `GET /readyz` (local state
+//! - `GET /metrics` (OpenMetrics or Prometheus text 0.0.4, by `Accept`), `GET /healthz` (alive), `GET /readyz` (local state
 //!   only: serving, listeners up, forward queue below its high-water mark)
 
 use std::collections::BTreeMap;
@@ -255,16 +255,26 @@ async fn summary(State(state): State<AdminState>) -> Json<Summary> {
     Json(s)
 }
 
-async fn metrics(State(state): State<AdminState>) -> Response {
+/// OpenMetrics when the `Accept` header asks for it (Prometheus does), else the Prometheus
+/// text format 0.0.4 ([`crate::exposition`]).
+async fn metrics(State(state): State<AdminState>, headers: header::HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = crate::exposition::negotiate(accept);
     match crate::metrics::render(&state.metric_sources()) {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
+        Ok(text) => {
+            let body = match format {
+                crate::exposition::Format::OpenMetrics => text,
+                crate::exposition::Format::Text => crate::exposition::openmetrics_to_text(&text),
+            };
+            (
+                [
+                    (header::CONTENT_TYPE, format.content_type()),
+                    (header::VARY, "Accept"),
+                ],
+                body,
+            )
+                .into_response()
+        }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     }
 }

@@ -19,6 +19,7 @@ pub mod detector;
 pub mod engine;
 pub mod event;
 pub mod explain;
+pub mod exposition;
 pub mod fingerprint;
 pub mod fleet;
 pub mod forward;
