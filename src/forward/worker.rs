@@ -9,7 +9,10 @@
 //!
 //! A failed export that will be retried gives its delivery slot back while it sleeps in
 //! backoff, so a slow or failing batch never blocks the others. On shutdown the `flush` token
-//! wakes every sleeping retry at once; retries then wait at most [`FLUSH_RETRY_DELAY`].
+//! wakes every sleeping retry once, so each is tried at once; a retry that fails again keeps
+//! following its backoff schedule (`initial·2ⁿ` up to `max_backoff`) until the drain
+//! deadline aborts it. (Capping drain retries at a fixed 100 ms instead made a drain against
+//! a refusing downstream export each pending batch ten times a second.)
 //!
 //! In persistent mode a batch's requests are deleted from the store once it is delivered or
 //! given up; a batch still pending when the worker is aborted stays on disk for the next start.
