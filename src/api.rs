@@ -5,20 +5,21 @@
 //! - `GET /v1/summary` → runs, loop runs, loop rate, detections by pattern, per service and agent
 //! - `GET /v1/signals?trace_id=…&since=…` → recent signals
 //! - `GET /ui` → the built-in fleet page ([`crate::ui`])
-//! - `GET /metrics` (Prometheus text), `GET /healthz` (alive), `GET /readyz` (local state
+//! - `GET /metrics` (OpenMetrics or Prometheus text 0.0.4, by `Accept`), `GET /healthz` (alive), `GET /readyz` (local state
 //!   only: serving, listeners up, forward queue below its high-water mark)
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
+use crate::api_query::{json_error as error, ApiQuery};
 use crate::engine::Engine;
 use crate::forward::stats::ForwarderStats;
 use crate::metrics::Metrics;
@@ -102,7 +103,28 @@ pub struct Data<T> {
     pub data: T,
 }
 
-async fn trace_loops(State(state): State<AdminState>, Path(trace_id): Path<String>) -> Response {
+/// Whether `id` is a trace id as W3C Trace Context and OTLP spell it: 32 hex characters
+/// (either case: OTLP/JSON and `traceparent` readers accept both).
+fn is_trace_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `400` for an id that is not 32 hex characters (no trace could have it), `404` for a
+/// well-formed id no run has.
+async fn trace_loops(
+    State(state): State<AdminState>,
+    trace_id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Response {
+    let trace_id = match trace_id {
+        Ok(Path(id)) => id,
+        Err(rejection) => return error(rejection.status(), &rejection.body_text()),
+    };
+    if !is_trace_id(&trace_id) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!("trace id {trace_id:?} is not 32 hex characters"),
+        );
+    }
     let registry = &state.engine.registry;
     let key = registry.run_key_for_trace(&trace_id.to_ascii_lowercase());
     match key.and_then(|key| registry.repeated_calls(&key)) {
@@ -120,10 +142,6 @@ async fn trace_loops(State(state): State<AdminState>, Path(trace_id): Path<Strin
         })
         .into_response(),
     }
-}
-
-fn error(status: StatusCode, message: &str) -> Response {
-    (status, Json(serde_json::json!({"error": message}))).into_response()
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -153,16 +171,7 @@ fn is_looping(run: &RunSummary) -> bool {
         .any(|d| d.detection.severity != crate::detector::Severity::Info)
 }
 
-async fn runs(
-    State(state): State<AdminState>,
-    query: Result<Query<RunsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let Ok(Query(query)) = query else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "query parameters: looping=true|false, limit=N",
-        );
-    };
+async fn runs(State(state): State<AdminState>, ApiQuery(query): ApiQuery<RunsQuery>) -> Response {
     let mut runs = state.engine.registry.runs();
     runs.sort_by_key(|r| std::cmp::Reverse(r.last_seen));
     let limit = query.limit.unwrap_or(100);
@@ -246,16 +255,26 @@ async fn summary(State(state): State<AdminState>) -> Json<Summary> {
     Json(s)
 }
 
-async fn metrics(State(state): State<AdminState>) -> Response {
+/// OpenMetrics when the `Accept` header asks for it (Prometheus does), else the Prometheus
+/// text format 0.0.4 ([`crate::exposition`]).
+async fn metrics(State(state): State<AdminState>, headers: header::HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = crate::exposition::negotiate(accept);
     match crate::metrics::render(&state.metric_sources()) {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
+        Ok(text) => {
+            let body = match format {
+                crate::exposition::Format::OpenMetrics => text,
+                crate::exposition::Format::Text => crate::exposition::openmetrics_to_text(&text),
+            };
+            (
+                [
+                    (header::CONTENT_TYPE, format.content_type()),
+                    (header::VARY, "Accept"),
+                ],
+                body,
+            )
+                .into_response()
+        }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod annotate;
 pub mod api;
+pub mod api_query;
 pub mod auth;
 pub mod budget;
 pub mod class_queue;
@@ -18,6 +19,7 @@ pub mod detector;
 pub mod engine;
 pub mod event;
 pub mod explain;
+pub mod exposition;
 pub mod fingerprint;
 pub mod fleet;
 pub mod forward;

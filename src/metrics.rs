@@ -1,4 +1,6 @@
-//! Prometheus metrics (`/metrics`, text exposition format via `prometheus-client`).
+//! Prometheus metrics (`/metrics`, OpenMetrics text via `prometheus-client`; the admin API
+//! turns it into the text format 0.0.4 for clients that do not ask for OpenMetrics,
+//! [`crate::exposition`]).
 //!
 //! Live metrics (detections, forward latency) are recorded as they happen; counters kept
 //! by the other modules as atomics (receiver, forwarder, registry, engine, signal sinks) are
@@ -234,7 +236,8 @@ pub struct ReportQueueFigures {
     pub queued: usize,
 }
 
-/// Renders every metric in the OpenMetrics text format (Prometheus scrapes it).
+/// Renders every metric in the OpenMetrics text format (Prometheus scrapes it;
+/// [`crate::exposition::openmetrics_to_text`] makes the text format 0.0.4 of it).
 ///
 /// Counter names end in `_total` on the wire (the encoder adds the suffix).
 ///

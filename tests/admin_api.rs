@@ -267,6 +267,18 @@ async fn corpus_through_the_admin_api() {
     let (status, body) = get(admin, &format!("/v1/traces/{}/loops", "ab".repeat(16))).await;
     assert_eq!(status, 404, "unknown trace: {body}");
     assert!(serde_json::from_str::<Value>(&body).unwrap()["error"].is_string());
+    // An id no trace can have (not 32 hex characters) is the client's error, not a miss.
+    let too_long = "ab".repeat(17);
+    let not_hex = format!("{}zz", &healthy.trace_id[..30]);
+    for bad in ["abc", too_long.as_str(), not_hex.as_str(), "%20"] {
+        let (status, body) = get(admin, &format!("/v1/traces/{bad}/loops")).await;
+        assert_eq!(status, 400, "trace id {bad:?}: {body}");
+        let error = serde_json::from_str::<Value>(&body).unwrap()["error"].clone();
+        assert!(
+            error.as_str().unwrap().contains("32 hex characters"),
+            "{bad:?}: {body}"
+        );
+    }
 
     // --- /v1/summary against expected.json ---
     let runs = corpus.len();
@@ -332,7 +344,30 @@ async fn corpus_through_the_admin_api() {
     assert_eq!(all["data"].as_array().unwrap().len(), runs);
     let calm = get_json(admin, "/v1/runs?looping=false").await;
     assert_eq!(calm["data"].as_array().unwrap().len(), runs - loop_runs);
-    assert_eq!(get(admin, "/v1/runs?looping=maybe").await.0, 400);
+    // A query string that does not deserialize is 400 in the API's JSON error shape on
+    // every endpoint that reads one (axum's own rejection is text/plain).
+    for (path, names) in [
+        ("/v1/runs?looping=maybe", "looping"),
+        ("/v1/runs?foo=1", "foo"),
+        ("/v1/runs?limit=-1", "limit"),
+        ("/v1/signals?foo=1", "foo"),
+        ("/v1/signals?since=yesterday", "since"),
+        ("/v1/signals?action=stop", "action"),
+    ] {
+        let response = reqwest::get(format!("http://{admin}{path}")).await.unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{path}"
+        );
+        let body: Value = response.json().await.unwrap();
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(names),
+            "{path}: the error names {names}: {body}"
+        );
+    }
 
     // --- /metrics ---
     let forwarded =

@@ -687,3 +687,47 @@ async fn persistent_queue_keeps_what_the_drain_left_and_the_next_start_delivers_
         loopwatch::forward::store::DiskQueue::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     assert!(left.is_empty());
 }
+
+/// A downstream that answers `UNAVAILABLE` to every export (a real tonic server counting
+/// the calls): during a 2 s drain with a 100 ms initial backoff each of 8 requests is
+/// exported at most a handful of times (woken once, then 100·2ⁿ ms waits drawn in
+/// `[d/2, d]`: at most 7 exports in 2 s), not every 100 ms (about 20 each, 160+ in all,
+/// the hot loop a drain against a refusing downstream used to be).
+#[tokio::test]
+async fn drain_retries_keep_their_backoff() {
+    let downstream = Arc::new(Downstream::default());
+    if let Ok(mut s) = downstream.script.lock() {
+        for _ in 0..10_000 {
+            s.push_back(Status::unavailable("refusing"));
+        }
+    }
+    let addr = start_downstream(Arc::clone(&downstream)).await;
+    let cfg = ForwarderConfig {
+        initial_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(5),
+        max_elapsed_retry: Duration::from_secs(300),
+        concurrency: 8,
+        ..config(addr)
+    };
+    let forwarder = start(&cfg);
+    let stats = forwarder.stats();
+    let bytes = read(&corpus("pb")[0]);
+    for _ in 0..8 {
+        send(&forwarder.queue(), &bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    wait_until("all 8 in backoff", Duration::from_secs(5), || {
+        stats.in_backoff() == 8
+    })
+    .await;
+    let before = downstream.calls.load(Ordering::SeqCst);
+    let started = Instant::now();
+    let report = forwarder.shutdown(Duration::from_secs(2)).await;
+    let elapsed = started.elapsed();
+    let during = downstream.calls.load(Ordering::SeqCst) - before;
+    assert!(elapsed >= Duration::from_secs(2), "{elapsed:?}");
+    assert_eq!(report.undelivered, 8);
+    // Every request is tried at once when the drain starts...
+    assert!(during >= 8, "{during} exports during the drain");
+    // ...and then only as its backoff allows.
+    assert!(during <= 8 * 7, "{during} exports during a 2 s drain");
+}

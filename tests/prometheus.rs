@@ -282,3 +282,98 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
     assert!(pending, "LoopwatchSignalSinkFailing did not go pending");
     server.shutdown().await.unwrap();
 }
+
+/// `/metrics` negotiates its format: OpenMetrics for Prometheus' `Accept` header, the
+/// Prometheus text format 0.0.4 otherwise, and that one passes `promtool check metrics`
+/// (which reads 0.0.4 only: on the OpenMetrics answer it reported "no help text" for every
+/// counter, whose HELP/TYPE lines name the family without `_total`).
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_answers_both_formats_and_promtool_accepts_the_text_one() {
+    let Some(promtool) = tool("promtool", &[], "checks the text exposition") else {
+        return;
+    };
+    let (server, _downstream) = corpus_server::start().await;
+    corpus_server::feed_corpus(&server).await;
+    let admin = server.admin_addr.unwrap();
+
+    let (status, content_type, om) =
+        server_support::get_metrics(admin, server_support::PROMETHEUS_ACCEPT).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    assert!(
+        om.contains("\n# TYPE loopwatch_spans_received counter\n"),
+        "{om}"
+    );
+    let om_scrape = server_support::parse_openmetrics(&om).unwrap_or_else(|e| panic!("{e}"));
+
+    for accept in [
+        "text/plain;version=0.0.4",
+        "text/plain; version=0.0.4; charset=utf-8",
+        "*/*",
+        "",
+    ] {
+        let (status, content_type, text) = server_support::get_metrics(admin, accept).await;
+        assert_eq!(status, 200, "{accept:?}");
+        assert_eq!(
+            content_type, "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        assert!(!text.contains("# EOF"), "{accept:?}: {text}");
+        assert!(!text.contains("# UNIT"), "{accept:?}: {text}");
+        assert!(!text.contains("_created"), "{accept:?}: {text}");
+        for line in [
+            "# HELP loopwatch_spans_received_total ",
+            "# TYPE loopwatch_spans_received_total counter\n",
+            "# TYPE loopwatch_forward_latency_seconds histogram\n",
+        ] {
+            assert!(text.contains(line), "{accept:?}: no {line:?} in\n{text}");
+        }
+        // Every counter's metadata names its `_total` sample.
+        for (family, kind) in &om_scrape.types {
+            if kind == "counter" {
+                assert!(
+                    text.contains(&format!("# TYPE {family}_total counter\n")),
+                    "{family}"
+                );
+            }
+        }
+    }
+
+    let (_, _, text) = server_support::get_metrics(admin, "text/plain;version=0.0.4").await;
+    let (ok, said) = promtool_check_metrics(&promtool, &text);
+    assert!(ok, "promtool check metrics: {said}\n{text}");
+    assert_eq!(said.trim(), "", "promtool check metrics found problems");
+    // The OpenMetrics answer is what promtool cannot read (the reported problem).
+    let (ok, said) = promtool_check_metrics(&promtool, &om);
+    assert!(!ok && said.contains("no help text"), "{said}");
+    server.shutdown().await.unwrap();
+}
+
+/// `promtool check metrics` on `exposition` (stdin): success, and what it printed.
+fn promtool_check_metrics(promtool: &std::path::Path, exposition: &str) -> (bool, String) {
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start promtool");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(exposition.as_bytes())
+            .expect("write to promtool");
+    }
+    let out = child.wait_with_output().expect("promtool");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}

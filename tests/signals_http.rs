@@ -60,10 +60,15 @@ async fn get_signals_filters_by_trace_and_since() {
     let since: SignalsResponse = serde_json::from_str(&body).expect("json");
     assert_eq!(since.data, signals[1..].to_vec(), "since is inclusive");
 
-    let (status, _) = get("?since=yesterday".to_owned()).await;
+    let (status, body) = get("?since=yesterday".to_owned()).await;
     assert_eq!(status, 400, "a non-integer since is a client error");
-    let (status, _) = get("?trace=abc".to_owned()).await;
+    assert!(json_error(&body).contains("since"), "{body}");
+    let (status, body) = get("?trace=abc".to_owned()).await;
     assert_eq!(status, 400, "an unknown parameter is a client error");
+    assert!(
+        json_error(&body).contains("unknown field `trace`"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -104,8 +109,18 @@ async fn get_signals_filters_by_action_and_rejects_unknown_actions() {
         let (status, body) = get(bad).await;
         assert_eq!(status, 400, "{bad}: an unknown action is a client error");
         assert!(
-            body.contains("action"),
+            json_error(&body).contains("action"),
             "{bad}: the message names the parameter: {body}"
         );
     }
+}
+
+/// The `error` of the admin API's JSON error body (panics on any other body).
+fn json_error(body: &str) -> String {
+    let value: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    value["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error string: {body}"))
+        .to_owned()
 }

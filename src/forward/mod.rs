@@ -191,7 +191,8 @@ impl Forwarder {
     }
 
     /// Closes the queue (new admissions fail with `ShuttingDown`), wakes every retry sleeping
-    /// in backoff so it is tried at once, and keeps delivering until nothing is pending or
+    /// in backoff so it is tried at once (a retry that fails again keeps its backoff
+    /// schedule, bounded by `deadline`), and keeps delivering until nothing is pending or
     /// `deadline` passes. What is left is dropped, counted (reason `shutdown`) and reported:
     /// at ERROR when acknowledged spans were lost, at WARN when earlier drops happened. In
     /// persistent mode what is left stays on disk for the next start instead (WARN).

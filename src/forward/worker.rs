@@ -9,13 +9,16 @@
 //!
 //! A failed export that will be retried gives its delivery slot back while it sleeps in
 //! backoff, so a slow or failing batch never blocks the others. On shutdown the `flush` token
-//! wakes every sleeping retry at once; retries then wait at most [`FLUSH_RETRY_DELAY`].
+//! wakes every sleeping retry once, so each is tried at once; a retry that fails again keeps
+//! following its backoff schedule (`initial·2ⁿ` up to `max_backoff`) until the drain
+//! deadline aborts it. (Capping drain retries at a fixed 100 ms instead made a drain against
+//! a refusing downstream export each pending batch ten times a second.)
 //!
 //! In persistent mode a batch's requests are deleted from the store once it is delivered or
 //! given up; a batch still pending when the worker is aborted stays on disk for the next start.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -29,9 +32,6 @@ use super::queue::{ForwardQueue, QueuedRequest};
 use super::stats::{DeliveryLatency, DropReason, ForwarderStats};
 use super::store::{blocking, DiskQueue};
 use super::{ExportClient, ForwarderConfig};
-
-/// Longest wait between retries once shutdown began.
-pub(super) const FLUSH_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// What the worker and its delivery tasks share.
 pub(super) struct Shared {
@@ -239,12 +239,9 @@ async fn deliver(batch: Batch, shared: Arc<Shared>, slot: OwnedSemaphorePermit) 
             RetryDecision::DoNotRetry => DropReason::NonRetryable,
             RetryDecision::Retry { after } => match backoff.next_delay(after) {
                 Some(delay) => {
+                    // Once shutdown began the flush token no longer wakes anyone: the wait
+                    // is the backoff's, bounded by the drain deadline (which aborts it).
                     let flushing = shared.flush.is_cancelled();
-                    let delay = if flushing {
-                        delay.min(FLUSH_RETRY_DELAY)
-                    } else {
-                        delay
-                    };
                     tracing::debug!(code = ?status.code(), message = status.message(), ?delay, requests, "export failed, retrying");
                     drop(slot.take());
                     stats.backoff_started(requests);

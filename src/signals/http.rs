@@ -1,14 +1,16 @@
 //! HTTP `GET /v1/signals?trace_id=<hex>&since=<ns>&action=<warn|kill>` (DESIGN §6): recent
 //! signals from the hub's in-memory ring, oldest first, as `{"data":[<loopwatch.signal.v1>…]}`.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::hub::SignalHub;
 use super::{Action, Signal};
+use crate::api_query::{json_error, ApiQuery};
 
 /// Query parameters of `GET /v1/signals`; all optional. Unknown parameters, and an
 /// `action` other than `warn` / `kill`, are rejected (400) so a typo does not silently
@@ -33,17 +35,19 @@ pub struct SignalsResponse {
 }
 
 /// Axum handler of `GET /v1/signals`.
-/// An unknown `action` is `400 Bad Request` with a message naming the parameter.
+/// A query string that does not deserialize, and an unknown `action`, are `400 Bad
+/// Request` with `{"error": …}` (the admin API's error shape), the latter naming the
+/// parameter.
 pub async fn get_signals(
     State(hub): State<SignalHub>,
-    Query(query): Query<SignalsQuery>,
-) -> Result<Json<SignalsResponse>, (StatusCode, String)> {
+    ApiQuery(query): ApiQuery<SignalsQuery>,
+) -> Result<Json<SignalsResponse>, Response> {
     let action: Option<Action> = match query.action.as_deref() {
         None | Some("") => None,
         Some(action) => Some(action.parse().map_err(|e| {
-            (
+            json_error(
                 StatusCode::BAD_REQUEST,
-                format!("query parameter action: {e}"),
+                &format!("query parameter action: {e}"),
             )
         })?),
     };

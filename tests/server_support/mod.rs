@@ -366,10 +366,37 @@ pub fn parse_openmetrics(text: &str) -> Result<Scrape, String> {
     Ok(scrape)
 }
 
-/// Scrapes and parses `/metrics`, asserting 200 and a valid exposition.
+/// The `Accept` header of a scrape asking for OpenMetrics, as Prometheus 2.x sends it
+/// (`prometheus/prometheus`, `scrape/scrape.go`, `scrapeAcceptHeader`).
+pub const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// `GET /metrics` with an `Accept` header: status, `Content-Type` and body.
+pub async fn get_metrics(admin: SocketAddr, accept: &str) -> (u16, String, String) {
+    let response = reqwest::Client::new()
+        .get(format!("http://{admin}/metrics"))
+        .header("accept", accept)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET /metrics: {e}"));
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (status, content_type, response.text().await.expect("body"))
+}
+
+/// Scrapes `/metrics` as Prometheus does (OpenMetrics) and parses it, asserting 200 and a
+/// valid exposition.
 pub async fn scrape(admin: SocketAddr) -> Scrape {
-    let (status, body) = get(admin, "/metrics").await;
+    let (status, content_type, body) = get_metrics(admin, PROMETHEUS_ACCEPT).await;
     assert_eq!(status, 200, "/metrics: {body}");
+    assert_eq!(
+        content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     parse_openmetrics(&body).unwrap_or_else(|e| panic!("/metrics does not parse: {e}\n{body}"))
 }
 
