@@ -182,20 +182,8 @@ async fn corpus_end_to_end(transport: Transport) {
         .collect();
     let mut annotated_expected = HashSet::new();
     for (run, expected) in corpus_expected() {
-        let first = read_pb(&corpus_files(&run, "pb")[0]);
-        let trace_id = hex::encode(&spans_of(&first)[0].trace_id);
-        let detections = server
-            .engine
-            .registry
-            .detections(&trace_id)
-            .unwrap_or_default();
-        for profile in ["nudge", "stop"] {
-            assert_eq!(
-                keys_of(&detections, profile),
-                expected_keys(&expected, profile),
-                "{run} {profile} via {transport:?}"
-            );
-        }
+        let detections =
+            assert_corpus_run_detections(&server, &run, &expected, &format!("{transport:?}"));
         for d in &detections {
             let span = &by_id[d.span_id.as_slice()];
             assert_eq!(
@@ -483,20 +471,7 @@ async fn otlp_json_doubles_in_strings_arrive_downstream_and_loops_are_detected()
         .map(|s| (s.span_id.clone(), s))
         .collect();
     for (run, expected) in &runs {
-        let first = read_pb(&corpus_files(run, "pb")[0]);
-        let trace_id = hex::encode(&spans_of(&first)[0].trace_id);
-        let detections = server
-            .engine
-            .registry
-            .detections(&trace_id)
-            .unwrap_or_default();
-        for profile in ["nudge", "stop"] {
-            assert_eq!(
-                keys_of(&detections, profile),
-                expected_keys(expected, profile),
-                "{run} {profile}"
-            );
-        }
+        let detections = assert_corpus_run_detections(&server, run, expected, "e2e");
         for d in &detections {
             let span = &by_id[d.span_id.as_slice()];
             assert_eq!(attr(span, "loop.detected"), Some(Value::BoolValue(true)));

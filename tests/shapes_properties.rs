@@ -301,15 +301,29 @@ fn otlp_json_with_doubles_in_strings_gives_identical_detections() {
             }
             files.push(path);
         }
-        let engine = Engine::from_config(&Config::default()).unwrap();
-        let outcome = loopwatch::scan::scan(&engine, &files).unwrap_or_else(|e| panic!("{e}"));
-        for profile in ["nudge", "stop"] {
-            assert_eq!(
-                keys_of(&outcome.detections, profile),
-                expected_keys(&expected, profile),
-                "{run} (scan, doubles in strings), profile {profile}"
-            );
-        }
+        assert_scan_detections(
+            &files,
+            &expected,
+            &format!("{run} (scan, doubles in strings)"),
+        );
+    }
+}
+
+/// `scan` of `files` with the default config gives each profile the `expected` detections
+/// (`context` names the case in the failure message).
+fn assert_scan_detections(
+    files: &[std::path::PathBuf],
+    expected: &serde_json::Value,
+    context: &str,
+) {
+    let engine = Engine::from_config(&Config::default()).unwrap();
+    let outcome = loopwatch::scan::scan(&engine, files).unwrap_or_else(|e| panic!("{e}"));
+    for profile in ["nudge", "stop"] {
+        assert_eq!(
+            keys_of(&outcome.detections, profile),
+            expected_keys(expected, profile),
+            "{context}, profile {profile}"
+        );
     }
 }
 
@@ -344,15 +358,11 @@ fn protobuf_before_scope_spans_scans_and_annotates_identically() {
             std::fs::write(&path, legacy).unwrap();
             files.push(path);
         }
-        let engine = Engine::from_config(&Config::default()).unwrap();
-        let outcome = loopwatch::scan::scan(&engine, &files).unwrap_or_else(|e| panic!("{e}"));
-        for profile in ["nudge", "stop"] {
-            assert_eq!(
-                keys_of(&outcome.detections, profile),
-                expected_keys(&expected, profile),
-                "{run} (scan of instrumentation_library_spans), profile {profile}"
-            );
-        }
+        assert_scan_detections(
+            &files,
+            &expected,
+            &format!("{run} (scan of instrumentation_library_spans)"),
+        );
         // The wire path annotates the old field in place: the forwarded bytes, read with
         // field 1000, are the request the prost path annotates, its spans still there.
         // One fingerprint key for both (unset, each engine draws its own).
@@ -392,20 +402,7 @@ async fn start_server() -> loopwatch::server::RunningServer {
 /// Every corpus run's final detections in `server` are the expected ones.
 fn assert_server_detections(server: &loopwatch::server::RunningServer, how: &str) {
     for (run, expected) in corpus_expected() {
-        let first = &requests_of(&run)[0];
-        let trace_id = hex::encode(&first.resource_spans[0].scope_spans[0].spans[0].trace_id);
-        let detections = server
-            .engine
-            .registry
-            .detections(&trace_id)
-            .unwrap_or_default();
-        for profile in ["nudge", "stop"] {
-            assert_eq!(
-                keys_of(&detections, profile),
-                expected_keys(&expected, profile),
-                "{run} ({how}), profile {profile}"
-            );
-        }
+        assert_corpus_run_detections(server, &run, &expected, how);
     }
 }
 

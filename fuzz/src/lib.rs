@@ -144,6 +144,17 @@ pub fn migrated_request(
     Ok(Some(request))
 }
 
+/// The wire path on `wire` (read from `bytes`), a request prost has no reference for: it is
+/// processed, and forwarded byte for byte when nothing in it was annotated.
+fn forwarded_unless_annotated(wire: WireRequest, bytes: &bytes::Bytes) {
+    let processed = engine(None)
+        .process_wire(wire, Instant::now())
+        .expect("a read request annotates");
+    if processed.processed.annotated_spans == 0 {
+        assert_eq!(&processed.bytes(), bytes);
+    }
+}
+
 /// Target (d): the zero-copy wire reader against prost on the same bytes.
 ///
 /// - The reader accepts what prost accepts; it may accept more only where prost's error
@@ -163,13 +174,10 @@ pub fn wire_input(data: &[u8]) -> bool {
         Ok(Some(request)) => request,
         Ok(None) => {
             // A legacy entry with a string that is not UTF-8: read lossily, no reference.
-            let wire = wire.expect("the wire reader reads what prost decodes");
-            let processed = engine(None)
-                .process_wire(wire, Instant::now())
-                .expect("a read request annotates");
-            if processed.processed.annotated_spans == 0 {
-                assert_eq!(processed.bytes(), bytes);
-            }
+            forwarded_unless_annotated(
+                wire.expect("the wire reader reads what prost decodes"),
+                &bytes,
+            );
             return false;
         }
         Err(prost_error) => {
@@ -178,12 +186,7 @@ pub fn wire_input(data: &[u8]) -> bool {
                     prost_error.to_string().contains("UTF-8"),
                     "the wire reader accepted what prost refuses: {prost_error}"
                 );
-                let processed = engine(None)
-                    .process_wire(wire, Instant::now())
-                    .expect("a read request annotates");
-                if processed.processed.annotated_spans == 0 {
-                    assert_eq!(processed.bytes(), bytes);
-                }
+                forwarded_unless_annotated(wire, &bytes);
             }
             return false;
         }

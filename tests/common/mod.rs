@@ -149,6 +149,32 @@ pub fn keys_of(detections: &[loopwatch::registry::RunDetection], profile: &str) 
         .collect()
 }
 
+/// The detections `server` holds for corpus run `run` (its trace is the trace of the run's
+/// first recorded request), after asserting that each profile's are the `expected` ones
+/// (`context` names the case in the failure message).
+pub fn assert_corpus_run_detections(
+    server: &loopwatch::server::RunningServer,
+    run: &str,
+    expected: &Json,
+    context: &str,
+) -> Vec<loopwatch::registry::RunDetection> {
+    let first = read_pb(&corpus_files(run, "pb")[0]);
+    let trace_id = hex::encode(&first.resource_spans[0].scope_spans[0].spans[0].trace_id);
+    let detections = server
+        .engine
+        .registry
+        .detections(&trace_id)
+        .unwrap_or_default();
+    for profile in ["nudge", "stop"] {
+        assert_eq!(
+            keys_of(&detections, profile),
+            expected_keys(expected, profile),
+            "{run} ({context}), profile {profile}"
+        );
+    }
+    detections
+}
+
 pub fn kv(key: &str, value: Value) -> KeyValue {
     KeyValue {
         key: key.into(),

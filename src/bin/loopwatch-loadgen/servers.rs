@@ -102,14 +102,35 @@ pub async fn serve<S>(
 where
     S: TraceService,
 {
-    let listener = TcpListener::bind(listen).await?;
-    let addr = listener.local_addr()?;
     // Compressed requests are accepted (a setup that compresses anyway still counts), the
     // setups are asked not to compress.
     let service = TraceServiceServer::new(service)
         .max_decoding_message_size(MAX_MESSAGE)
         .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
         .accept_compressed(tonic::codec::CompressionEncoding::Zstd);
+    serve_grpc(service, listen, stop).await
+}
+
+/// Serves the gRPC `service` on `listen` until `stop` turns true; returns the bound address.
+async fn serve_grpc<S>(
+    service: S,
+    listen: SocketAddr,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<SocketAddr>
+where
+    S: tonic::codegen::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let listener = TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
     tokio::spawn(async move {
         let mut stop = stop;
         let result = tonic::transport::Server::builder()
@@ -216,24 +237,7 @@ pub async fn serve_raw(
     listen: SocketAddr,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<SocketAddr> {
-    let listener = TcpListener::bind(listen).await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let mut stop = stop;
-        let result = tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                },
-            )
-            .await;
-        if let Err(e) = result {
-            eprintln!("loopwatch-loadgen: server on {addr}: {e}");
-        }
-    });
-    Ok(addr)
+    serve_grpc(service, listen, stop).await
 }
 
 /// `loopwatch-loadgen passthrough`: the pass-through as its own process (for `bench`).
