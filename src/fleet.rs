@@ -36,6 +36,14 @@ pub const HISTORY_BUCKETS: u64 = 60;
 pub const MAX_TRACKED_RUNS: usize = 200_000;
 /// Name used for a run without `service.name` or `gen_ai.agent.name`.
 pub const UNKNOWN: &str = "unknown";
+/// Distinct (service.name, gen_ai.agent.name) groups counted under their own names, at
+/// most; runs of any further group count under [`OTHER`] for both. `service.name` comes
+/// from whoever sends spans, and each group is a label set of three metric families and an
+/// entry of `/v1/summary` kept for the life of the process: without a cap a client that
+/// names a service per request grows both without bound.
+pub const MAX_GROUPS: usize = 1000;
+/// Name of the group that runs of groups past [`MAX_GROUPS`] count under.
+pub const OTHER: &str = "other";
 
 /// (service.name, gen_ai.agent.name): the run's interned names, shared (a new run's group
 /// is keyed in three maps; cloning it copies no string).
@@ -101,6 +109,17 @@ fn group_of(service: Option<&Arc<str>>, agent: Option<&Arc<str>>) -> Group {
 }
 
 impl State {
+    /// `group` if it is counted under its own names (already, or with room for it under
+    /// [`MAX_GROUPS`]), else the [`OTHER`] group.
+    fn admit(&self, group: Group) -> Group {
+        if self.totals.contains_key(&group) || self.totals.len() < MAX_GROUPS {
+            return group;
+        }
+        static OTHER_NAME: std::sync::LazyLock<Arc<str>> =
+            std::sync::LazyLock::new(|| Arc::from(OTHER));
+        (OTHER_NAME.clone(), OTHER_NAME.clone())
+    }
+
     fn prune(&mut self, now: u64) {
         let oldest = bucket_of(now).saturating_sub((HISTORY_BUCKETS - 1) * BUCKET_SECS);
         self.buckets.retain(|start, _| *start >= oldest);
@@ -163,6 +182,7 @@ impl State {
                 return;
             }
         }
+        let group = self.admit(group);
         let bucket = bucket_of(now);
         self.buckets
             .entry(bucket)
@@ -203,6 +223,19 @@ impl Fleet {
             s.observe_run(&run.run_key, group, now);
         }
         s.prune(now);
+    }
+
+    /// The names `service` and `agent` are counted under: their own (`unknown` when
+    /// absent) once their group is counted, [`OTHER`] for a group past [`MAX_GROUPS`].
+    /// For labels of other metrics, so they stay within the same groups.
+    pub fn group_names(&self, service: Option<&str>, agent: Option<&str>) -> (String, String) {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let group: Group = (
+            Arc::from(service.unwrap_or(UNKNOWN)),
+            Arc::from(agent.unwrap_or(UNKNOWN)),
+        );
+        let (service, agent) = s.admit(group);
+        (service.to_string(), agent.to_string())
     }
 
     /// Cumulative (service, agent) → (runs started, loop runs), for `/metrics`.
@@ -399,6 +432,36 @@ mod tests {
         assert_eq!(s.untracked_runs, 1003);
         let totals = s.totals.values().map(|c| c.runs).sum::<u64>();
         assert_eq!(totals, MAX_TRACKED_RUNS as u64 + 1);
+    }
+
+    #[test]
+    fn groups_past_the_cap_count_as_other() {
+        let fleet = Fleet::default();
+        let mut s = fleet.state.lock().unwrap();
+        for i in 0..MAX_GROUPS + 5 {
+            let service: Arc<str> = Arc::from(format!("svc-{i}"));
+            s.observe_run(
+                &Arc::from(format!("r{i}")),
+                group_of(Some(&service), None),
+                120,
+            );
+        }
+        // A group counted before the cap keeps its name for new runs.
+        let first: Arc<str> = Arc::from("svc-0");
+        s.observe_run(&Arc::from("again"), group_of(Some(&first), None), 120);
+        drop(s);
+        let totals = fleet.totals();
+        assert_eq!(totals.len(), MAX_GROUPS + 1);
+        assert!(totals.contains(&("svc-0".to_string(), UNKNOWN.to_string(), 2, 0)));
+        assert!(totals.contains(&(OTHER.to_string(), OTHER.to_string(), 5, 0)));
+        assert_eq!(
+            fleet.group_names(Some("svc-1"), None),
+            ("svc-1".to_string(), UNKNOWN.to_string())
+        );
+        assert_eq!(
+            fleet.group_names(Some("svc-new"), Some("agent")),
+            (OTHER.to_string(), OTHER.to_string())
+        );
     }
 
     #[test]

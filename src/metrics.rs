@@ -92,21 +92,35 @@ impl Metrics {
         if detections.is_empty() {
             return;
         }
-        let unknown = crate::fleet::UNKNOWN;
-        let mut groups: foldhash::HashMap<(&str, &'static str, &'static str, &str, &str), u64> =
-            Default::default();
+        // (profile, pattern, severity, service.name, gen_ai.agent.name) → detections.
+        type Group<'a> = (
+            &'a str,
+            &'static str,
+            &'static str,
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        let mut groups: foldhash::HashMap<Group, u64> = Default::default();
         for d in detections {
             let key = (
                 d.profile.name.as_str(),
                 d.detection.pattern.as_str(),
                 d.detection.severity.as_str(),
-                d.service_name.as_deref().unwrap_or(unknown),
-                d.agent_name.as_deref().unwrap_or(unknown),
+                d.service_name.as_deref(),
+                d.agent_name.as_deref(),
             );
             *groups.entry(key).or_default() += 1;
         }
         self.fleet
             .observe_detections(detections, crate::fleet::now_unix());
+        // Labelled as the fleet view counts them: past `fleet::MAX_GROUPS` groups, `other`.
+        let groups: Vec<_> = groups
+            .into_iter()
+            .map(|((profile, pattern, severity, service, agent), n)| {
+                let (service, agent) = self.fleet.group_names(service, agent);
+                ((profile, pattern, severity, service, agent), n)
+            })
+            .collect();
         let mut counts = self
             .detection_counts
             .lock()
@@ -121,19 +135,13 @@ impl Metrics {
                 .inc_by(n);
             self.loop_detections
                 .get_or_create(&FleetDetectionLabels {
-                    service_name: service.to_string(),
-                    gen_ai_agent_name: agent.to_string(),
+                    service_name: service.clone(),
+                    gen_ai_agent_name: agent.clone(),
                     pattern,
                     severity,
                 })
                 .inc_by(n);
-            let key = (
-                profile.to_string(),
-                pattern,
-                severity,
-                service.to_string(),
-                agent.to_string(),
-            );
+            let key = (profile.to_string(), pattern, severity, service, agent);
             *counts.entry(key).or_default() += n;
         }
     }
