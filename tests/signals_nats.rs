@@ -97,10 +97,16 @@ async fn jetstream_keeps_signals_for_a_consumer_that_comes_later() {
     // Only now does a consumer appear.
     let client = async_nats::connect(NATS_URL).await.expect("nats connect");
     let context = jetstream::new(client);
-    let stream = context
+    let mut stream = context
         .get_stream(&stream_name)
         .await
         .expect("stream created by the sink");
+    // Created with the default retention limits, not JetStream's unlimited ones.
+    let created = &stream.info().await.expect("stream info").config;
+    assert_eq!(
+        (created.max_age, created.max_bytes),
+        (Duration::from_secs(7 * 24 * 3600), 256 << 20)
+    );
     let consumer = stream
         .create_consumer(pull::Config {
             deliver_policy: jetstream::consumer::DeliverPolicy::All,

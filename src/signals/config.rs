@@ -162,6 +162,14 @@ pub struct NatsSinkConfig {
     pub jetstream: bool,
     /// JetStream stream name (default `LOOPWATCH_SIGNALS`), subjects `<subject_prefix>.>`.
     pub stream: String,
+    /// Age past which the stream discards a signal, as a humantime string (default `7d`;
+    /// `0s` = kept until a size limit). Applied when loopwatch creates the stream; an
+    /// existing stream keeps its own limits.
+    #[serde(with = "humantime_serde")]
+    pub stream_max_age: Duration,
+    /// Bytes the stream keeps before discarding its oldest signals (default 256 MiB;
+    /// 0 = no size limit). Applied when loopwatch creates the stream.
+    pub stream_max_bytes: u64,
     /// Signals queued for this sink before the oldest is dropped (default 1024).
     pub queue_capacity: usize,
     /// `[signals.nats.tls]`: CA and client certificate; setting any requires TLS
@@ -179,6 +187,8 @@ impl Default for NatsSinkConfig {
             subject_prefix: "loopwatch.signals".to_owned(),
             jetstream: true,
             stream: "LOOPWATCH_SIGNALS".to_owned(),
+            stream_max_age: Duration::from_secs(7 * 24 * 3600),
+            stream_max_bytes: 256 << 20,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             tls: crate::tls::ClientTlsConfig::default(),
             tls_first: false,

@@ -90,15 +90,28 @@ impl NatsSink {
             return Ok(Connection::Core(client));
         }
         let context = jetstream::new(client);
-        let stream = jetstream::stream::Config {
-            name: self.config.stream.clone(),
-            subjects: vec![format!("{}.>", self.config.subject_prefix)],
-            ..Default::default()
-        };
+        let stream = stream_config(&self.config);
         context.get_or_create_stream(stream).await.map_err(|e| {
             DeliveryError::Retryable(format!("nats stream {}: {e}", self.config.stream))
         })?;
         Ok(Connection::JetStream(context))
+    }
+}
+
+/// The JetStream stream the sink creates when absent: subjects `<subject_prefix>.>`, and
+/// `stream_max_age` / `stream_max_bytes` as its limits (0: none; JetStream's -1).
+fn stream_config(config: &NatsSinkConfig) -> jetstream::stream::Config {
+    let max_bytes = match i64::try_from(config.stream_max_bytes) {
+        Ok(0) | Err(_) => -1,
+        Ok(bytes) => bytes,
+    };
+    jetstream::stream::Config {
+        name: config.stream.clone(),
+        subjects: vec![format!("{}.>", config.subject_prefix)],
+        max_age: config.stream_max_age,
+        max_bytes,
+        discard: jetstream::stream::DiscardPolicy::Old,
+        ..Default::default()
     }
 }
 
