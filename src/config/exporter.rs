@@ -157,6 +157,14 @@ impl ForwarderConfig {
                 "required when exporter.queue.persistent = true",
             );
         }
+        if self.queue.persistent && self.endpoint.as_deref().is_none_or(str::is_empty) {
+            // Without a downstream nothing is forwarded, so nothing would be queued: a
+            // persistent queue set for a deployment that lost its endpoint on the way.
+            return bad(
+                "queue.persistent",
+                "needs exporter.endpoint (without one nothing is forwarded or queued)",
+            );
+        }
         if self.timeout.is_zero() {
             return bad("timeout", "must be positive");
         }
@@ -208,10 +216,18 @@ mod tests {
         assert!(!cfg.queue.persistent);
         assert_eq!(cfg.queue.directory, None);
         let cfg: ForwarderConfig = toml::from_str(
-            "[queue]\npersistent = true\ndirectory = \"/var/lib/loopwatch/queue\"\nmax_bytes = 1048576\n",
+            "endpoint = \"http://127.0.0.1:4317\"\n[queue]\npersistent = true\ndirectory = \"/var/lib/loopwatch/queue\"\nmax_bytes = 1048576\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(cfg.validate().is_ok());
+        let no_endpoint = ForwarderConfig {
+            endpoint: None,
+            ..cfg.clone()
+        };
+        assert_eq!(
+            no_endpoint.validate().err().map(|e| e.to_string()).as_deref(),
+            Some("exporter.queue.persistent: needs exporter.endpoint (without one nothing is forwarded or queued)")
+        );
         assert_eq!(cfg.queue.max_bytes, 1_048_576);
         assert_eq!(
             cfg.queue.directory.as_deref(),
