@@ -435,3 +435,44 @@ fn a_webhook_secret_without_a_url_is_refused_and_a_url_without_a_secret_warned()
         }
     }
 }
+
+#[test]
+fn signal_sinks_unreachable_at_start_up_are_reported_before_any_signal() {
+    // Ports with nothing listening on them.
+    let closed = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut command = common::serve_process::serve_command(None);
+    command
+        .env(
+            "LOOPWATCH_SIGNALS__REDIS__URL",
+            format!("redis://127.0.0.1:{}", closed()),
+        )
+        .env(
+            "LOOPWATCH_SIGNALS__NATS__URL",
+            format!("nats://127.0.0.1:{}", closed()),
+        );
+    // Every line from the start: the check may finish before the listening line.
+    let (mut child, lines) = common::serve_process::spawn_with_lines(command);
+    let mut reported = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while reported.len() < 2 && Instant::now() < deadline {
+        let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let message = v["fields"]["message"].as_str().unwrap_or_default();
+        if message.starts_with("signal sink unreachable at start-up") {
+            assert_eq!(v["level"], "WARN", "{line}");
+            reported.insert(v["fields"]["sink"].as_str().unwrap().to_string());
+        }
+    }
+    sigterm(&child);
+    let _ = child.wait();
+    assert_eq!(
+        reported.into_iter().collect::<Vec<_>>(),
+        ["nats", "redis"],
+        "no traffic was sent: each down sink is reported at start-up"
+    );
+}

@@ -118,6 +118,14 @@ fn stream_config(config: &NatsSinkConfig) -> jetstream::stream::Config {
 impl Sink for NatsSink {
     const NAME: &'static str = "nats";
 
+    /// Connects (and, with JetStream, ensures the stream), as the first delivery would.
+    async fn check(&mut self) -> Result<(), DeliveryError> {
+        if self.connection.is_none() {
+            self.connection = Some(self.connect().await?);
+        }
+        Ok(())
+    }
+
     async fn deliver(&mut self, signal: &Signal) -> Result<(), DeliveryError> {
         let payload = Bytes::from(
             serde_json::to_vec(signal)

@@ -64,6 +64,20 @@ impl RedisSink {
 impl Sink for RedisSink {
     const NAME: &'static str = "redis";
 
+    /// `PING`.
+    async fn check(&mut self) -> Result<(), DeliveryError> {
+        let connection = self.connection()?;
+        match redis::cmd("PING").query_async::<()>(connection).await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                if error.is_connection_refusal() || error.is_connection_dropped() {
+                    self.connection = None;
+                }
+                Err(DeliveryError::Retryable(format!("redis: {error}")))
+            }
+        }
+    }
+
     async fn deliver(&mut self, signal: &Signal) -> Result<(), DeliveryError> {
         let json = serde_json::to_string(signal)
             .map_err(|e| DeliveryError::Rejected(format!("signal to JSON: {e}")))?;

@@ -34,6 +34,14 @@ pub trait Sink: Send + 'static {
         &mut self,
         signal: &Signal,
     ) -> impl Future<Output = Result<(), DeliveryError>> + Send;
+
+    /// Checks once, at start-up, that the sink can be reached (connects and, where the
+    /// sink has one, runs a harmless command), so an unreachable sink is reported before
+    /// the first signal needs it. Nothing is sent. The default checks nothing (a webhook:
+    /// any request to it could have effects).
+    fn check(&mut self) -> impl Future<Output = Result<(), DeliveryError>> + Send {
+        std::future::ready(Ok(()))
+    }
 }
 
 /// Bounded FIFO of one sink. `push` never blocks: when full it drops the oldest queued
@@ -157,6 +165,14 @@ pub fn backoff(retry: &RetryConfig, attempt: u32) -> Duration {
 /// failed attempt.
 pub async fn run<S: Sink>(mut sink: S, queue: Arc<SinkQueue>, retry: RetryConfig) {
     let mut down = false;
+    if let Err(DeliveryError::Retryable(reason) | DeliveryError::Rejected(reason)) =
+        sink.check().await
+    {
+        // Reported as down from the start: the first delivery that succeeds says so.
+        down = true;
+        tracing::warn!(sink = S::NAME, %reason,
+            "signal sink unreachable at start-up; signals are queued and retried with backoff");
+    }
     loop {
         let Some(signal) = queue.pop() else {
             if queue.closed.load(Ordering::Acquire) {

@@ -47,11 +47,9 @@ pub async fn scrape(admin: &str) -> String {
         .unwrap()
 }
 
-/// Spawns `command` (a `loopwatch serve … --log-format json`) with stderr piped, streams its
-/// stderr lines into the returned receiver, and waits up to 20 s for the start-up line.
-/// Returns the child, that line's `fields` (listener addresses: `grpc`, `http`, `admin`)
-/// and the receiver of the lines after it. Panics (killing the child) when it never starts.
-pub fn spawn_until_listening(mut command: Command) -> (Child, Json, Receiver<String>) {
+/// Spawns `command` with stderr piped; returns the child and the receiver of its stderr
+/// lines, every one from the first.
+pub fn spawn_with_lines(mut command: Command) -> (Child, Receiver<String>) {
     let mut child = command
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -64,6 +62,15 @@ pub fn spawn_until_listening(mut command: Command) -> (Child, Json, Receiver<Str
             let _ = tx.send(line);
         }
     });
+    (child, lines)
+}
+
+/// Spawns `command` (a `loopwatch serve … --log-format json`) with stderr piped, streams its
+/// stderr lines into the returned receiver, and waits up to 20 s for the start-up line.
+/// Returns the child, that line's `fields` (listener addresses: `grpc`, `http`, `admin`)
+/// and the receiver of the lines after it. Panics (killing the child) when it never starts.
+pub fn spawn_until_listening(command: Command) -> (Child, Json, Receiver<String>) {
+    let (mut child, lines) = spawn_with_lines(command);
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
