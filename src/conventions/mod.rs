@@ -4,7 +4,8 @@
 //!
 //! Order: spans that record several tool calls ([`haystack`] `ToolInvoker` component spans,
 //! [`semantic_kernel_legacy`] chat spans with content events), then [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
-//! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
+//! attributes holding its whole callback context), [`langsmith`] tool-run spans (`execute_tool`
+//! with content in `gen_ai.prompt` / `gen_ai.completion`), [`google_genai`] tool spans (GenAI tool
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
@@ -24,6 +25,7 @@ pub mod haystack;
 pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
+pub mod langsmith;
 pub mod llamaindex;
 pub mod logfire_llm;
 pub mod logfire_openai_agents;
@@ -178,6 +180,11 @@ fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
     if openllmetry::is_tool_span(span) {
         // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
         return openllmetry::extract(span);
+    }
+    if langsmith::is_tool_span(span) {
+        // LangSmith's tool runs also say `execute_tool`, with content in `gen_ai.prompt` /
+        // `gen_ai.completion` and (Python) no `gen_ai.tool.name`.
+        return langsmith::extract(span);
     }
     if genai::is_tool_span(span) {
         if google_genai::has_function_parameters(span) {
