@@ -10,7 +10,7 @@
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
 //! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], Haystack 3's per-call spans
-//! ([`haystack::extract_step_tool`]), then inference spans: each convention's response reader
+//! ([`haystack::extract_step_tool`]), LiveKit's `function_tool` spans ([`livekit`]), then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -26,6 +26,7 @@ pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
 pub mod langsmith;
+pub mod livekit;
 pub mod llamaindex;
 pub mod logfire_llm;
 pub mod logfire_openai_agents;
@@ -156,6 +157,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     mastra_legacy::extract,
     adk_legacy::extract,
     haystack::extract_step_tool,
+    livekit::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
