@@ -26,6 +26,10 @@ const SHAPES: &[(&str, &str)] = &[
     ),
     ("mastra_old_exporter_tool_execute.json", "mastra-legacy"),
     ("haystack_3_agent_step_tool.json", "haystack"),
+    ("langsmith_otel_tool_run.json", "langsmith"),
+    ("agent_framework_execute_tool.json", "genai"),
+    ("livekit_function_tool.json", "livekit"),
+    ("openllmetry_openai_agents_tool.json", "openllmetry"),
 ];
 
 /// Files whose looping trace must warn at call 3: [`SHAPES`] and shapes read by existing
@@ -39,6 +43,10 @@ const LOOPS_AT_CALL_3: &[&str] = &[
     "google_genai_code_function_parameters_reordered.json",
     "mastra_old_exporter_tool_execute.json",
     "haystack_3_agent_step_tool.json",
+    "langsmith_otel_tool_run.json",
+    "agent_framework_execute_tool.json",
+    "livekit_function_tool.json",
+    "openllmetry_openai_agents_tool.json",
     "openinference_adk_capture_off.json",
     "openinference_adk_content_on.json",
     "ag2_failure_error_type_only.json",

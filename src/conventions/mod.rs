@@ -4,12 +4,13 @@
 //!
 //! Order: spans that record several tool calls ([`haystack`] `ToolInvoker` component spans,
 //! [`semantic_kernel_legacy`] chat spans with content events), then [`openllmetry`] tool spans (OpenLLMetry 0.6x also writes `gen_ai.*` tool
-//! attributes holding its whole callback context), [`google_genai`] tool spans (GenAI tool
+//! attributes holding its whole callback context), [`langsmith`] tool-run spans (`execute_tool`
+//! with content in `gen_ai.prompt` / `gen_ai.completion`), [`google_genai`] tool spans (GenAI tool
 //! spans with `code.function.*` content), [`genai`] tool spans, [`llamaindex`],
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
 //! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], Haystack 3's per-call spans
-//! ([`haystack::extract_step_tool`]), then inference spans: each convention's response reader
+//! ([`haystack::extract_step_tool`]), LiveKit's `function_tool` spans ([`livekit`]), then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -24,6 +25,8 @@ pub mod haystack;
 pub mod json_fields;
 pub mod json_skip;
 pub mod langfuse;
+pub mod langsmith;
+pub mod livekit;
 pub mod llamaindex;
 pub mod logfire_llm;
 pub mod logfire_openai_agents;
@@ -154,6 +157,7 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     mastra_legacy::extract,
     adk_legacy::extract,
     haystack::extract_step_tool,
+    livekit::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
@@ -178,6 +182,11 @@ fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
     if openllmetry::is_tool_span(span) {
         // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
         return openllmetry::extract(span);
+    }
+    if langsmith::is_tool_span(span) {
+        // LangSmith's tool runs also say `execute_tool`, with content in `gen_ai.prompt` /
+        // `gen_ai.completion` and (Python) no `gen_ai.tool.name`.
+        return langsmith::extract(span);
     }
     if genai::is_tool_span(span) {
         if google_genai::has_function_parameters(span) {
