@@ -81,17 +81,9 @@ pub fn extract_with_recorded_arguments(
     custom: &[custom::CustomConvention],
     span: &SpanView,
 ) -> Option<ExtractedEvent> {
-    if is_pending(span) {
-        return None;
-    }
-    let event = match custom::extract(custom, span) {
-        Some(event) => event,
-        None => match MULTI_READERS.iter().find_map(|read| read(span)) {
-            Some(found) => found.into_iter().next()?,
-            None => extract_raw(span)?,
-        },
-    };
-    Some(unwrap_result(event))
+    extract_all_with_recorded_arguments(custom, span)
+        .into_iter()
+        .next()
 }
 
 /// Every event of a span, in the span's order (DESIGN §2 "Several calls on one span"): one
