@@ -247,15 +247,14 @@ pub(super) fn place(run: &mut RunState, event: &RunEvent) -> Placement {
                 call.is_tool_call() && call.result_fingerprint().is_none()
             });
     } else {
+        // The events within NEAR of the new one (placing it changes no length).
+        let lo = position.saturating_sub(NEAR);
+        let hi = (position + NEAR).min(run.events.len());
         // A response nested in one observed already: that one is its outer span now.
         if event.is_response() {
-            let lo = position.saturating_sub(NEAR);
-            let hi = (position + NEAR).min(run.events.len());
             changed |= (lo..hi).any(|j| nested_response(&run.events[j], &event));
         }
         for part in event.parts() {
-            let lo = position.saturating_sub(NEAR);
-            let hi = (position + NEAR).min(run.events.len());
             let target = (lo..hi).find(|&j| {
                 run.events[j].is_tool_call() && run.events[j].call_id == Some(part.call_id)
             });
