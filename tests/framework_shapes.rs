@@ -112,9 +112,9 @@ fn scan(file: &str) -> Vec<(String, String, Key)> {
     common::scan_keys("", &fixtures().join("shapes").join(file))
 }
 
-/// `nudge` warns `repeated_result` at call 3 of trace A; `stop` finds nothing; trace B
-/// gives nothing in either profile.
-fn assert_loop_at_call_3(file: &str, tool: &str) {
+/// What a looping fixture gives: `nudge` warns `repeated_result` on `tool` at call 3 of
+/// trace A, and nothing else.
+fn loop_at_call_3(tool: &str) -> Vec<(String, String, Key)> {
     let warn: Key = (
         Some(3),
         None,
@@ -123,11 +123,13 @@ fn assert_loop_at_call_3(file: &str, tool: &str) {
         3,
         "warn".into(),
     );
-    assert_eq!(
-        scan(file),
-        vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn)],
-        "{file}"
-    );
+    vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn)]
+}
+
+/// `nudge` warns `repeated_result` at call 3 of trace A; `stop` finds nothing; trace B
+/// gives nothing in either profile.
+fn assert_loop_at_call_3(file: &str, tool: &str) {
+    assert_eq!(scan(file), loop_at_call_3(tool), "{file}");
 }
 
 #[test]
@@ -241,15 +243,7 @@ fn scan_one_span_per_request(file: &str, order: Order) -> Vec<(String, String, K
 
 #[test]
 fn adk_0_1_pairs_hold_in_any_arrival_order() {
-    let warn: Key = (
-        Some(3),
-        None,
-        "repeated_result".into(),
-        vec!["get_weather".into()],
-        3,
-        "warn".into(),
-    );
-    let want = vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn)];
+    let want = loop_at_call_3("get_weather");
     let orders: [(&str, Order); 3] = [
         ("reversed", |spans| (0..spans.len()).rev().collect()),
         ("responses first", |spans| {
@@ -415,15 +409,7 @@ fn several_call_spans_hold_when_re_exported_or_reversed() {
         (HAYSTACK_TRACER, "get_weather"),
         (SEMANTIC_KERNEL, "WeatherPlugin-get_weather"),
     ] {
-        let warn: Key = (
-            Some(3),
-            None,
-            "repeated_result".into(),
-            vec![tool.into()],
-            3,
-            "warn".into(),
-        );
-        let want = vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn)];
+        let want = loop_at_call_3(tool);
         // The same export twice: every call's copy is a duplicate, no call counts twice.
         let dir = tempfile::tempdir().unwrap();
         for copy in ["1.json", "2.json"] {
