@@ -31,13 +31,10 @@ use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings
 use crate::event::span_of_call;
 use crate::fingerprint::Fingerprint;
 
-#[path = "registry_kept.rs"]
 mod kept;
-#[path = "registry_merge.rs"]
 pub mod merge;
 use kept::KeptEvent;
 pub use merge::{CallContext, CallHop, CallKey, ToolCallPart};
-#[path = "registry_span_ids.rs"]
 mod span_ids;
 
 /// Registry limits. Config section `[registry]`.
@@ -1007,8 +1004,6 @@ fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
 }
 
 #[cfg(test)]
-#[path = "registry_response_tests.rs"]
 mod response_tests;
 #[cfg(test)]
-#[path = "registry_tests.rs"]
 mod tests;

@@ -184,5 +184,4 @@ fn continuation(
 }
 
 #[cfg(test)]
-#[path = "engine_conversations_tests.rs"]
 mod tests;

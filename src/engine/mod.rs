@@ -24,14 +24,10 @@ use crate::wire::{WireError, WireRequest};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
-#[path = "engine_calls.rs"]
 mod calls;
-#[path = "engine_conversations.rs"]
 pub mod conversations;
-#[path = "engine_hops.rs"]
 pub mod hops;
 #[cfg(test)]
-#[path = "engine_recent_tests.rs"]
 mod recent_tests;
 
 /// Calls to move out of a run keyed by a trace alone (hex): span_id → their agent's run key.
