@@ -1,50 +1,46 @@
 //! loopwatch: an OpenTelemetry sidecar that detects AI-agent tool-call loops.
 //!
-//! Pipeline (DESIGN §1): receiver → extract ([`conventions`]) → [`registry`] →
-//! [`detector`] (pure, synchronous) → [`annotate`] → [`forward`], with [`signals`] on the side.
-//!
-//! Layout: every import points down. [`receiver`] → [`ingest`] (the receiver ↔ span-path
-//! contract) ← [`pipeline`] (the span path) → [`forward`]; OTLP wire helpers live in
-//! [`otlp`], config sections beside their [`config`] parent or their component.
+//! Modules in pipeline order (DESIGN §1); every import points down this list, never up
+//! (`tests/layout.rs` checks it):
+//! receiver → [`ingest`] → [`pipeline`] (extract with [`conventions`], fingerprint, keep
+//! per-run state in [`registry`], detect with [`detector`], annotate with [`annotate`]; all of
+//! it driven by [`engine`]) → [`forward`], with [`signals`] on the side.
 
+/// The admin HTTP API and the fleet page.
+pub mod admin;
+/// `loop.*` attributes and synthetic spans written onto the spans that complete detections.
 pub mod annotate;
-pub mod api;
-pub mod api_query;
-pub mod auth;
-pub mod budget;
-pub mod class_queue;
+/// The offline commands: `scan`, `explain`, `replay`.
+pub mod cli;
+/// Configuration: defaults, file, environment and flags layered into one `Config`.
 pub mod config;
+/// Reading tool calls and model responses from spans, per framework convention.
 pub mod conventions;
+/// The loop detectors: pure, synchronous, per-run state machines.
 pub mod detector;
+/// The detection path shared by `serve` and `scan`: spans → events → detections → edits.
 pub mod engine;
-pub mod event;
-pub mod explain;
-pub mod exposition;
+/// Fingerprints of arguments and results (canonical JSON, HMAC-SHA256 for export).
 pub mod fingerprint;
-pub mod fleet;
+/// Forwarding every span downstream: exporter client, queue, retries.
 pub mod forward;
+/// What the receivers hand the span path, and the limits on admitting it.
 pub mod ingest;
-pub mod intern;
-pub mod lifecycle;
-pub mod limits;
-pub mod listen;
+/// Prometheus metrics, their exposition and the fleet aggregates.
 pub mod metrics;
+/// Network edges shared by every listener and client: TLS, auth, retry, listener limits.
+pub mod net;
+/// OTLP types and helpers, OTLP/JSON, and the protobuf wire reader of the span path.
 pub mod otlp;
-pub mod otlp_json;
+/// The span path behind the receivers: engine, forwarder and signals wired together.
 pub mod pipeline;
+/// The OTLP/gRPC and OTLP/HTTP receivers.
 pub mod receiver;
+/// Per-run state: each run's events in span start order, joins, eviction.
 pub mod registry;
-pub mod replay;
-pub mod report;
-pub mod retry;
-pub mod run_key;
-pub mod scan;
-pub mod security;
+/// `loopwatch serve`: building, binding, running and stopping the server.
 pub mod server;
+/// Loop signals and their sinks (Redis, NATS, webhook, gRPC Watch, HTTP polling).
 pub mod signals;
-pub mod startup;
-pub mod synthetic;
+/// loopwatch's own metrics over OTLP.
 pub mod telemetry;
-pub mod tls;
-pub mod ui;
-pub mod wire;

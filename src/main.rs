@@ -5,10 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use loopwatch::cli::scan;
 use loopwatch::config::{Config, LogFormat};
+use loopwatch::engine::report::DetectionRecord;
 use loopwatch::engine::Engine;
-use loopwatch::report::DetectionRecord;
-use loopwatch::scan;
 
 /// OpenTelemetry sidecar that detects AI-agent tool-call loops.
 #[derive(Parser, Debug)]
@@ -167,10 +167,10 @@ fn run_explain(args: ExplainArgs) -> anyhow::Result<()> {
     config.registry.max_runs = usize::MAX;
     let engine = Engine::from_config(&config)?;
     let files = scan::request_files(&input.paths)?;
-    let runs = loopwatch::explain::explain(&engine, &files, input.profile.as_deref())?;
+    let runs = loopwatch::cli::explain::explain(&engine, &files, input.profile.as_deref())?;
     let text = match args.format {
         ExplainFormat::Json => serde_json::to_string_pretty(&runs)? + "\n",
-        ExplainFormat::Text => loopwatch::explain::render_text(&runs),
+        ExplainFormat::Text => loopwatch::cli::explain::render_text(&runs),
     };
     write_stdout(&text)
 }
@@ -276,7 +276,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let files = scan::request_files(&args.paths)?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let sent = runtime.block_on(loopwatch::replay::replay(
+    let sent = runtime.block_on(loopwatch::cli::replay::replay(
         &args.endpoint,
         &files,
         args.delay,

@@ -361,7 +361,7 @@ fn looping_request_with_a_bad_string() -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_utf8_in_one_span_costs_no_span_and_the_loop_is_still_found() {
-    use loopwatch::wire::WireRequest;
+    use loopwatch::otlp::wire::WireRequest;
     let (sink, addr) = raw_downstream().await;
     let server = loopwatch::server::start(config(addr)).await.unwrap();
     let bytes = looping_request_with_a_bad_string();

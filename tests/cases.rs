@@ -49,7 +49,7 @@ fn requests(case: &str) -> Vec<ExportTraceServiceRequest> {
     assert!(!chosen.is_empty(), "{case}: no requests");
     chosen
         .iter()
-        .map(|p| loopwatch::scan::read_request(p).unwrap_or_else(|e| panic!("{e}")))
+        .map(|p| loopwatch::cli::scan::read_request(p).unwrap_or_else(|e| panic!("{e}")))
         .collect()
 }
 
@@ -126,7 +126,7 @@ fn c06_in_lower_camel_case_gives_identical_answers() {
     let source = files("C06_json_snake_case", "json");
     let original = std::fs::read_to_string(&source[0]).unwrap();
     assert!(original.contains("resource_spans") && !original.contains("resourceSpans"));
-    let request = loopwatch::scan::read_request(&source[0]).unwrap();
+    let request = loopwatch::cli::scan::read_request(&source[0]).unwrap();
     let camel = serde_json::to_string(&request).unwrap();
     assert!(camel.contains("resourceSpans") && !camel.contains("resource_spans"));
     let path = dir.path().join("req-0001.json");

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use loopwatch::conventions::event::{EventKind, ModelResponse, Payload, ToolCall};
 use loopwatch::conventions::{self, genai};
-use loopwatch::event::{EventKind, ModelResponse, Payload, ToolCall};
 use loopwatch::otlp::{ExportTraceServiceRequest, Span};
 use prost::Message;
 use serde_json::Value as Json;

@@ -67,7 +67,7 @@ fn corpus_json_encoding_gives_the_same_answers() {
     for (run, expected) in corpus_expected() {
         let requests = corpus_files(&run, "json")
             .iter()
-            .map(|p| loopwatch::scan::read_request(p).unwrap())
+            .map(|p| loopwatch::cli::scan::read_request(p).unwrap())
             .collect();
         check(&run, &expected, &final_detections(requests), "OTLP/JSON");
     }

@@ -181,7 +181,7 @@ fn replay_sends_every_request_of_a_json_lines_file() {
     let spans: usize = files
         .iter()
         .map(|f| {
-            let request = loopwatch::scan::read_request(f).unwrap();
+            let request = loopwatch::cli::scan::read_request(f).unwrap();
             loopwatch::otlp::span_count(&request) as usize
         })
         .sum();

@@ -444,7 +444,7 @@ impl SpanSink for BudgetExhausted {
     fn reserve_decoded(
         &self,
         _bytes: usize,
-    ) -> futures::future::BoxFuture<'_, loopwatch::limits::DecodedBytes> {
+    ) -> futures::future::BoxFuture<'_, loopwatch::ingest::limits::DecodedBytes> {
         Box::pin(futures::future::pending())
     }
 
@@ -508,7 +508,10 @@ fn key_of(text: &str) -> Option<String> {
 #[test]
 fn defaults_load_and_bad_values_name_their_key() {
     let config = loopwatch::config::Config::from_toml("").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(config.limits, loopwatch::limits::LimitsConfig::default());
+    assert_eq!(
+        config.limits,
+        loopwatch::ingest::limits::LimitsConfig::default()
+    );
     assert_eq!(config.limits.max_spans_per_request, 100_000);
     assert_eq!(
         key_of("[limits]\nmax_spans_per_request = 0").as_deref(),

@@ -9,7 +9,7 @@ mod common;
 
 use common::{fixtures, Key};
 use loopwatch::conventions;
-use loopwatch::event::{EventKind, SplitSpan};
+use loopwatch::conventions::event::{EventKind, SplitSpan};
 use loopwatch::otlp::view::SpanView;
 
 /// Fixture file and the convention label its tool spans must be read by.
@@ -78,7 +78,7 @@ const TRACE_A: &str = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
 
 fn request(file: &str) -> loopwatch::otlp::ExportTraceServiceRequest {
     let path = fixtures().join("shapes").join(file);
-    loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{file}: {e}"))
+    loopwatch::cli::scan::read_request(&path).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
 #[test]
@@ -185,9 +185,9 @@ fn adk_split_spans(file: &str) -> Vec<(opentelemetry_proto::tonic::trace::v1::Sp
     out
 }
 
-fn json_of(payload: &loopwatch::event::Payload) -> serde_json::Value {
+fn json_of(payload: &loopwatch::conventions::event::Payload) -> serde_json::Value {
     match payload {
-        loopwatch::event::Payload::Json(value) => value.clone(),
+        loopwatch::conventions::event::Payload::Json(value) => value.clone(),
         other => panic!("not JSON: {other:?}"),
     }
 }
@@ -321,9 +321,11 @@ fn span_events(file: &str) -> Vec<(String, String, Vec<Shown>)> {
 }
 
 /// Arguments as JSON: structured, or JSON text (Semantic Kernel's `function.arguments`).
-fn arguments_json(payload: &loopwatch::event::Payload) -> serde_json::Value {
+fn arguments_json(payload: &loopwatch::conventions::event::Payload) -> serde_json::Value {
     match payload {
-        loopwatch::event::Payload::Text(text) => serde_json::from_str(text).expect("JSON text"),
+        loopwatch::conventions::event::Payload::Text(text) => {
+            serde_json::from_str(text).expect("JSON text")
+        }
         other => json_of(other),
     }
 }

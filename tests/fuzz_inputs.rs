@@ -251,7 +251,7 @@ fn wire_reader_agrees_with_prost() {
             1 | 2 => mutate_request(&mut rng, seed).unwrap_or_default(),
             3 => {
                 let broken = break_utf8(&mut rng, seed);
-                let wire = loopwatch::wire::WireRequest::read(broken.clone().into());
+                let wire = loopwatch::otlp::wire::WireRequest::read(broken.clone().into());
                 let prost = opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(broken.as_slice());
                 if wire.is_ok() && prost.is_err() {
                     lossy += 1;
@@ -293,7 +293,7 @@ fn wire_reader_agrees_with_prost_on_instrumentation_library_spans() {
             fuzz_support::wire_input(seed),
             "legacy corpus requests decode"
         );
-        let read = loopwatch::wire::WireRequest::read(seed.clone().into()).unwrap();
+        let read = loopwatch::otlp::wire::WireRequest::read(seed.clone().into()).unwrap();
         assert!(read.span_count() > 0, "their spans are read");
         // A `scope_spans` entry in a `ResourceSpans`, even an empty one, hides the old field.
         let mut both = common::legacy::LegacyRequest::decode(seed.as_slice()).unwrap();
@@ -302,7 +302,7 @@ fn wire_reader_agrees_with_prost_on_instrumentation_library_spans() {
         }
         let both = both.encode_to_vec();
         assert!(fuzz_support::wire_input(&both));
-        let read = loopwatch::wire::WireRequest::read(both.into()).unwrap();
+        let read = loopwatch::otlp::wire::WireRequest::read(both.into()).unwrap();
         assert_eq!(read.span_count(), 0);
     }
     let mut rng = StdRng::seed_from_u64(0x1000);

@@ -52,6 +52,32 @@ fn crate_refs(code: &str) -> BTreeSet<String> {
     refs
 }
 
+/// The lines of `text` that are product code: doc and line comments go (they may link
+/// upwards, "see [`crate::pipeline`]"), and so do in-file `#[cfg(test)] mod … { … }`
+/// blocks, which close with a `}` in column 0.
+fn product_code(text: &str) -> String {
+    let mut code = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim() == "#[cfg(test)]"
+            && lines
+                .peek()
+                .is_some_and(|next| next.starts_with("mod ") && next.ends_with('{'))
+        {
+            for inner in lines.by_ref() {
+                if inner == "}" {
+                    break;
+                }
+            }
+            continue;
+        }
+        if !line.trim_start().starts_with("//") {
+            code.push(line);
+        }
+    }
+    code.join("\n")
+}
+
 fn graph() -> Graph {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
@@ -68,13 +94,12 @@ fn graph() -> Graph {
         if matches!(module.as_str(), "lib" | "main" | "bin") {
             continue;
         }
+        let name = rel.file_name().unwrap_or_default().to_string_lossy();
+        if name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue; // test harness code may build the whole server to test one part
+        }
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
-        // Doc comments may link upwards ("see [`crate::pipeline`]"): only code counts.
-        let code: String = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = product_code(&text);
         let deps = graph.entry(module.clone()).or_default();
         deps.extend(crate_refs(&code).into_iter().filter(|d| *d != module));
     }
@@ -123,6 +148,15 @@ fn crate_refs_reads_paths_and_groups() {
 }
 
 #[test]
+fn product_code_leaves_out_comments_and_test_modules() {
+    let code = product_code(
+        "use crate::a;\n// crate::b\n#[cfg(test)]\nmod tests {\n    use crate::c;\n}\nuse crate::d;",
+    );
+    let refs: Vec<String> = crate_refs(&code).into_iter().collect();
+    assert_eq!(refs, ["a", "d"]);
+}
+
+#[test]
 fn find_cycle_finds_one() {
     let mut g = Graph::new();
     g.entry("a".into()).or_default().insert("b".into());
@@ -159,17 +193,18 @@ fn arrows_point_down_the_span_path() {
         // receivers know the contract, not the span path or the forwarder
         (
             "receiver",
-            &["pipeline", "forward", "engine", "server", "api"],
+            &["pipeline", "forward", "engine", "server", "admin"],
         ),
         // the span path does not reach back into the receivers
-        ("pipeline", &["receiver", "server", "api"]),
+        ("pipeline", &["receiver", "server", "admin"]),
         // the forwarder knows neither receivers nor the span path
         (
             "forward",
-            &["receiver", "pipeline", "engine", "server", "api"],
+            &["receiver", "pipeline", "engine", "server", "admin"],
         ),
-        ("metrics", &["api", "server"]),
-        ("config", &["forward", "pipeline", "server", "api"]),
+        ("metrics", &["admin", "server"]),
+        // the root config layers file, env and flags over the sections components own
+        ("config", &["server", "admin", "cli"]),
     ];
     for (module, not) in forbidden {
         let deps = deps(module);
@@ -179,5 +214,24 @@ fn arrows_point_down_the_span_path() {
                 "{module} imports {upward}: {deps:?}"
             );
         }
+    }
+}
+
+/// Components own their config sections and never read the root config (issue 34): only
+/// the layers that build a process from it (`server`, the commands in `cli`) and the
+/// admin API that shows it may import `config`.
+#[test]
+fn only_the_process_layers_import_the_root_config() {
+    let graph = graph();
+    let readers: Vec<&str> = graph
+        .iter()
+        .filter(|(_, deps)| deps.contains("config"))
+        .map(|(module, _)| module.as_str())
+        .collect();
+    for module in &readers {
+        assert!(
+            ["server", "cli", "admin"].contains(module),
+            "{module} imports the root config; readers: {readers:?}"
+        );
     }
 }

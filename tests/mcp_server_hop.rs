@@ -17,9 +17,9 @@ mod common;
 use std::time::Instant;
 
 use loopwatch::config::Config;
+use loopwatch::engine::report::DetectionRecord;
 use loopwatch::engine::Engine;
 use loopwatch::otlp::ExportTraceServiceRequest;
-use loopwatch::report::DetectionRecord;
 use serde_json::Value as Json;
 
 /// (trace prefix, profile, pattern, call, severity) of every final detection.
@@ -61,7 +61,7 @@ fn request_of(spans: &[&(Json, Json, Json)]) -> ExportTraceServiceRequest {
     let path =
         std::env::temp_dir().join(format!("loopwatch-mcp-hop-{}-{n}.json", std::process::id()));
     std::fs::write(&path, text).unwrap();
-    let request = loopwatch::scan::read_request(&path).unwrap();
+    let request = loopwatch::cli::scan::read_request(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     request
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use loopwatch::conventions::event::{CallStatus, Payload};
 use loopwatch::detector::{detect_all, Detection, Observation, ProfileSettings};
-use loopwatch::event::{CallStatus, Payload};
 use loopwatch::fingerprint::{text_fingerprint, Fingerprinter};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use common::{one_span_per_request, scenario_request};
 use loopwatch::config::Config;
+use loopwatch::conventions::event::Payload;
 use loopwatch::engine::Engine;
-use loopwatch::event::Payload;
 use loopwatch::fingerprint::Fingerprinter;
 use loopwatch::registry::RunDetection;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering;
 use common::*;
 use loopwatch::config::Config;
 use loopwatch::conventions;
+use loopwatch::conventions::event::{EventKind, Payload, ToolCall};
 use loopwatch::engine::Engine;
-use loopwatch::event::{EventKind, Payload, ToolCall};
 use loopwatch::otlp::Span;
 use loopwatch::registry::RunDetection;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -80,7 +80,7 @@ fn pb_requests(run: &str) -> Vec<ExportTraceServiceRequest> {
 fn json_requests(run: &str) -> Vec<ExportTraceServiceRequest> {
     corpus_files(run, "json")
         .iter()
-        .map(|p| loopwatch::scan::read_request(p).unwrap_or_else(|e| panic!("{p:?}: {e}")))
+        .map(|p| loopwatch::cli::scan::read_request(p).unwrap_or_else(|e| panic!("{p:?}: {e}")))
         .collect()
 }
 

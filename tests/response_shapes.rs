@@ -16,7 +16,7 @@ mod common;
 
 use common::{fixtures, Key};
 use loopwatch::conventions;
-use loopwatch::event::EventKind;
+use loopwatch::conventions::event::EventKind;
 use loopwatch::otlp::view::SpanView;
 
 /// Fixture file and the convention label its responses must be read by.
@@ -62,7 +62,7 @@ fn trace_a_responses_are_read_as_text_by_their_convention() {
     for (file, convention) in SHAPES {
         let path = fixtures().join("shapes").join(file);
         let request =
-            loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+            loopwatch::cli::scan::read_request(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
         let mut texts = Vec::new();
         for span in request
             .resource_spans
@@ -75,7 +75,8 @@ fn trace_a_responses_are_read_as_text_by_their_convention() {
                 continue; // a streamed call's request span
             };
             assert_eq!(event.convention, *convention, "{file}");
-            let EventKind::ModelResponse(loopwatch::event::ModelResponse::Text(text)) = event.kind
+            let EventKind::ModelResponse(loopwatch::conventions::event::ModelResponse::Text(text)) =
+                event.kind
             else {
                 panic!("{file}: not a text response: {:?}", event.kind)
             };

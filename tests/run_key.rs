@@ -489,7 +489,7 @@ fn run_key_settings_are_checked_at_start_up() {
     let legacy = Config::from_toml("[detection]\nrun_key_attribute = \"session.id\"\n").unwrap();
     assert_eq!(
         legacy.detection.run_key_mode().unwrap(),
-        loopwatch::run_key::RunKeyMode::Attribute
+        loopwatch::conventions::run_key::RunKeyMode::Attribute
     );
     let explicit = Config::from_toml(
         "[detection]\nrun_key = \"attribute\"\nrun_key_attribute = \"session.id\"\n",
@@ -497,7 +497,7 @@ fn run_key_settings_are_checked_at_start_up() {
     .unwrap();
     assert_eq!(
         explicit.detection.run_key_mode().unwrap(),
-        loopwatch::run_key::RunKeyMode::Attribute
+        loopwatch::conventions::run_key::RunKeyMode::Attribute
     );
     let dir = tempfile::tempdir().unwrap();
     let ok = dir.path().join("ok.toml");

@@ -313,7 +313,7 @@ async fn downstream_over_tls_and_mtls() {
     let (downstream, addr) = tls_downstream(&pki, true).await;
     let mut config = test_config(None);
     config.exporter.endpoint = Some(format!("https://localhost:{}", addr.port()));
-    config.exporter.tls = loopwatch::tls::ClientTlsConfig {
+    config.exporter.tls = loopwatch::net::tls::ClientTlsConfig {
         ca_file: Some(pki.ca.clone()),
         cert_file: Some(pki.client_cert.clone()),
         key_file: Some(pki.client_key.clone()),
@@ -669,7 +669,7 @@ async fn certificates_reload_when_the_files_change() {
     std::fs::copy(&old.server_cert, &cert).expect("copy");
     std::fs::copy(&old.server_key, &key).expect("copy");
     let mut config = test_config(None);
-    config.receiver.tls = loopwatch::tls::ServerTlsConfig {
+    config.receiver.tls = loopwatch::net::tls::ServerTlsConfig {
         cert_file: Some(cert.clone()),
         key_file: Some(key.clone()),
         client_ca_file: None,

@@ -11,8 +11,8 @@ mod common;
 
 use common::*;
 use loopwatch::config::Config;
+use loopwatch::conventions::event::{CallStatus, EventKind, Payload};
 use loopwatch::engine::Engine;
-use loopwatch::event::{CallStatus, EventKind, Payload};
 use loopwatch::registry::RunDetection;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{Span, Status};
@@ -219,7 +219,7 @@ fn otlp_json_spellings_give_identical_detections() {
         let mut camel = Vec::new();
         let mut proto = Vec::new();
         for (i, file) in corpus_files(&run, "json").iter().enumerate() {
-            camel.push(loopwatch::scan::read_request(file).unwrap());
+            camel.push(loopwatch::cli::scan::read_request(file).unwrap());
             let mut value: Json = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
             proto_spelling(&mut value);
             let text = value.to_string();
@@ -227,7 +227,7 @@ fn otlp_json_spellings_give_identical_detections() {
             let path = dir.path().join(format!("{i}.json"));
             std::fs::write(&path, text).unwrap();
             proto.push(
-                loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}")),
+                loopwatch::cli::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}")),
             );
         }
         assert_eq!(camel, proto, "{run}: both spellings decode to one request");
@@ -261,7 +261,7 @@ fn otlp_json_before_scope_spans_gives_identical_detections() {
         let mut current = Vec::new();
         let mut old = Vec::new();
         for (i, file) in corpus_files(&run, "json").iter().enumerate() {
-            current.push(loopwatch::scan::read_request(file).unwrap());
+            current.push(loopwatch::cli::scan::read_request(file).unwrap());
             let mut value: Json = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
             pre_scope_spelling(&mut value);
             let text = value.to_string();
@@ -270,7 +270,9 @@ fn otlp_json_before_scope_spans_gives_identical_detections() {
             );
             let path = dir.path().join(format!("{i}.json"));
             std::fs::write(&path, text).unwrap();
-            old.push(loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}")));
+            old.push(
+                loopwatch::cli::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}")),
+            );
         }
         assert_eq!(current, old, "{run}: both names decode to one request");
         check(&run, &expected, &old, "instrumentationLibrarySpans");
@@ -290,7 +292,7 @@ fn otlp_json_with_doubles_in_strings_gives_identical_detections() {
             let path = dir.path().join(format!("{i}.json"));
             std::fs::write(&path, value.to_string()).unwrap();
             let request =
-                loopwatch::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}"));
+                loopwatch::cli::scan::read_request(&path).unwrap_or_else(|e| panic!("{run}: {e}"));
             let spans = request
                 .resource_spans
                 .iter()
@@ -317,7 +319,7 @@ fn assert_scan_detections(
     context: &str,
 ) {
     let engine = Engine::from_config(&Config::default()).unwrap();
-    let outcome = loopwatch::scan::scan(&engine, files).unwrap_or_else(|e| panic!("{e}"));
+    let outcome = loopwatch::cli::scan::scan(&engine, files).unwrap_or_else(|e| panic!("{e}"));
     for profile in ["nudge", "stop"] {
         assert_eq!(
             keys_of(&outcome.detections, profile),
@@ -374,7 +376,7 @@ fn protobuf_before_scope_spans_scans_and_annotates_identically() {
         for (request, legacy) in requests {
             let mut annotated = request.clone();
             let prost_processed = by_prost.process(&mut annotated, now);
-            let wire = loopwatch::wire::WireRequest::read(legacy.into()).unwrap();
+            let wire = loopwatch::otlp::wire::WireRequest::read(legacy.into()).unwrap();
             let wire_processed = by_wire.process_wire(wire, now).unwrap();
             assert_eq!(
                 wire_processed.processed.detections, prost_processed.detections,
@@ -447,7 +449,7 @@ async fn protobuf_before_scope_spans_is_replayed_as_recorded() {
     }
     let server = start_server().await;
     let endpoint = format!("http://{}", server.grpc_addr);
-    let sent = loopwatch::replay::replay(&endpoint, &files, std::time::Duration::ZERO)
+    let sent = loopwatch::cli::replay::replay(&endpoint, &files, std::time::Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(sent, files.len());

@@ -69,9 +69,9 @@ async fn ui_shows_a_replayed_loop_in_headless_chromium() {
         serde_json::from_str(&std::fs::read_to_string(corpus.join("expected.json")).unwrap())
             .unwrap();
     let runs: Vec<PathBuf> = expected.keys().map(|run| corpus.join(run)).collect();
-    let files: Vec<PathBuf> = loopwatch::scan::request_files(&runs).unwrap();
+    let files: Vec<PathBuf> = loopwatch::cli::scan::request_files(&runs).unwrap();
     let replay = tokio::spawn(async move {
-        loopwatch::replay::replay(&endpoint, &files, Duration::from_millis(100)).await
+        loopwatch::cli::replay::replay(&endpoint, &files, Duration::from_millis(100)).await
     });
 
     let profile = tempfile::tempdir().unwrap();

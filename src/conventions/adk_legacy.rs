@@ -40,7 +40,7 @@
 use serde_json::Value as Json;
 
 use super::{agent_name, call_status, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -134,9 +134,9 @@ fn function_response(recorded: Payload, tool_name: &str) -> Payload {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, Payload, SplitSpan, ToolCall};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload, SplitSpan, ToolCall};
     use serde_json::json;
 
     /// `tool_call [get_weather]` as `__call_tool_async` and `trace_tool_call` write it.

@@ -14,7 +14,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{agent_name, call_status, payload_from_any_value};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::event::{
+    CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall,
+};
 use crate::otlp::view::{attr, AnyValueView, SpanView};
 
 /// Convention label on events read by a custom mapping.

@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 
 use super::openinference::is_redacted;
 use super::{agent_name, call_status, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -71,9 +71,9 @@ fn unwrap_kwargs(payload: Payload) -> Payload {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{EventKind, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{EventKind, Payload};
     use serde_json::json;
 
     #[test]

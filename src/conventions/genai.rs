@@ -45,7 +45,7 @@ use serde_json::Value as Json;
 
 use super::model_response::{summarize, Found, ResponseReader};
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, KeyValueView, SpanView};
 
 /// Convention label on events from this module.
@@ -336,9 +336,9 @@ fn choice_event_json(attributes: &[KeyValueView]) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conventions::event::CallStatus;
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::CallStatus;
     use opentelemetry_proto::tonic::common::v1::{
         any_value::Value, AnyValue, ArrayValue, KeyValueList,
     };

@@ -24,7 +24,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::{genai, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, Payload};
+use crate::conventions::event::{EventKind, ExtractedEvent, Payload};
 use crate::otlp::view::{any_value_to_json, attr, attr_str, AnyValueView, SpanView, ValueView};
 
 /// Convention label on events from this module.
@@ -97,9 +97,9 @@ fn parameter_value(value: &AnyValueView, python_type: Option<&str>) -> Option<Js
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload};
     use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
     use serde_json::json;
 

@@ -21,7 +21,9 @@
 
 use super::model_response::summarize;
 use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr, wrappers};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
+use crate::conventions::event::{
+    CallStatus, EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall,
+};
 use crate::otlp::view::attr;
 use crate::otlp::view::{attr_str, SpanView};
 
@@ -80,9 +82,9 @@ fn generation_output(span: &SpanView) -> Option<ModelResponse> {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, ModelResponse, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
     use serde_json::json;
 
     fn generation(output: &str) -> Option<EventKind> {

@@ -23,7 +23,7 @@
 //! (`LangSmithToOTELTranslator.setSpanAttributes`, `setIOAttributes`).
 
 use super::{agent_name, call_id, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::event::{EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -62,8 +62,8 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conventions::event::{CallStatus, Payload};
     use crate::conventions::test_support::{error_status, kvs, span};
-    use crate::event::{CallStatus, Payload};
 
     fn read(s: &crate::otlp::Span) -> ToolCall {
         match extract(&SpanView::from(s)).expect("read").kind {

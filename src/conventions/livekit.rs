@@ -17,7 +17,7 @@
 //! `debug/trace_types.py` in early 1.0 releases).
 
 use super::{agent_name, call_id, call_status, first_str, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
 
 /// Convention label on events from this module.
@@ -65,8 +65,8 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conventions::event::Payload;
     use crate::conventions::test_support::{kv, kvs, span};
-    use crate::event::Payload;
     use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 
     fn boolean(b: bool) -> AnyValue {

@@ -23,7 +23,9 @@ use serde_json::Value as Json;
 
 use super::openinference::is_redacted;
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::event::{
+    CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall,
+};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -136,9 +138,9 @@ fn unwrap_kwargs(payload: Payload) -> Payload {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, Payload, ToolCall};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload, ToolCall};
     use serde_json::json;
 
     fn call(sp: &opentelemetry_proto::tonic::trace::v1::Span) -> ToolCall {

@@ -31,7 +31,7 @@ use serde_json::Value as Json;
 
 use super::model_response::summarize;
 use super::{agent_name, json_from_any_value};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse};
+use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -180,9 +180,9 @@ pub fn responses_output(events: &[Json]) -> Vec<Json> {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{EventKind, ModelResponse};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{EventKind, ModelResponse};
     use opentelemetry_proto::tonic::common::v1::KeyValue;
 
     fn logfire_span(

@@ -25,7 +25,7 @@
 
 use super::model_response::summarize;
 use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -82,9 +82,9 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, ModelResponse, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 
     fn function_span(
         extra: Vec<opentelemetry_proto::tonic::common::v1::KeyValue>,

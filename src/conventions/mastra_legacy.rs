@@ -27,7 +27,7 @@ use serde_json::Value as Json;
 
 use super::model_response::{Found, ResponseReader};
 use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
+use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -83,9 +83,9 @@ fn read_response(span: &SpanView) -> Found {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, ModelResponse, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 
     /// `chat {model}` as `buildAttributes` writes a `MODEL_GENERATION` span.
     fn generation(output: &str) -> opentelemetry_proto::tonic::trace::v1::Span {

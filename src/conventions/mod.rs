@@ -16,6 +16,9 @@
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
+pub mod event;
+pub mod run_key;
+
 pub mod adk_legacy;
 pub mod custom;
 pub mod dspy;
@@ -45,7 +48,7 @@ pub mod wrappers;
 
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
-use crate::event::{CallStatus, EventKind, ExtractedEvent, Payload};
+use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, Payload};
 use crate::otlp::view::{attr, attr_str, AnyValueView, KeyValueView, SpanView, ValueView};
 use crate::otlp::Span;
 
@@ -89,7 +92,7 @@ pub fn extract_with_recorded_arguments(
 /// Every event of a span, in the span's order (DESIGN §2 "Several calls on one span"): one
 /// for most spans, none for a span no convention reads, and for a span that records
 /// several calls ([`MULTI_READERS`]) each call (and, for a model span, its response first),
-/// at most [`crate::event::MAX_SPAN_CALLS`]. Arguments as recorded, results unwrapped, as
+/// at most [`crate::conventions::event::MAX_SPAN_CALLS`]. Arguments as recorded, results unwrapped, as
 /// [`extract_with_recorded_arguments`].
 pub fn extract_all_with_recorded_arguments(
     custom: &[custom::CustomConvention],
@@ -102,7 +105,9 @@ pub fn extract_all_with_recorded_arguments(
     if let Some(event) = custom::extract(custom, span) {
         events.push(unwrap_result(event));
     } else if let Some(found) = MULTI_READERS.iter().find_map(|read| read(span)) {
-        let found = found.into_iter().take(crate::event::MAX_SPAN_CALLS);
+        let found = found
+            .into_iter()
+            .take(crate::conventions::event::MAX_SPAN_CALLS);
         events.extend(found.map(unwrap_result));
     } else if let Some(event) = extract_raw(span) {
         events.push(unwrap_result(event));

@@ -28,7 +28,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::agent_name;
-use crate::event::{EventKind, ExtractedEvent, ModelResponse};
+use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// `gen_ai.operation.name` values of an inference span.

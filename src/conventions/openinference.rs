@@ -34,7 +34,9 @@ use serde_json::Value as Json;
 
 use super::model_response::summarize;
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall};
+use crate::conventions::event::{
+    EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall,
+};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -287,9 +289,9 @@ fn provider_response(json: &Json) -> Option<ModelResponse> {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, ModelResponse, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 
     #[test]
     fn tool_span_reads_input_not_schema() {

@@ -18,7 +18,9 @@
 use super::json_fields::object_fields;
 use super::model_response::{Found, ResponseReader};
 use super::{agent_name, call_status, first_str, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall};
+use crate::conventions::event::{
+    EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall,
+};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -132,9 +134,9 @@ fn read_response(span: &SpanView) -> Found {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload};
 
     #[test]
     fn traceloop_tool_span() {

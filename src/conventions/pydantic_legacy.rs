@@ -15,7 +15,7 @@ use serde_json::Value as Json;
 use super::genai::read_tool_call;
 use super::model_response::{summarize, Found, ResponseReader};
 use super::{agent_name, json_from_any_value};
-use crate::event::{EventKind, ExtractedEvent};
+use crate::conventions::event::{EventKind, ExtractedEvent};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -65,9 +65,9 @@ fn read_response(span: &SpanView) -> Found {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, Payload, ToolCall};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, Payload, ToolCall};
 
     fn tool(span: &opentelemetry_proto::tonic::trace::v1::Span) -> (ToolCall, &'static str) {
         let ev = extract(span).expect("one tool call");

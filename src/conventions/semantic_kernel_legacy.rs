@@ -29,7 +29,7 @@ use serde_json::Value as Json;
 
 use super::message_parts::MessagePart;
 use super::model_response::summarize;
-use crate::event::{
+use crate::conventions::event::{
     CallStatus, EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall,
 };
 use crate::otlp::view::{attr, attr_str, SpanView};

@@ -12,7 +12,7 @@
 use serde_json::Value as Json;
 
 use super::openinference;
-use crate::event::{EventKind, ExtractedEvent, Payload};
+use crate::conventions::event::{EventKind, ExtractedEvent, Payload};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -53,9 +53,9 @@ fn call_kwargs(input: &str) -> Option<Json> {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{EventKind, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{EventKind, Payload};
     use serde_json::json;
 
     fn tool_span(input: &str) -> opentelemetry_proto::tonic::trace::v1::Span {

@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 
 use super::model_response::summarize;
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Span name of a strands 0.1.x model invocation.
@@ -104,9 +104,9 @@ fn result_text(recorded: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{CallStatus, EventKind, ModelResponse, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{CallStatus, EventKind, ModelResponse, Payload};
 
     /// `Model invoke` as v0.1.9 `start_model_invoke_span` / `end_model_invoke_span` write it.
     fn model_invoke(completion: &str) -> opentelemetry_proto::tonic::trace::v1::Span {

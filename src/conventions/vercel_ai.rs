@@ -8,7 +8,7 @@
 //! `recordInputs` / `recordOutputs` are on.
 
 use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
-use crate::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
+use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -57,9 +57,9 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
 
 #[cfg(test)]
 mod tests {
+    use crate::conventions::event::{EventKind, ModelResponse, Payload};
     use crate::conventions::extract;
     use crate::conventions::test_support::*;
-    use crate::event::{EventKind, ModelResponse, Payload};
 
     #[test]
     fn tool_call_span() {

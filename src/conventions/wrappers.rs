@@ -24,7 +24,7 @@ use memchr::memmem::Finder;
 use serde_json::{Map, Value as Json};
 
 use super::json_skip::skipping_is_exact;
-use crate::event::Payload;
+use crate::conventions::event::Payload;
 
 /// Wrapper layers removed at most (a ToolMessage inside a callback output is two).
 pub const MAX_LAYERS: usize = 4;

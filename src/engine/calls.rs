@@ -3,10 +3,10 @@
 //! (DESIGN §2 "One call, one event", "Joins").
 
 use super::Engine;
+use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan};
 use crate::conventions::message_parts::{self, MessagePart};
 use crate::conventions::semantic_kernel_legacy;
 use crate::conventions::wrappers;
-use crate::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan};
 use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
 use crate::registry::{CallContext, CallKey, ToolCallPart};
 

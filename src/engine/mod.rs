@@ -2,25 +2,29 @@
 //! (conventions) → fingerprints → registry/detectors → `loop.*` annotation of the spans
 //! in this request that complete a detection.
 
+pub mod budget_state;
+pub mod intern;
+pub mod report;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::annotate::synthetic::synthetic_spans;
+use crate::annotate::wire::SpanEdit;
 use crate::annotate::{annotate_span, encoded_loop_attributes};
-use crate::budget::{BudgetTracker, SpanContext};
 use crate::conventions;
+use crate::conventions::event::{CallStatus, EventKind, ModelResponse, Payload, SplitSpan};
+use crate::conventions::run_key::{agent_of_run_key, agent_run_key, AgentIndex};
 use crate::detector::budget::SpanFigures;
 use crate::detector::{FingerprintRules, Observation};
-use crate::event::{CallStatus, EventKind, ModelResponse, Payload, SplitSpan};
+use crate::engine::budget_state::{BudgetTracker, SpanContext};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter, RecentFingerprints};
 use crate::otlp::view::{self, SpanView, ValueView};
+use crate::otlp::wire::{WireError, WireRequest};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{CallHop, Registry, RunDetection, RunEvent};
-use crate::run_key::{agent_of_run_key, agent_run_key, AgentIndex, RunKeyMode};
-use crate::synthetic::synthetic_spans;
-use crate::wire::annotate::SpanEdit;
-use crate::wire::{WireError, WireRequest};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
@@ -40,7 +44,7 @@ pub struct EngineOptions {
     /// attributes), e.g. `gen_ai.conversation.id`; trace_id where absent or unset.
     pub run_key_attribute: Option<String>,
     /// `detection.run_key = "trace_and_agent"`: runs keyed `<trace_id hex>/<agent>`
-    /// ([`crate::run_key`]); ignored when `run_key_attribute` is set.
+    /// ([`crate::conventions::run_key`]); ignored when `run_key_attribute` is set.
     pub run_key_by_agent: bool,
     /// Match calls without captured arguments by tool name alone (off by default: such
     /// calls are invisible to the argument-based patterns).
@@ -62,7 +66,7 @@ pub struct EngineStats {
     pub spans_without_run: AtomicU64,
     pub spans_annotated: AtomicU64,
     /// Synthetic `loop.detected` spans added for detections completed by spans forwarded
-    /// earlier ([`crate::synthetic`]).
+    /// earlier ([`crate::annotate::synthetic`]).
     pub synthetic_spans: AtomicU64,
 }
 
@@ -115,8 +119,8 @@ pub struct Engine {
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
     /// Tool, agent and service names shared by every event that carries them.
-    pub names: crate::intern::Interner,
-    /// Span → parent → agent links, with `run_key_by_agent` ([`crate::run_key`]).
+    pub names: crate::engine::intern::Interner,
+    /// Span → parent → agent links, with `run_key_by_agent` ([`crate::conventions::run_key`]).
     agents: Option<Mutex<AgentIndex>>,
     /// Message parts of the conversations read so far, by trace ([`conversations`]).
     conversations: conversations::Conversations,
@@ -130,7 +134,7 @@ pub struct WireProcessed {
     /// The request to forward, as pieces to send back to back: the received bytes when no
     /// span was annotated, else slices of them around the bytes that change (the
     /// annotated spans' `loop.*` attributes and event appended in place, the enclosing
-    /// length prefixes; [`crate::wire::annotate::rewrite_pieces`]), then any synthetic
+    /// length prefixes; [`crate::annotate::wire::rewrite_pieces`]), then any synthetic
     /// `loop.detected` spans (appended `resource_spans`: protobuf concatenation).
     pub pieces: Vec<bytes::Bytes>,
     /// Detections and annotation count, as [`Engine::process`] reports them.
@@ -142,7 +146,7 @@ pub struct WireProcessed {
 impl WireProcessed {
     /// The request to forward as one buffer (the pieces joined; no copy for one piece).
     pub fn bytes(&self) -> bytes::Bytes {
-        crate::wire::annotate::joined(&self.pieces)
+        crate::annotate::wire::joined(&self.pieces)
     }
 
     /// Length of the request to forward, in bytes (the pieces' lengths summed).
@@ -172,7 +176,7 @@ impl Engine {
             stats: EngineStats::default(),
             tool_fingerprints: FingerprintRules::default(),
             budgets: None,
-            names: crate::intern::Interner::default(),
+            names: crate::engine::intern::Interner::default(),
             agents,
             conversations: conversations::Conversations::default(),
             hops: Mutex::default(),
@@ -182,7 +186,7 @@ impl Engine {
     /// Runs detection over every span of `request` and annotates, in place, the spans of
     /// this request that complete a new detection. A detection completed by a span of an
     /// earlier request (late re-ordering) gets a synthetic `loop.detected` span appended
-    /// to `request` instead ([`crate::synthetic`]).
+    /// to `request` instead ([`crate::annotate::synthetic`]).
     pub fn process(&self, request: &mut ExportTraceServiceRequest, now: Instant) -> Processed {
         let mut views = Vec::new();
         for (r, resource_spans) in request.resource_spans.iter().enumerate() {
@@ -391,7 +395,7 @@ impl Engine {
         let mut pieces = if edits.is_empty() {
             vec![request.bytes.clone()]
         } else {
-            crate::wire::annotate::rewrite_pieces(&request.bytes, &edits)?
+            crate::annotate::wire::rewrite_pieces(&request.bytes, &edits)?
         };
         let synthetic_spans = synthetic.len();
         if synthetic_spans > 0 {
@@ -492,7 +496,7 @@ impl Engine {
                 events.push(RunEvent {
                     run_key: run_key.clone(),
                     trace_id: span.trace_id.into(),
-                    span_id: crate::event::call_span_id(span.span_id, index),
+                    span_id: crate::conventions::event::call_span_id(span.span_id, index),
                     start_time_unix_nano: span.start_time_unix_nano,
                     end_time_unix_nano: span.end_time_unix_nano,
                     service_name: service_name.clone(),
@@ -803,45 +807,6 @@ fn place_detections<'d, L>(
         .filter(|d| !by_span[&(d.trace_id.as_slice(), d.span_id.as_slice())].1)
         .collect();
     (here, elsewhere)
-}
-
-/// Errors building an engine from configuration.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-}
-
-impl Engine {
-    /// An engine for `config`: its profiles, registry limits, fingerprinting and run key.
-    /// With no `detection.fingerprint_key`, a random key is drawn (fingerprints are then
-    /// stable only for the life of the process).
-    pub fn from_config(config: &crate::config::Config) -> Result<Engine, EngineError> {
-        let profiles = config.profiles()?;
-        let registry = Registry::new(profiles, config.registry.clone());
-        let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
-        let fingerprint_key = match config.detection.fingerprint_key.as_deref() {
-            Some(key) if !key.is_empty() => FingerprintKey::new(key.as_bytes()),
-            _ => FingerprintKey::random(),
-        };
-        let mode = config.detection.run_key_mode()?;
-        let options = EngineOptions {
-            run_key_attribute: Some(config.detection.run_key_attribute.clone())
-                .filter(|a| !a.is_empty() && mode == RunKeyMode::Attribute),
-            run_key_by_agent: mode == RunKeyMode::TraceAndAgent,
-            match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
-            custom_conventions: config.conventions.custom.clone(),
-        };
-        let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
-        engine.tool_fingerprints = config.fingerprint_rules()?;
-        if config.budgets.any() {
-            engine.budgets = Some(BudgetTracker::new(
-                config.budgets.clone(),
-                config.registry.max_runs,
-            ));
-        }
-        Ok(engine)
-    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::canonical::BIG_INT_TAG;
 use super::{within_limits, write_raw_json, ByteSink, RAW_TAG};
-use crate::event::Payload;
+use crate::conventions::event::Payload;
 
 /// 2^53: integers at or beyond this magnitude are not exact as doubles.
 const EXACT_DOUBLE_LIMIT: u64 = 1 << 53;

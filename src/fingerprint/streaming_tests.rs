@@ -10,7 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{reference, FingerprintConfig, Fingerprinter};
-use crate::event::{CallStatus, Payload};
+use crate::conventions::event::{CallStatus, Payload};
 
 /// Keys the strategies draw from: volatile ones, and ones whose UTF-16 order differs from
 /// their UTF-8 order (U+E000.. sorts after U+10000.. in UTF-8, before it in UTF-16... and

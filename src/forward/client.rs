@@ -20,8 +20,8 @@ use tonic::codec::{BufferSettings, Codec, CompressionEncoding, EncodeBuf, Encode
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
+use crate::net::tls::ClientTlsConfig;
 use crate::otlp::EXPORT_PATH;
-use crate::tls::ClientTlsConfig;
 
 use super::{ForwardCompression, ForwardError};
 
@@ -63,7 +63,7 @@ impl ExportBody {
 
     /// The body as one buffer (the parts joined; no copy for one part).
     pub fn to_bytes(&self) -> Bytes {
-        crate::wire::annotate::joined(&self.parts)
+        crate::annotate::wire::joined(&self.parts)
     }
 }
 

@@ -4,7 +4,7 @@
 //! Receivers take an admission slot ([`ForwardQueue::admit`]) before reading a request; the
 //! span path queues the encoded request with [`ForwardQueue::send`]. A worker takes requests
 //! off the queue, batches what is waiting (raw bytes, no re-encoding) and exports with up to
-//! `concurrency` RPCs in flight ([`ExportClient`]); retries ([`crate::retry`]) sleep without
+//! `concurrency` RPCs in flight ([`ExportClient`]); retries ([`crate::net::retry`]) sleep without
 //! holding a delivery slot. While the downstream is down, requests stay pending, the slots
 //! run out, and receivers refuse with a retryable status: nothing is dropped silently. Final
 //! failures are logged (first one per reason at `error`) and counted in [`ForwarderStats`];
@@ -29,9 +29,10 @@ pub mod stats;
 pub mod store;
 mod worker;
 
-pub use crate::config::exporter::{ForwardCompression, ForwarderConfig, InvalidExporterConfig};
-pub use crate::retry::{classify, classify_status, Backoff, RetryDecision, RetryPolicy};
+pub mod config;
+pub use crate::net::retry::{classify, classify_status, Backoff, RetryDecision, RetryPolicy};
 pub use client::{ExportBody, ExportClient, RawBytesCodec};
+pub use config::{ForwardCompression, ForwarderConfig, InvalidExporterConfig};
 pub use health::DownstreamHealth;
 pub use queue::{ForwardPermit, ForwardQueue, HeldBytes};
 pub use stats::{DeliveryLatency, DropReason, ForwarderStats, LatencyHook};

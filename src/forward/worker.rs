@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::retry::{classify_status, is_transport_failure, RetryDecision, RetryPolicy};
+use crate::net::retry::{classify_status, is_transport_failure, RetryDecision, RetryPolicy};
 
 use super::client::ExportBody;
 use super::health::DownstreamHealth;

@@ -1,7 +1,7 @@
 //! A borrowed view of the parts of a span detection reads: ids, name, kind, times,
 //! attributes, events and status. The conventions ([`crate::conventions`]), the run key
-//! ([`crate::run_key`]) and the engine read spans through it, so the wire path
-//! ([`crate::wire::view`]) borrows strings and ids from the request's bytes instead of
+//! ([`crate::conventions::run_key`]) and the engine read spans through it, so the wire path
+//! ([`crate::otlp::wire::view`]) borrows strings and ids from the request's bytes instead of
 //! materialising an owned `opentelemetry_proto` `Span`, and the OTLP/JSON path borrows them
 //! from the decoded `Span` ([`SpanView::from`]).
 //!
@@ -36,8 +36,8 @@ pub struct SpanView<'a> {
     pub end_time_unix_nano: u64,
     /// Span attributes in wire order (duplicates kept, as prost keeps them). Borrowed from
     /// the request's attribute store for the spans of a request read from its bytes
-    /// ([`crate::wire::view::ViewArena`]); owned in a view of a decoded `Span` or of one
-    /// span read on its own ([`crate::wire::view::span`]).
+    /// ([`crate::otlp::wire::view::ViewArena`]); owned in a view of a decoded `Span` or of one
+    /// span read on its own ([`crate::otlp::wire::view::span`]).
     pub attributes: List<'a, KeyValueView<'a>>,
     /// Span events in wire order.
     pub events: Vec<EventView<'a>>,
@@ -46,7 +46,7 @@ pub struct SpanView<'a> {
 }
 
 /// A list of a view: a slice of storage shared by a request's spans (the wire path,
-/// [`crate::wire::view::ViewArena`]) or a vector of its own (a view of a decoded `Span`).
+/// [`crate::otlp::wire::view::ViewArena`]) or a vector of its own (a view of a decoded `Span`).
 /// Reads as a slice (`Deref`); compares, clones and prints as one. (`Cow<[T]>` would do
 /// but is invariant in `T`, and views must stay covariant to be kept beside their bytes.)
 #[derive(Clone)]

@@ -18,8 +18,38 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::config::LogSamplingConfig;
 use crate::detector::Severity;
+use serde::{Deserialize, Serialize};
+
+/// `[log.sampling]`: sampling of the per-detection `loop detected` lines, with the
+/// OpenTelemetry Collector's keys and defaults (`service::telemetry::logs::sampling`):
+/// per severity and per `tick`, the first `initial` lines are written, then every
+/// `thereafter`-th (0: none). Other log lines are never sampled; every detection is still
+/// annotated, counted, listed and signalled ([`crate::pipeline::log_sampling`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSamplingConfig {
+    /// `false`: one line per detection, however many.
+    pub enabled: bool,
+    /// Length of a sampling window, e.g. `"10s"` (more than 0).
+    #[serde(with = "humantime_serde")]
+    pub tick: Duration,
+    /// Lines of one severity written at the start of each tick.
+    pub initial: u64,
+    /// Past `initial`, every `thereafter`-th line of the tick is written (0: none).
+    pub thereafter: u64,
+}
+
+impl Default for LogSamplingConfig {
+    fn default() -> Self {
+        LogSamplingConfig {
+            enabled: true,
+            tick: Duration::from_secs(10),
+            initial: 10,
+            thereafter: 100,
+        }
+    }
+}
 
 /// What to do with one detection's log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,8 +20,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::class_queue::{ClassQueue, Pushed};
 use crate::registry::RunDetection;
+use crate::signals::class_queue::{ClassQueue, Pushed};
 
 /// Detections the queue holds by default: a loop storm of this many detections between
 /// two turns of the reporter task is absorbed without loss.

@@ -6,8 +6,8 @@ use std::io::Read;
 use bytes::Bytes;
 use prost::Message;
 
+use crate::otlp::json::UnknownFields;
 use crate::otlp::ExportTraceServiceRequest;
-use crate::otlp_json::UnknownFields;
 
 use super::error::ReceiveError;
 
@@ -105,10 +105,10 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportTraceServiceRequest, Receiv
 /// `limits`.
 pub fn read_protobuf(
     bytes: Bytes,
-    limits: crate::wire::ReadLimits,
-) -> Result<crate::wire::WireRequest, ReceiveError> {
-    use crate::wire::WireError;
-    crate::wire::WireRequest::read_limited(bytes, limits).map_err(|e| match e {
+    limits: crate::otlp::wire::ReadLimits,
+) -> Result<crate::otlp::wire::WireRequest, ReceiveError> {
+    use crate::otlp::wire::WireError;
+    crate::otlp::wire::WireRequest::read_limited(bytes, limits).map_err(|e| match e {
         WireError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
         WireError::TooManyValues { limit } => ReceiveError::TooManyValues { limit },
         other => ReceiveError::InvalidWire(other),
@@ -134,7 +134,7 @@ pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveErr
 }
 
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest` as the protobuf JSON mapping defines
-/// it ([`crate::otlp_json`]: lowerCamelCase or proto field names, enum names or numbers,
+/// it ([`crate::otlp::json`]: lowerCamelCase or proto field names, enum names or numbers,
 /// hex ids, 64-bit integers as strings or numbers, doubles as numbers or strings, `"NaN"`
 /// and `"Infinity"` included), then checks id lengths (trace 16
 /// bytes, span 8 bytes, empty allowed). Returns the request and the unknown fields it
@@ -158,14 +158,14 @@ pub fn decode_json_value_counted(
     mut value: serde_json::Value,
 ) -> Result<(ExportTraceServiceRequest, UnknownFields), ReceiveError> {
     let normalized =
-        crate::otlp_json::normalize(&mut value).map_err(|e| ReceiveError::InvalidJson {
+        crate::otlp::json::normalize(&mut value).map_err(|e| ReceiveError::InvalidJson {
             path: ".".to_owned(),
             message: e.to_string(),
         })?;
     // NaN and ±Infinity cannot be JSON numbers: taken out before the typed decoding, put
     // back after it (only when the request has any: it costs a second walk).
     let non_finite = if normalized.non_finite_doubles > 0 {
-        crate::otlp_json::doubles::NonFinite::take(&mut value)
+        crate::otlp::json::doubles::NonFinite::take(&mut value)
     } else {
         Default::default()
     };

@@ -52,7 +52,7 @@ pub enum ReceiveError {
     /// The (decompressed) body is not an `ExportTraceServiceRequest` protobuf, as the wire
     /// reader found (same cases as prost, except invalid UTF-8, which is read lossily).
     #[error("invalid OTLP protobuf ExportTraceServiceRequest: {0}")]
-    InvalidWire(#[from] crate::wire::WireError),
+    InvalidWire(#[from] crate::otlp::wire::WireError),
     /// The body is not OTLP/JSON; `path` names the offending field.
     #[error("invalid OTLP/JSON at `{path}`: {message}")]
     InvalidJson {

@@ -30,7 +30,7 @@ use super::error::ReceiveError;
 use super::stats::{ReceiverStats, RejectReason};
 use super::ReceiverOptions;
 use crate::otlp::rpc_status::status_details_with_retry;
-use crate::wire::WireRequest;
+use crate::otlp::wire::WireRequest;
 
 pub use crate::otlp::{EXPORT_PATH, TRACE_SERVICE_NAME};
 /// `grpc-accept-encoding` advertised when a request's compression is refused.
@@ -335,24 +335,24 @@ impl GrpcReceiver {
             .await
     }
 
-    /// As [`GrpcReceiver::serve`], on connections from a [`crate::listen`] accept loop (TLS,
+    /// As [`GrpcReceiver::serve`], on connections from a [`crate::net::listen`] accept loop (TLS,
     /// connection limit) with its HTTP/2 limits and the edge layer (content type, tokens).
     ///
     /// # Errors
     /// A transport error from the server.
     pub async fn serve_incoming(
         self,
-        incoming: crate::listen::Incoming,
-        limits: &crate::listen::ConnectionConfig,
-        edge: crate::listen::grpc::GrpcEdgeLayer,
+        incoming: crate::net::listen::Incoming,
+        limits: &crate::net::listen::ConnectionConfig,
+        edge: crate::net::listen::grpc::GrpcEdgeLayer,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), tonic::transport::Error> {
         let health = self.health.clone();
         let shutdown = self.health_then(shutdown);
-        crate::listen::grpc::server_builder(limits, edge)
+        crate::net::listen::grpc::server_builder(limits, edge)
             .add_routes(self.routes)
             .serve_with_incoming_shutdown(
-                crate::listen::incoming_stream(incoming),
+                crate::net::listen::incoming_stream(incoming),
                 Self::serving(health, shutdown),
             )
             .await

@@ -168,7 +168,7 @@ async fn read_request(
     format: Format,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(IncomingRequest, crate::limits::DecodedBytes), ReceiveError> {
+) -> Result<(IncomingRequest, crate::ingest::limits::DecodedBytes), ReceiveError> {
     let compression = Compression::parse(&header_str(headers, CONTENT_ENCODING))?;
     let limit = state.options.max_recv_msg_size;
     let body = Limited::new(body, limit)

@@ -55,7 +55,7 @@ pub async fn reserve_decoded(
     sink: &dyn crate::ingest::SpanSink,
     options: &ReceiverOptions,
     bytes: usize,
-) -> Result<crate::limits::DecodedBytes, crate::ingest::AcceptError> {
+) -> Result<crate::ingest::limits::DecodedBytes, crate::ingest::AcceptError> {
     tokio::time::timeout(options.admission_wait, sink.reserve_decoded(bytes))
         .await
         .map_err(|_| crate::ingest::AcceptError::InFlightLimit)
@@ -88,11 +88,11 @@ pub struct ReceiverConfig {
     #[serde(with = "humantime_serde")]
     pub admission_wait: Duration,
     /// `[receiver.tls]`: TLS (and mTLS) on both receivers.
-    pub tls: crate::tls::ServerTlsConfig,
+    pub tls: crate::net::tls::ServerTlsConfig,
     /// `[receiver.auth]`: optional token check on both receivers.
-    pub auth: crate::auth::ReceiverAuthConfig,
+    pub auth: crate::net::auth::ReceiverAuthConfig,
     /// `[receiver.connections]`: per-listener connection limit, HTTP/2 and idle limits.
-    pub connections: crate::listen::ConnectionConfig,
+    pub connections: crate::net::listen::ConnectionConfig,
 }
 
 impl Default for ReceiverConfig {

@@ -74,7 +74,7 @@ pub struct ReceiverStats {
     rejected_requests: [AtomicU64; RejectReason::ALL.len()],
     rejected_spans: [AtomicU64; RejectReason::ALL.len()],
     /// Unknown OTLP/JSON fields (ignored), warned once per sender.
-    pub otlp_json_unknown_fields: crate::otlp_json::UnknownFieldLog,
+    pub otlp_json_unknown_fields: crate::otlp::json::UnknownFieldLog,
 }
 
 impl ReceiverStats {

@@ -27,8 +27,8 @@ use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
+use crate::conventions::event::span_of_call;
 use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
-use crate::event::span_of_call;
 use crate::fingerprint::Fingerprint;
 
 mod kept;
@@ -597,7 +597,8 @@ impl Registry {
                 let mut event = event.to_run_event(to);
                 // The agent the call was moved to names it, when it named none itself.
                 if event.agent_name.is_none() {
-                    event.agent_name = crate::run_key::agent_of_run_key(to).map(Arc::from);
+                    event.agent_name =
+                        crate::conventions::run_key::agent_of_run_key(to).map(Arc::from);
                 }
                 moved.push(event);
             }

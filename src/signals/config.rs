@@ -132,7 +132,7 @@ pub struct RedisSinkConfig {
     pub queue_capacity: usize,
     /// `[signals.redis.tls]`: CA and client certificate for a `rediss://` URL
     /// (`server_name` is not supported: the URL's host is verified).
-    pub tls: crate::tls::ClientTlsConfig,
+    pub tls: crate::net::tls::ClientTlsConfig,
 }
 
 impl Default for RedisSinkConfig {
@@ -143,7 +143,7 @@ impl Default for RedisSinkConfig {
             key_prefix: "loopwatch:kill:".to_owned(),
             kill_ttl: Duration::from_secs(3600),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
-            tls: crate::tls::ClientTlsConfig::default(),
+            tls: crate::net::tls::ClientTlsConfig::default(),
         }
     }
 }
@@ -174,7 +174,7 @@ pub struct NatsSinkConfig {
     pub queue_capacity: usize,
     /// `[signals.nats.tls]`: CA and client certificate; setting any requires TLS
     /// (`server_name` is not supported: the URL's host is verified).
-    pub tls: crate::tls::ClientTlsConfig,
+    pub tls: crate::net::tls::ClientTlsConfig,
     /// TLS handshake before the server's INFO (NATS `handshake_first`, e.g. behind a
     /// TLS-terminating proxy); default false.
     pub tls_first: bool,
@@ -190,7 +190,7 @@ impl Default for NatsSinkConfig {
             stream_max_age: Duration::from_secs(7 * 24 * 3600),
             stream_max_bytes: 256 << 20,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
-            tls: crate::tls::ClientTlsConfig::default(),
+            tls: crate::net::tls::ClientTlsConfig::default(),
             tls_first: false,
         }
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::hub::SignalHub;
 use super::{Action, Signal};
-use crate::api_query::{json_error, ApiQuery};
+use crate::net::api_error::{json_error, ApiQuery};
 
 /// Query parameters of `GET /v1/signals`; all optional. Unknown parameters, and an
 /// `action` other than `warn` / `kill`, are rejected (400) so a typo does not silently

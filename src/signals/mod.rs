@@ -7,6 +7,8 @@
 //! `GET /v1/signals` ([`http`]) and feeds the gRPC stream `loopwatch.v1.Signals/Watch`
 //! ([`grpc`]).
 
+pub mod class_queue;
+
 pub mod config;
 pub mod grpc;
 pub mod http;

@@ -10,8 +10,8 @@ use tokio::sync::Notify;
 
 use super::config::RetryConfig;
 use super::Signal;
-use crate::class_queue::{ClassQueue, Pushed};
 use crate::detector::Action;
+use crate::signals::class_queue::{ClassQueue, Pushed};
 
 /// Why one delivery attempt failed.
 #[derive(Debug, thiserror::Error)]
@@ -147,10 +147,10 @@ impl SinkQueue {
 
 /// Delay before retry number `attempt` (0-based): a random time in `[d/2, d]` with
 /// `d = min(max_backoff, initial_backoff · 2^attempt)`.
-/// The schedule is [`crate::retry::RetryPolicy`], shared with the forwarder; signals are
+/// The schedule is [`crate::net::retry::RetryPolicy`], shared with the forwarder; signals are
 /// retried until delivered (no max elapsed time).
 pub fn backoff(retry: &RetryConfig, attempt: u32) -> Duration {
-    crate::retry::RetryPolicy {
+    crate::net::retry::RetryPolicy {
         initial: retry.initial_backoff,
         max: retry.max_backoff,
         max_elapsed: None,

@@ -94,8 +94,8 @@ impl Pki {
     }
 
     /// Server TLS settings with this PKI's server certificate; `mtls` adds the client CA.
-    pub fn server_tls(&self, mtls: bool) -> loopwatch::tls::ServerTlsConfig {
-        loopwatch::tls::ServerTlsConfig {
+    pub fn server_tls(&self, mtls: bool) -> loopwatch::net::tls::ServerTlsConfig {
+        loopwatch::net::tls::ServerTlsConfig {
             cert_file: Some(self.server_cert.clone()),
             key_file: Some(self.server_key.clone()),
             client_ca_file: mtls.then(|| self.ca.clone()),

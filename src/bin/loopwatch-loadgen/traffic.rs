@@ -25,7 +25,7 @@ pub struct Run {
 /// Loads the corpus runs: every folder holding `req-*.pb` is one run.
 pub fn load_corpus(root: &Path) -> anyhow::Result<Vec<Run>> {
     // ScanError's message already names the path and the cause.
-    let files = loopwatch::scan::request_files(&[root.to_path_buf()])
+    let files = loopwatch::cli::scan::request_files(&[root.to_path_buf()])
         .map_err(|e| anyhow::anyhow!("corpus: {e}"))?;
     let mut by_run: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
     for file in files {

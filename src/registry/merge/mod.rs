@@ -110,7 +110,7 @@ pub struct CallContext {
     /// between the two tool spans of one call. Set once; a hop is never followed twice.
     pub via_hop: bool,
     /// A call whose result is on its next sibling span, if any (google-adk 0.1.0–1.1.x
-    /// `tool_call [name]`, [`crate::event::SplitSpan::Call`]): see [`observation`].
+    /// `tool_call [name]`, [`crate::conventions::event::SplitSpan::Call`]): see [`observation`].
     pub result_on_sibling: bool,
 }
 

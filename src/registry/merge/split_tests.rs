@@ -1,4 +1,3 @@
-
 //! google-adk 0.1.0–1.1.x: each call is a `tool_call [t]` span (arguments) and, after it
 //! under the same parent, a `tool_response [t]` span (result).
 use super::*;

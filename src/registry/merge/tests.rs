@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::detector::Observation;
 use crate::registry::{Registry, RegistryConfig};

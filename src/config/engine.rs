@@ -1,0 +1,49 @@
+//! Building the [`Engine`] from the layered [`Config`]: the engine knows its own options
+//! ([`EngineOptions`]) and never reads the root config; this is where the two meet.
+
+use crate::conventions::run_key::RunKeyMode;
+use crate::engine::budget_state::BudgetTracker;
+use crate::engine::{Engine, EngineOptions};
+use crate::fingerprint::{FingerprintKey, Fingerprinter};
+use crate::registry::Registry;
+
+use super::{Config, ConfigError};
+
+/// Errors building an engine from configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl Engine {
+    /// An engine for `config`: its profiles, registry limits, fingerprinting and run key.
+    /// With no `detection.fingerprint_key`, a random key is drawn (fingerprints are then
+    /// stable only for the life of the process).
+    pub fn from_config(config: &Config) -> Result<Engine, EngineError> {
+        let profiles = config.profiles()?;
+        let registry = Registry::new(profiles, config.registry.clone());
+        let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
+        let fingerprint_key = match config.detection.fingerprint_key.as_deref() {
+            Some(key) if !key.is_empty() => FingerprintKey::new(key.as_bytes()),
+            _ => FingerprintKey::random(),
+        };
+        let mode = config.detection.run_key_mode()?;
+        let options = EngineOptions {
+            run_key_attribute: Some(config.detection.run_key_attribute.clone())
+                .filter(|a| !a.is_empty() && mode == RunKeyMode::Attribute),
+            run_key_by_agent: mode == RunKeyMode::TraceAndAgent,
+            match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
+            custom_conventions: config.conventions.custom.clone(),
+        };
+        let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
+        engine.tool_fingerprints = config.fingerprint_rules()?;
+        if config.budgets.any() {
+            engine.budgets = Some(BudgetTracker::new(
+                config.budgets.clone(),
+                config.registry.max_runs,
+            ));
+        }
+        Ok(engine)
+    }
+}

@@ -1,0 +1,652 @@
+//! The borrowed [`SpanView`] of a span, read from the request's bytes: ids and bytes values
+//! are slices of the request, texts are borrowed when valid UTF-8 and read lossily (owned,
+//! U+FFFD) when not, and a request's attributes and events are kept in one
+//! [`ViewArena`] for all its spans, so a span costs no allocation of its own bar the list
+//! of its events, when it has any (and a non-UTF-8 text, an array or a kvlist value).
+//!
+//! Semantics and validation are those of [`super::decode`] (prost's merge rules: a repeated
+//! field appends, a scalar seen twice keeps the last value, a nested message seen twice is
+//! merged, an `AnyValue` oneof of the same message variant is merged and of another variant
+//! replaced; wire types, lengths, groups and the recursion budget checked as
+//! [`super::schema::check`] does, in the same pass, with the same [`WireError`]s), and every
+//! attribute, event and array or kvlist element is taken from the [`ValueBudget`] at the
+//! same point.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use crate::otlp::view::{
+    text, AnyValueView, EventView, KeyValueView, List, SpanView, StatusView, ValueView,
+};
+
+use super::decode::{bytes_of, fixed64, varint, ValueBudget};
+use super::reader::{Fields, WireError};
+use super::schema::{check, check_field, Msg};
+
+/// Where the span views of one request keep their attributes and events: one vector each
+/// for the whole request instead of one per span (a vector allocated and freed per span was
+/// 4.5 % of the server's CPU on 1000-span tool-call requests, in glibc's malloc and free).
+/// A span's attributes are one contiguous run of `span_attributes` (they are read while its
+/// fields are walked, and an event's attributes go to `event_attributes`, so an event between
+/// two attributes does not split the run).
+#[derive(Debug, Default)]
+pub struct ViewArena<'a> {
+    /// Every span's attributes, span after span, each span's in wire order.
+    pub span_attributes: Vec<KeyValueView<'a>>,
+    /// Every event's attributes, event after event.
+    pub event_attributes: Vec<KeyValueView<'a>>,
+    /// Every span's events, span after span.
+    pub events: Vec<EventRecord<'a>>,
+}
+
+impl ViewArena<'_> {
+    /// An arena with room for the attributes of about `bytes` bytes of spans (a GenAI tool
+    /// span's attribute is rarely under 48 bytes on the wire), at most `max_values`: about
+    /// `bytes` of address space, touched only as far as attributes are read.
+    pub fn for_request(bytes: usize, max_values: usize) -> Self {
+        ViewArena {
+            span_attributes: Vec::with_capacity((bytes / 48).min(max_values)),
+            ..ViewArena::default()
+        }
+    }
+}
+
+/// One event read into a [`ViewArena`]: its attributes are `event_attributes[attributes]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord<'a> {
+    /// Nanoseconds since the Unix epoch.
+    pub time_unix_nano: u64,
+    /// The event name.
+    pub name: Cow<'a, str>,
+    /// Index range into [`ViewArena::event_attributes`].
+    pub attributes: Range<usize>,
+}
+
+/// One span read into a [`ViewArena`]: its view without attributes and events (empty), and
+/// where they are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanRecord<'a> {
+    /// Ids, name, kind, times and status; `attributes` and `events` empty.
+    pub fields: SpanView<'a>,
+    /// Index range into [`ViewArena::span_attributes`].
+    pub attributes: Range<usize>,
+    /// Index range into [`ViewArena::events`].
+    pub events: Range<usize>,
+}
+
+impl<'a> SpanRecord<'a> {
+    /// The whole view, its attributes borrowed from `arena` (the one it was read into); only
+    /// a span with events allocates (its event list).
+    pub fn view<'s>(&'s self, arena: &'s ViewArena<'a>) -> SpanView<'s> {
+        let fields = &self.fields;
+        SpanView {
+            trace_id: fields.trace_id,
+            span_id: fields.span_id,
+            parent_span_id: fields.parent_span_id,
+            // Borrowed from the record even when lossy (owned there): no second copy.
+            name: Cow::Borrowed(&fields.name),
+            kind: fields.kind,
+            start_time_unix_nano: fields.start_time_unix_nano,
+            end_time_unix_nano: fields.end_time_unix_nano,
+            attributes: List::Borrowed(&arena.span_attributes[self.attributes.clone()]),
+            events: arena.events[self.events.clone()]
+                .iter()
+                .map(|event| EventView {
+                    time_unix_nano: event.time_unix_nano,
+                    name: Cow::Borrowed(&event.name),
+                    attributes: List::Borrowed(&arena.event_attributes[event.attributes.clone()]),
+                })
+                .collect(),
+            status: fields.status.as_ref().map(|status| StatusView {
+                message: Cow::Borrowed(&status.message),
+                code: status.code,
+            }),
+        }
+    }
+}
+
+/// The view of the `Span` in `buf[range]` on its own: as [`span_into`], its attributes and
+/// events owned instead of kept in a request's arena. For tests and tools that read one
+/// span; a request's spans are read with [`span_into`] ([`super::WireRequest`]).
+pub fn span<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<SpanView<'a>, WireError> {
+    let mut arena = ViewArena::default();
+    let record = span_into(buf, range, budget, values, &mut arena)?;
+    let events = arena
+        .events
+        .iter()
+        .map(|event| EventView {
+            time_unix_nano: event.time_unix_nano,
+            name: event.name.clone(),
+            attributes: List::Owned(arena.event_attributes[event.attributes.clone()].to_vec()),
+        })
+        .collect();
+    Ok(SpanView {
+        attributes: List::Owned(arena.span_attributes),
+        events,
+        ..record.fields
+    })
+}
+
+/// Reads the `Span` in `buf[range]`: ids, name, kind, times and status into the returned
+/// record, attributes and events appended to `arena`. Validates the whole span (links
+/// included) as [`super::schema::check`] would; `budget` is prost's recursion budget at
+/// the span. Takes every attribute, event and array or kvlist element from `values`
+/// ([`WireError::TooManyValues`] when it runs out).
+pub fn span_into<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+    arena: &mut ViewArena<'a>,
+) -> Result<SpanRecord<'a>, WireError> {
+    let mut span = SpanView::default();
+    let attributes_start = arena.span_attributes.len();
+    let events_start = arena.events.len();
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::Span, &field, budget)?;
+        match (field.number, nested) {
+            (1, _) => span.trace_id = bytes_of(buf, &field),
+            (2, _) => span.span_id = bytes_of(buf, &field),
+            (4, _) => span.parent_span_id = bytes_of(buf, &field),
+            (5, _) => span.name = text(bytes_of(buf, &field)),
+            (6, _) => span.kind = varint(&field) as i32,
+            (7, _) => span.start_time_unix_nano = fixed64(&field),
+            (8, _) => span.end_time_unix_nano = fixed64(&field),
+            (9, Some((_, r, b))) => {
+                let attribute = key_value(buf, r, b, values)?;
+                arena.span_attributes.push(attribute);
+            }
+            (11, Some((_, r, b))) => {
+                let event = event(buf, r, b, values, &mut arena.event_attributes)?;
+                arena.events.push(event);
+            }
+            (15, Some((_, r, b))) => merge_status(
+                span.status.get_or_insert_with(StatusView::default),
+                buf,
+                r,
+                b,
+            )?,
+            (_, Some((msg, r, b))) => check(msg, buf, r, b)?,
+            _ => {}
+        }
+    }
+    Ok(SpanRecord {
+        fields: span,
+        attributes: attributes_start..arena.span_attributes.len(),
+        events: events_start..arena.events.len(),
+    })
+}
+
+pub(super) fn key_value<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<KeyValueView<'a>, WireError> {
+    values.take()?;
+    if budget >= 1 {
+        if let Some(kv) = plain_key_value(&buf[range.clone()]) {
+            return Ok(kv);
+        }
+    }
+    let mut kv = KeyValueView::default();
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::KeyValue, &field, budget)?;
+        match (field.number, nested) {
+            (1, _) => kv.key = text(bytes_of(buf, &field)),
+            (2, Some((_, r, b))) => merge_any_value(
+                kv.value.get_or_insert_with(AnyValueView::default),
+                buf,
+                r,
+                b,
+                values,
+            )?,
+            _ => {}
+        }
+    }
+    Ok(kv)
+}
+
+/// The most common attribute, read directly: a `KeyValue` of exactly a key (field 1) and
+/// a value (field 2) whose `AnyValue` holds exactly one string, bool, int or double, each
+/// well formed and in that order. `None` for any other shape, which the field walk of
+/// [`key_value`] reads (and validates) instead; where this returns a view, the walk would
+/// return the same one (the recursion budget is checked by the caller: at least 1).
+fn plain_key_value(bytes: &[u8]) -> Option<KeyValueView<'_>> {
+    let (key, rest) = len_field(bytes, 0x0a)?;
+    let (value, rest) = len_field(rest, 0x12)?;
+    if !rest.is_empty() {
+        return None;
+    }
+    let (&tag, body) = value.split_first()?;
+    let kind = match tag {
+        // string_value (1, length-delimited)
+        0x0a => match len_field(value, 0x0a)? {
+            (text_bytes, []) => ValueView::StringValue(text(text_bytes)),
+            _ => return None,
+        },
+        // bool_value (2) and int_value (3), varints
+        0x10 | 0x18 => {
+            let mut rest = body;
+            let v = prost::encoding::decode_varint(&mut rest).ok()?;
+            if !rest.is_empty() {
+                return None;
+            }
+            match tag {
+                0x10 => ValueView::BoolValue(v != 0),
+                _ => ValueView::IntValue(v as i64),
+            }
+        }
+        // double_value (4, fixed64)
+        0x21 => ValueView::DoubleValue(f64::from_le_bytes(body.try_into().ok()?)),
+        _ => return None,
+    };
+    Some(KeyValueView {
+        key: text(key),
+        value: Some(AnyValueView { value: Some(kind) }),
+    })
+}
+
+/// A length-delimited field with the one-byte key `key` at the start of `bytes`: its value
+/// and what follows it. `None` when `bytes` starts otherwise or the length runs past.
+fn len_field(bytes: &[u8], key: u8) -> Option<(&[u8], &[u8])> {
+    let (&first, mut rest) = bytes.split_first()?;
+    if first != key {
+        return None;
+    }
+    let len = prost::encoding::decode_varint(&mut rest).ok()?;
+    let len = usize::try_from(len).ok().filter(|&len| len <= rest.len())?;
+    Some(rest.split_at(len))
+}
+
+fn merge_any_value<'a>(
+    value: &mut AnyValueView<'a>,
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+) -> Result<(), WireError> {
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::AnyValue, &field, budget)?;
+        let kind = match (field.number, nested) {
+            (1, _) => ValueView::StringValue(text(bytes_of(buf, &field))),
+            (2, _) => ValueView::BoolValue(varint(&field) != 0),
+            (3, _) => ValueView::IntValue(varint(&field) as i64),
+            (4, _) => ValueView::DoubleValue(f64::from_bits(fixed64(&field))),
+            (5, Some((_, r, b))) => {
+                let mut array = match value.value.take() {
+                    Some(ValueView::ArrayValue(a)) => a,
+                    _ => Vec::new(),
+                };
+                for item in Fields::new(buf, r, b) {
+                    let item = item?;
+                    if let Some((_, ir, ib)) = check_field(Msg::ArrayValue, &item, b)? {
+                        values.take()?;
+                        let mut v = AnyValueView::default();
+                        merge_any_value(&mut v, buf, ir, ib, values)?;
+                        array.push(v);
+                    }
+                }
+                ValueView::ArrayValue(array)
+            }
+            (6, Some((_, r, b))) => {
+                let mut list = match value.value.take() {
+                    Some(ValueView::KvlistValue(l)) => l,
+                    _ => Vec::new(),
+                };
+                for item in Fields::new(buf, r, b) {
+                    let item = item?;
+                    if let Some((_, ir, ib)) = check_field(Msg::KeyValueList, &item, b)? {
+                        list.push(key_value(buf, ir, ib, values)?);
+                    }
+                }
+                ValueView::KvlistValue(list)
+            }
+            (7, _) => ValueView::BytesValue(bytes_of(buf, &field)),
+            (8, _) => ValueView::StringValueStrindex(varint(&field) as i32),
+            _ => continue,
+        };
+        value.value = Some(kind);
+    }
+    Ok(())
+}
+
+/// The `Span.Event` in `buf[range]`, its attributes appended to `attributes`.
+fn event<'a>(
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+    values: &mut ValueBudget,
+    attributes: &mut Vec<KeyValueView<'a>>,
+) -> Result<EventRecord<'a>, WireError> {
+    values.take()?;
+    let start = attributes.len();
+    let mut event = EventRecord {
+        time_unix_nano: 0,
+        name: Cow::Borrowed(""),
+        attributes: start..start,
+    };
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        let nested = check_field(Msg::Event, &field, budget)?;
+        match (field.number, nested) {
+            (1, _) => event.time_unix_nano = fixed64(&field),
+            (2, _) => event.name = text(bytes_of(buf, &field)),
+            (3, Some((_, r, b))) => attributes.push(key_value(buf, r, b, values)?),
+            _ => {}
+        }
+    }
+    event.attributes = start..attributes.len();
+    Ok(event)
+}
+
+fn merge_status<'a>(
+    status: &mut StatusView<'a>,
+    buf: &'a [u8],
+    range: Range<usize>,
+    budget: u32,
+) -> Result<(), WireError> {
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        check_field(Msg::Status, &field, budget)?;
+        match field.number {
+            2 => status.message = text(bytes_of(buf, &field)),
+            3 => status.code = varint(&field) as i32,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::test_support::kv;
+    use crate::otlp::wire::reader::RECURSION_LIMIT;
+    use opentelemetry_proto::tonic::common::v1::{
+        any_value::Value as AnyValueKind, AnyValue, ArrayValue, KeyValue, KeyValueList,
+    };
+    use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
+    use prost::Message;
+    use std::borrow::Cow;
+
+    fn read(buf: &[u8]) -> Result<SpanView<'_>, WireError> {
+        span(
+            buf,
+            0..buf.len(),
+            RECURSION_LIMIT,
+            &mut ValueBudget::new(usize::MAX),
+        )
+    }
+
+    #[test]
+    fn span_fields_read_as_prost_reads_them() {
+        let original = Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            parent_span_id: vec![3; 8],
+            name: "execute_tool search".into(),
+            kind: 3,
+            start_time_unix_nano: 10,
+            end_time_unix_nano: 20,
+            attributes: vec![
+                kv("s", AnyValueKind::StringValue("x".into())),
+                kv("b", AnyValueKind::BoolValue(true)),
+                kv("i", AnyValueKind::IntValue(-5)),
+                kv("d", AnyValueKind::DoubleValue(1.5)),
+                kv("y", AnyValueKind::BytesValue(vec![0, 255])),
+                kv(
+                    "a",
+                    AnyValueKind::ArrayValue(ArrayValue {
+                        values: vec![AnyValue {
+                            value: Some(AnyValueKind::IntValue(1)),
+                        }],
+                    }),
+                ),
+                kv(
+                    "m",
+                    AnyValueKind::KvlistValue(KeyValueList {
+                        values: vec![kv("k", AnyValueKind::StringValue("v".into()))],
+                    }),
+                ),
+            ],
+            events: vec![Event {
+                time_unix_nano: 15,
+                name: "exception".into(),
+                attributes: vec![kv("exception.type", AnyValueKind::StringValue("E".into()))],
+                dropped_attributes_count: 1,
+            }],
+            status: Some(Status {
+                message: "boom".into(),
+                code: 2,
+            }),
+            ..Default::default()
+        };
+        let buf = original.encode_to_vec();
+        let view = read(&buf).unwrap();
+        assert_eq!(view, SpanView::from(&original));
+        // Valid text is borrowed from the buffer, not copied.
+        assert!(matches!(view.name, Cow::Borrowed("execute_tool search")));
+        assert_eq!(view.trace_id.as_ptr(), buf[2..].as_ptr());
+    }
+
+    #[test]
+    fn plain_attributes_read_as_the_field_walk_reads_them() {
+        let plain = [
+            kv("s", AnyValueKind::StringValue("text".into())),
+            kv("e", AnyValueKind::StringValue(String::new())),
+            kv("b", AnyValueKind::BoolValue(true)),
+            kv("f", AnyValueKind::BoolValue(false)),
+            kv("i", AnyValueKind::IntValue(-7)),
+            kv("z", AnyValueKind::IntValue(0)),
+            kv("d", AnyValueKind::DoubleValue(-0.25)),
+            kv("long", AnyValueKind::StringValue("x".repeat(300))),
+        ];
+        for attribute in &plain {
+            let buf = attribute.encode_to_vec();
+            let direct = plain_key_value(&buf);
+            assert_eq!(
+                direct.as_ref(),
+                Some(&KeyValueView::from(attribute)),
+                "{attribute:?}"
+            );
+        }
+        // Other shapes are left to the field walk: an empty key (prost leaves the field
+        // out), no value, bytes, an array; below, an empty value, a value field seen
+        // twice, a truncated string, a second int.
+        let other = [
+            kv("", AnyValueKind::StringValue("x".into())),
+            KeyValue {
+                key: "k".into(),
+                value: None,
+                ..Default::default()
+            },
+            kv("y", AnyValueKind::BytesValue(vec![1])),
+            kv(
+                "a",
+                AnyValueKind::ArrayValue(ArrayValue {
+                    values: vec![AnyValue::default()],
+                }),
+            ),
+        ];
+        for attribute in &other {
+            assert_eq!(plain_key_value(&attribute.encode_to_vec()), None);
+        }
+        assert_eq!(plain_key_value(&[0x0a, 1, b'k', 0x12, 0]), None);
+        assert_eq!(
+            plain_key_value(&[0x0a, 1, b'k', 0x12, 3, 0x0a, 1, b'a', 0x12, 0]),
+            None
+        );
+        assert_eq!(
+            plain_key_value(&[0x0a, 1, b'k', 0x12, 3, 0x0a, 5, b'a']),
+            None
+        );
+        assert_eq!(
+            plain_key_value(&[0x0a, 1, b'k', 0x12, 2, 0x18, 1, 0x18, 2]),
+            None
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_read_lossily() {
+        // Span { name: b"ab\xffc" } and one attribute whose string value is b"\xfe"
+        let mut buf = vec![0x2a, 4, b'a', b'b', 0xff, b'c'];
+        buf.extend_from_slice(&[0x4a, 8, 0x0a, 1, b'k', 0x12, 3, 0x0a, 1, 0xfe]);
+        assert!(Span::decode(buf.as_slice()).is_err(), "prost refuses it");
+        let got = read(&buf).unwrap();
+        assert_eq!(got.name, "ab\u{fffd}c");
+        assert!(matches!(got.name, Cow::Owned(_)));
+        assert_eq!(
+            *got.attributes,
+            [KeyValueView {
+                key: "k".into(),
+                value: Some(AnyValueView {
+                    value: Some(ValueView::StringValue("\u{fffd}".into()))
+                }),
+            }]
+        );
+    }
+
+    #[test]
+    fn repeated_scalars_and_messages_merge_like_prost() {
+        // name twice (last wins), status twice (merged), an attribute value twice:
+        // kvlist then kvlist (merged), and a string then an int (replaced).
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&[0x2a, 1, b'a', 0x2a, 1, b'b']);
+        buf.extend_from_slice(&[0x7a, 3, 0x12, 1, b'm', 0x7a, 2, 0x18, 2]);
+        // KeyValue{key "k", value{kvlist[{key "x"}]}, value{kvlist[{key "y"}]}}
+        let kv_x = [0x32, 5, 0x0a, 3, 0x0a, 1, b'x'];
+        let kv_y = [0x32, 5, 0x0a, 3, 0x0a, 1, b'y'];
+        let mut key_value = vec![0x0a, 1, b'k', 0x12, kv_x.len() as u8];
+        key_value.extend_from_slice(&kv_x);
+        key_value.extend_from_slice(&[0x12, kv_y.len() as u8]);
+        key_value.extend_from_slice(&kv_y);
+        buf.push(0x4a);
+        buf.push(key_value.len() as u8);
+        buf.extend_from_slice(&key_value);
+        // KeyValue{key "s", value{string "t"}, value{int 4}}
+        let replaced = [0x0a, 1, b's', 0x12, 3, 0x0a, 1, b't', 0x12, 2, 0x18, 4];
+        buf.push(0x4a);
+        buf.push(replaced.len() as u8);
+        buf.extend_from_slice(&replaced);
+        let expected = Span::decode(buf.as_slice()).expect("valid protobuf");
+        assert_eq!(read(&buf).unwrap(), SpanView::from(&expected));
+        assert_eq!(expected.name, "b");
+        assert_eq!(expected.status.as_ref().map(|s| s.code), Some(2));
+        assert_eq!(
+            expected.attributes[0]
+                .value
+                .as_ref()
+                .and_then(|v| v.value.clone()),
+            Some(AnyValueKind::KvlistValue(KeyValueList {
+                values: vec![kv_key("x"), kv_key("y")]
+            }))
+        );
+    }
+
+    fn kv_key(key: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn spans_sharing_an_arena_each_see_only_their_own_attributes_and_events() {
+        let event = |name: &str, key: &str| Event {
+            name: name.into(),
+            time_unix_nano: 7,
+            attributes: vec![kv(key, AnyValueKind::StringValue("e".into()))],
+            ..Default::default()
+        };
+        let first = Span {
+            name: "first".into(),
+            attributes: vec![
+                kv("a", AnyValueKind::IntValue(1)),
+                kv("b", AnyValueKind::IntValue(2)),
+            ],
+            events: vec![event("x", "ex"), event("y", "ey")],
+            ..Default::default()
+        };
+        let second = Span {
+            name: "second".into(),
+            attributes: vec![kv("c", AnyValueKind::IntValue(3))],
+            events: vec![event("z", "ez")],
+            ..Default::default()
+        };
+        // The first span on the wire with an event between its two attributes: its
+        // attributes stay one run of the arena, its event's go to the event store.
+        let mut buf = Vec::new();
+        let field = |buf: &mut Vec<u8>, key: u8, message: Vec<u8>| {
+            buf.push(key);
+            prost::encoding::encode_varint(message.len() as u64, buf);
+            buf.extend_from_slice(&message);
+        };
+        field(&mut buf, 0x2a, b"first".to_vec());
+        field(&mut buf, 0x4a, first.attributes[0].encode_to_vec());
+        field(&mut buf, 0x5a, first.events[0].encode_to_vec());
+        field(&mut buf, 0x4a, first.attributes[1].encode_to_vec());
+        field(&mut buf, 0x5a, first.events[1].encode_to_vec());
+        let split = buf.len();
+        buf.extend_from_slice(&second.encode_to_vec());
+        assert_eq!(Span::decode(&buf[..split]).unwrap(), first);
+
+        let mut arena = ViewArena::default();
+        let mut values = ValueBudget::new(usize::MAX);
+        let records = [0..split, split..buf.len()]
+            .map(|range| span_into(&buf, range, RECURSION_LIMIT, &mut values, &mut arena).unwrap());
+        assert_eq!(arena.span_attributes.len(), 3);
+        assert_eq!(arena.events.len(), 3);
+        assert_eq!(records[0].view(&arena), SpanView::from(&first));
+        assert_eq!(records[1].view(&arena), SpanView::from(&second));
+        assert!(matches!(
+            records[1].view(&arena).attributes,
+            List::Borrowed(_)
+        ));
+        // On its own, a span's view owns its lists and reads the same.
+        assert_eq!(read(&buf[..split]).unwrap(), SpanView::from(&first));
+    }
+
+    #[test]
+    fn values_are_taken_from_the_budget_and_bad_input_fails_as_prost() {
+        let span = Span {
+            attributes: vec![
+                kv("a", AnyValueKind::IntValue(1)),
+                kv(
+                    "b",
+                    AnyValueKind::ArrayValue(ArrayValue {
+                        values: vec![AnyValue::default(), AnyValue::default()],
+                    }),
+                ),
+            ],
+            events: vec![Event::default()],
+            ..Default::default()
+        };
+        let buf = span.encode_to_vec();
+        // 2 attributes + 2 array elements + 1 event.
+        let mut values = ValueBudget::new(5);
+        assert!(super::span(&buf, 0..buf.len(), RECURSION_LIMIT, &mut values).is_ok());
+        assert_eq!(
+            super::span(
+                &buf,
+                0..buf.len(),
+                RECURSION_LIMIT,
+                &mut ValueBudget::new(4)
+            ),
+            Err(WireError::TooManyValues { limit: 4 })
+        );
+        for cut in 1..buf.len() {
+            let ours = read(&buf[..cut]).is_ok();
+            let prost = Span::decode(&buf[..cut]).is_ok();
+            assert_eq!(ours, prost, "cut at {cut}");
+        }
+    }
+}
