@@ -22,11 +22,11 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use bytes::Bytes;
+use loopwatch::conventions::event::{CallStatus, Payload};
 use loopwatch::engine::Engine;
-use loopwatch::event::{CallStatus, Payload};
 use loopwatch::fingerprint::Fingerprinter;
+use loopwatch::otlp::wire::WireRequest;
 use loopwatch::otlp::ExportTraceServiceRequest;
-use loopwatch::wire::WireRequest;
 use prost::Message;
 
 mod support;

@@ -23,11 +23,11 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use loopwatch::conventions::event::{CallStatus, Payload};
 use loopwatch::engine::Engine;
-use loopwatch::event::{CallStatus, Payload};
 use loopwatch::fingerprint::Fingerprinter;
+use loopwatch::otlp::wire::WireRequest;
 use loopwatch::otlp::ExportTraceServiceRequest;
-use loopwatch::wire::WireRequest;
 use prost::Message;
 
 mod support;

@@ -59,7 +59,7 @@ fn filled(config: RegistryConfig) -> Registry {
 }
 
 fn benches(c: &mut Criterion) {
-    let rss = || loopwatch::limits::memory::resident_bytes().unwrap_or(0);
+    let rss = || loopwatch::ingest::limits::memory::resident_bytes().unwrap_or(0);
     let before = rss();
     let probe = filled(RegistryConfig {
         max_runs: usize::MAX,

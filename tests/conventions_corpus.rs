@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use loopwatch::conventions::event::{EventKind, ModelResponse, Payload, ToolCall};
-use loopwatch::conventions::{self, genai};
+use loopwatch::conventions::{self, frameworks::genai};
 use loopwatch::otlp::{ExportTraceServiceRequest, Span};
 use prost::Message;
 use serde_json::Value as Json;

@@ -15,7 +15,7 @@ mod synthetic;
 /// requests of a run in arrival order.
 pub fn corpus_bytes() -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus");
-    let files: Vec<PathBuf> = loopwatch::scan::request_files(&[root])
+    let files: Vec<PathBuf> = loopwatch::cli::scan::request_files(&[root])
         .expect("corpus folder")
         .into_iter()
         .filter(|p| {

@@ -7,14 +7,14 @@
 
 use std::time::Instant;
 
+use loopwatch::conventions::event::{CallStatus, Payload};
 use loopwatch::detector::ProfileSettings;
 use loopwatch::engine::{Engine, EngineOptions};
-use loopwatch::event::{CallStatus, Payload};
 use loopwatch::fingerprint::{FingerprintKey, Fingerprinter};
+use loopwatch::otlp::wire::WireRequest;
 use loopwatch::otlp::ExportTraceServiceRequest;
 use loopwatch::receiver::decode::{decode_json, decode_protobuf, span_count};
 use loopwatch::registry::{Registry, RegistryConfig};
-use loopwatch::wire::WireRequest;
 use prost::Message;
 
 /// An engine with both built-in profiles and small registry caps (so inputs reach the
@@ -107,8 +107,8 @@ pub fn detection_view(
 pub fn migrated_request(
     data: &[u8],
 ) -> Result<Option<ExportTraceServiceRequest>, prost::DecodeError> {
-    use loopwatch::wire::reader::{Fields, RECURSION_LIMIT};
-    use loopwatch::wire::schema::INSTRUMENTATION_LIBRARY_SPANS;
+    use loopwatch::otlp::wire::reader::{Fields, RECURSION_LIMIT};
+    use loopwatch::otlp::wire::schema::INSTRUMENTATION_LIBRARY_SPANS;
     let mut request = ExportTraceServiceRequest::decode(data)?;
     let fields = |range: std::ops::Range<usize>| {
         Fields::new(data, range, RECURSION_LIMIT).filter_map(Result::ok)

@@ -10,7 +10,7 @@
 //! [`smolagents`], [`dspy`], [`openinference`], [`openllmetry`], [`pydantic_legacy`],
 //! [`vercel_ai`], [`langfuse`], [`logfire_openai_agents`], [`logfire_llm`],
 //! [`strands_legacy`], [`mastra_legacy`], [`adk_legacy`], Haystack 3's per-call spans
-//! ([`haystack::extract_step_tool`]), LiveKit's `function_tool` spans ([`livekit`]), then inference spans: each convention's response reader
+//! ([`frameworks::haystack::extract_step_tool`]), LiveKit's `function_tool` spans ([`livekit`]), then inference spans: each convention's response reader
 //! (`RESPONSE_READERS`: [`genai`], [`openllmetry`], google-adk in [`genai`],
 //! [`pydantic_legacy`], [`mastra_legacy`]; shared rules in [`model_response`]). Before any of them, Logfire pending spans
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
@@ -19,31 +19,11 @@
 pub mod event;
 pub mod run_key;
 
-pub mod adk_legacy;
 pub mod custom;
-pub mod dspy;
-pub mod genai;
-pub mod google_genai;
-pub mod haystack;
-pub mod json_fields;
-pub mod json_skip;
-pub mod langfuse;
-pub mod langsmith;
-pub mod livekit;
-pub mod llamaindex;
-pub mod logfire_llm;
-pub mod logfire_openai_agents;
-pub mod mastra_legacy;
-pub mod message_parts;
-pub mod message_parts_text;
-pub mod model_response;
-pub mod openinference;
-pub mod openllmetry;
-pub mod pydantic_legacy;
-pub mod semantic_kernel_legacy;
-pub mod smolagents;
-pub mod strands_legacy;
-pub mod vercel_ai;
+pub mod frameworks;
+pub mod json;
+pub mod legacy;
+pub mod messages;
 pub mod wrappers;
 
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
@@ -133,70 +113,70 @@ pub type SpanEvents = smallvec::SmallVec<[ExtractedEvent; 1]>;
 /// before every other reader (no other reader claims these spans); each gives the span's
 /// events in order, or `None` when the span is not its shape. A new one is one line here.
 const MULTI_READERS: &[MultiReader] = &[
-    haystack::extract_calls,
-    semantic_kernel_legacy::extract_events,
+    frameworks::haystack::extract_calls,
+    legacy::semantic_kernel::extract_events,
 ];
 
 /// The readers tried after the GenAI tool-span claim, in order; the first that reads the
 /// span wins. A new convention is one file and one line here.
 const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
-    llamaindex::extract,
-    smolagents::extract,
-    dspy::extract,
-    openinference::extract,
-    openllmetry::extract,
-    pydantic_legacy::extract,
-    vercel_ai::extract,
-    langfuse::extract,
-    logfire_openai_agents::extract,
-    logfire_llm::extract,
-    strands_legacy::extract,
-    mastra_legacy::extract,
-    adk_legacy::extract,
-    haystack::extract_step_tool,
-    livekit::extract,
+    frameworks::llamaindex::extract,
+    frameworks::smolagents::extract,
+    frameworks::dspy::extract,
+    frameworks::openinference::extract,
+    frameworks::openllmetry::extract,
+    legacy::pydantic::extract,
+    frameworks::vercel_ai::extract,
+    frameworks::langfuse::extract,
+    frameworks::logfire_openai_agents::extract,
+    frameworks::logfire_llm::extract,
+    legacy::strands::extract,
+    legacy::mastra::extract,
+    legacy::adk::extract,
+    frameworks::haystack::extract_step_tool,
+    frameworks::livekit::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
 /// reader, in order; the first whose source is on the span decides. A convention that
 /// records responses adds its reader here, from its own file.
-const RESPONSE_READERS: &[model_response::ResponseReader] = &[
-    genai::RESPONSE_READER,
-    openllmetry::RESPONSE_READER,
-    genai::ADK_RESPONSE_READER,
-    pydantic_legacy::RESPONSE_READER,
-    mastra_legacy::RESPONSE_READER,
+const RESPONSE_READERS: &[messages::model_response::ResponseReader] = &[
+    frameworks::genai::RESPONSE_READER,
+    frameworks::openllmetry::RESPONSE_READER,
+    frameworks::genai::ADK_RESPONSE_READER,
+    legacy::pydantic::RESPONSE_READER,
+    legacy::mastra::RESPONSE_READER,
 ];
 
 fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
     if is_pending(span) {
         return None;
     }
-    if span.name == pydantic_legacy::SPAN_NAME {
+    if span.name == legacy::pydantic::SPAN_NAME {
         // pydantic-ai ≤ v2 `running tool` spans (v2 also marks them `execute_tool`).
-        return pydantic_legacy::extract(span);
+        return legacy::pydantic::extract(span);
     }
-    if openllmetry::is_tool_span(span) {
+    if frameworks::openllmetry::is_tool_span(span) {
         // OpenLLMetry's own attributes win over the gen_ai.* copies it also writes.
-        return openllmetry::extract(span);
+        return frameworks::openllmetry::extract(span);
     }
-    if langsmith::is_tool_span(span) {
+    if frameworks::langsmith::is_tool_span(span) {
         // LangSmith's tool runs also say `execute_tool`, with content in `gen_ai.prompt` /
         // `gen_ai.completion` and (Python) no `gen_ai.tool.name`.
-        return langsmith::extract(span);
+        return frameworks::langsmith::extract(span);
     }
-    if genai::is_tool_span(span) {
-        if google_genai::has_function_parameters(span) {
+    if frameworks::genai::is_tool_span(span) {
+        if frameworks::google_genai::has_function_parameters(span) {
             // Content in per-parameter `code.function.*` attributes.
-            return google_genai::extract(span);
+            return frameworks::google_genai::extract(span);
         }
         // Claimed even when it yields nothing (ADK merged pseudo span): no fall-through.
-        return genai::extract_tool(span);
+        return frameworks::genai::extract_tool(span);
     }
     READERS
         .iter()
         .find_map(|read| read(span))
-        .or_else(|| model_response::extract(span, RESPONSE_READERS))
+        .or_else(|| messages::model_response::extract(span, RESPONSE_READERS))
 }
 
 /// True for a span that sits between two tool spans of one call (DESIGN §2 "One call, one
@@ -204,12 +184,12 @@ fn extract_raw(span: &SpanView) -> Option<ExtractedEvent> {
 /// under it is the same call as a tool span of the same name above it. Read from the span
 /// alone, so it answers the same whatever request the span arrives in:
 /// - OpenLLMetry's FastMCP `mcp.server` span (`traceloop.span.kind` = `server`,
-///   [`openllmetry::is_server_span`]);
+///   [`frameworks::openllmetry::is_server_span`]);
 /// - an MCP semantic-conventions span (`mcp.method.name` or `mcp.session.id` set) that is no
 ///   tool span (no `gen_ai.operation.name`, no `traceloop.span.kind`).
 pub fn is_call_hop(span: &SpanView) -> bool {
     let attrs = &span.attributes;
-    openllmetry::is_server_span(span)
+    frameworks::openllmetry::is_server_span(span)
         || ((attr(attrs, "mcp.method.name").is_some() || attr(attrs, "mcp.session.id").is_some())
             && attr(attrs, "gen_ai.operation.name").is_none()
             && attr(attrs, "traceloop.span.kind").is_none())

@@ -23,7 +23,7 @@ use std::sync::LazyLock;
 use memchr::memmem::Finder;
 use serde_json::{Map, Value as Json};
 
-use super::json_skip::skipping_is_exact;
+use super::json::skip::skipping_is_exact;
 use crate::conventions::event::Payload;
 
 /// Wrapper layers removed at most (a ToolMessage inside a callback output is two).
@@ -48,7 +48,7 @@ pub fn python_literal_arguments(payload: &Payload) -> Option<Payload> {
 }
 
 /// True when `text` parses as a `serde_json::Value`, checked without building it when
-/// skipping agrees with building ([`super::json_skip`]).
+/// skipping agrees with building ([`super::json::skip`]).
 fn is_json(text: &str) -> bool {
     if skipping_is_exact(text.as_bytes()) {
         serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()

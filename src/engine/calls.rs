@@ -4,8 +4,8 @@
 
 use super::Engine;
 use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan};
-use crate::conventions::message_parts::{self, MessagePart};
-use crate::conventions::semantic_kernel_legacy;
+use crate::conventions::legacy::semantic_kernel;
+use crate::conventions::messages::parts::{self, MessagePart};
 use crate::conventions::wrappers;
 use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
 use crate::registry::{CallContext, CallKey, ToolCallPart};
@@ -43,26 +43,25 @@ impl Engine {
     /// then its input messages' `tool_call_response` parts, of which only those the
     /// conversation gained since the trace's last inference span are read when the input
     /// messages are a JSON list ([`super::conversations`]); then the results in a Semantic
-    /// Kernel Python ≤ 1.18 prompt event ([`semantic_kernel_legacy::prompt_parts`]).
+    /// Kernel Python ≤ 1.18 prompt event ([`semantic_kernel::prompt_parts`]).
     fn parts(&self, span: &SpanView) -> Vec<ToolCallPart> {
         let joined = |found: Vec<MessagePart>| -> Vec<ToolCallPart> {
             found.into_iter().map(|part| self.part(part)).collect()
         };
-        let mut parts = joined(message_parts::output_parts(span));
-        let read = |text: &str| message_parts::input_parts_in_text(text).map(joined);
+        let mut parts = joined(parts::output_parts(span));
+        let read = |text: &str| parts::input_parts_in_text(text).map(joined);
         // The first input-messages value holding JSON gives the parts, as
-        // `message_parts::input_parts` reads them; text goes through the conversations.
-        let input = message_parts::input_message_values(span).find_map(|value| {
-            match value.value.as_ref() {
+        // `parts::input_parts` reads them; text goes through the conversations.
+        let input =
+            parts::input_message_values(span).find_map(|value| match value.value.as_ref() {
                 Some(ValueView::StringValue(text)) => {
                     self.conversations.parts(span.trace_id, text, read)
                 }
-                _ => message_parts::input_parts_in_value(value).map(joined),
-            }
-        });
+                _ => parts::input_parts_in_value(value).map(joined),
+            });
         parts.extend(input.unwrap_or_default());
         // Semantic Kernel Python ≤ 1.18: results in the prompt event's `tool` messages.
-        parts.extend(joined(semantic_kernel_legacy::prompt_parts(span)));
+        parts.extend(joined(semantic_kernel::prompt_parts(span)));
         parts
     }
 

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::*;
-use crate::conventions::message_parts::{input_parts_in_text, MessagePart};
+use crate::conventions::messages::parts::{input_parts_in_text, MessagePart};
 use crate::registry::CallKey;
 
 const TRACE: [u8; 16] = [7; 16];

@@ -15,7 +15,7 @@
 //! string even when it looks like JSON; a JSON-encoded value is parsed), so one call reads
 //! the same whatever the parameter order; a call with no parameters has arguments `{}`;
 //! a parameter with a type but no value (content capture off) leaves the arguments not
-//! captured. The rest (tool name, call id, status) is read as [`super::genai`] reads it.
+//! captured. The rest (tool name, call id, status) is read as [`crate::conventions::frameworks::genai`] reads it.
 //! Source: open-telemetry/opentelemetry-python-contrib
 //! `instrumentation-genai/opentelemetry-instrumentation-google-genai/src/opentelemetry/
 //! instrumentation/google_genai/tool_call_wrapper.py` (`_record_function_call_arguments`,
@@ -23,8 +23,8 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::{genai, payload_attr};
 use crate::conventions::event::{EventKind, ExtractedEvent, Payload};
+use crate::conventions::{frameworks::genai, payload_attr};
 use crate::otlp::view::{any_value_to_json, attr, attr_str, AnyValueView, SpanView, ValueView};
 
 /// Convention label on events from this module.

@@ -46,11 +46,11 @@
 
 use serde_json::Value as Json;
 
-use super::wrappers::python_literal;
-use super::{call_status, first_str, payload_attr};
 use crate::conventions::event::{
     CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall,
 };
+use crate::conventions::wrappers::python_literal;
+use crate::conventions::{call_status, first_str, payload_attr};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.

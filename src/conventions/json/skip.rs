@@ -3,7 +3,7 @@
 //! characters as building does, but not three things building refuses: nesting of 128
 //! levels or more, `\uD800`–`\uDFFF` escapes (a lone surrogate), and numbers out of `f64`
 //! range (`1e400`, or an integer of 310 digits). Readers that skip what they do not need
-//! ([`super::message_parts_text`], [`super::wrappers`]) build the whole value instead when
+//! ([`crate::conventions::messages::parts_text`], [`crate::conventions::wrappers`]) build the whole value instead when
 //! the text could hold any of those.
 
 /// serde_json's nesting limit: a `Value` this deep fails to parse.

@@ -19,7 +19,7 @@
 //!   response's events at the end of `events` ([`responses_output`]).
 //!
 //! A span that also carries `gen_ai.output.messages` (Logfire `version='latest'`) is left
-//! to [`super::genai`]. Sources: pydantic/logfire
+//! to [`crate::conventions::frameworks::genai`]. Sources: pydantic/logfire
 //! `logfire/_internal/integrations/llm_providers/openai.py` (`get_endpoint_config`,
 //! `on_response`, the stream states' `get_response_data` / `get_attributes`,
 //! `inputs_to_events`, `responses_output_events`), `…/anthropic.py`
@@ -29,9 +29,9 @@
 
 use serde_json::Value as Json;
 
-use super::model_response::summarize;
-use super::{agent_name, json_from_any_value};
 use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse};
+use crate::conventions::messages::model_response::summarize;
+use crate::conventions::{agent_name, json_from_any_value};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.

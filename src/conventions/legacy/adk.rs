@@ -1,5 +1,5 @@
 //! google-adk 0.1.0–1.1.x tool spans: one call traced as two sibling spans (from 1.2.0 ADK
-//! writes one `execute_tool {name}` span, read by [`super::genai`]).
+//! writes one `execute_tool {name}` span, read by [`crate::conventions::frameworks::genai`]).
 //!
 //! `flows/llm_flows/functions.py` (tracer `gcp.vertex.agent`, `telemetry.py`):
 //! - `__call_tool_async` (and `__call_tool_live`) runs the tool inside a span
@@ -28,7 +28,7 @@
 //!
 //! `tool_call [name]` is a tool call with arguments and no result ([`SplitSpan::Call`]).
 //! `tool_response [name]` is its result alone ([`SplitSpan::Result`]): the `response` of
-//! its `function_response` part, as [`super::genai`] reads the `FunctionResponse` of ADK
+//! its `function_response` part, as [`crate::conventions::frameworks::genai`] reads the `FunctionResponse` of ADK
 //! 1.x, so the per-call id, event id and timestamp never make identical results differ.
 //! The registry gives a `tool_call` the result of the next span of the same tool under the
 //! same parent when that is a `tool_response` (DESIGN §2 "One call, one event"); a result
@@ -39,8 +39,8 @@
 
 use serde_json::Value as Json;
 
-use super::{agent_name, call_status, payload_attr};
 use crate::conventions::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::{agent_name, call_status, payload_attr};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -127,7 +127,9 @@ fn function_response(recorded: Payload, tool_name: &str) -> Payload {
         .find(|r| r.get("name").and_then(Json::as_str) == Some(tool_name))
         .or_else(|| responses().next());
     match found {
-        Some(response) => super::genai::adk_function_response(Payload::Json(response.clone())),
+        Some(response) => crate::conventions::frameworks::genai::adk_function_response(
+            Payload::Json(response.clone()),
+        ),
         None => recorded,
     }
 }

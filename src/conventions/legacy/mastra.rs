@@ -1,5 +1,5 @@
 //! Mastra's older `@mastra/otel-exporter` span converter (before its GenAI-semconv
-//! `execute_tool` spans, which [`super::genai`] reads).
+//! `execute_tool` spans, which [`crate::conventions::frameworks::genai`] reads).
 //!
 //! A tool call (`TOOL_CALL` or `MCP_TOOL_CALL` Mastra span) is exported as a span named
 //! `tool.execute {toolId}` with `gen_ai.operation.name` = `tool.execute`,
@@ -25,9 +25,9 @@
 
 use serde_json::Value as Json;
 
-use super::model_response::{Found, ResponseReader};
-use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
 use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
+use crate::conventions::messages::model_response::{Found, ResponseReader};
+use crate::conventions::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -61,7 +61,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     })
 }
 
-/// The older exporter's response source of an inference span ([`super::model_response`]).
+/// The older exporter's response source of an inference span ([`crate::conventions::messages::model_response`]).
 pub const RESPONSE_READER: ResponseReader = ResponseReader {
     convention: CONVENTION,
     read: read_response,

@@ -6,7 +6,7 @@
 //! the same text as `gen_ai.completion`: `json.dumps` of the `ToolResult` content list,
 //! e.g. `[{"text": "…"}]`) and `tool.status` (`success` / `error`); an exception sets the
 //! span status to ERROR. No `gen_ai.operation.name`: from v0.2.0 the same span name comes
-//! with `gen_ai.operation.name` = `execute_tool` and is read by [`super::genai`].
+//! with `gen_ai.operation.name` = `execute_tool` and is read by [`crate::conventions::frameworks::genai`].
 //! A `tool.status` of `error` (the tool returned an error result) is a failed call whose
 //! message is the result's text.
 //! Source: strands-agents/sdk-python `src/strands/telemetry/tracer.py`, tags v0.1.0 –
@@ -17,13 +17,15 @@
 //! reader sees it) and `end_model_invoke_span` sets `gen_ai.completion` to `json.dumps` of
 //! the message's content blocks (`[{"text": …}]`, `[{"toolUse": …}]`), read by
 //! [`summarize`]. From v0.2.0 that span is `chat` with a `gen_ai.choice` event
-//! ([`super::genai`]).
+//! ([`crate::conventions::frameworks::genai`]).
 
 use serde_json::Value as Json;
 
-use super::model_response::summarize;
-use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
 use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::messages::model_response::summarize;
+use crate::conventions::{
+    agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr,
+};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Span name of a strands 0.1.x model invocation.

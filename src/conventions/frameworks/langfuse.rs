@@ -19,10 +19,12 @@
 //! CallbackHandler.py` `_convert_message_to_dict`). No output (masked or not recorded) is
 //! no event.
 
-use super::model_response::summarize;
-use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr, wrappers};
 use crate::conventions::event::{
     CallStatus, EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall,
+};
+use crate::conventions::messages::model_response::summarize;
+use crate::conventions::{
+    agent_name, call_status, first_str, json_from_any_value, payload_attr, wrappers,
 };
 use crate::otlp::view::attr;
 use crate::otlp::view::{attr_str, SpanView};

@@ -7,7 +7,7 @@
 //! tool run, `gen_ai.prompt` = the run's inputs as JSON text (a LangChain tool's arguments
 //! dict, `{"input": "…"}` for a string input, a traceable function's bound arguments) and
 //! `gen_ai.completion` = its outputs as JSON text (`{"output": X}`, X a LangChain
-//! `ToolMessage` for tool calls from a model, unwrapped by [`super::wrappers`]), plus run
+//! `ToolMessage` for tool calls from a model, unwrapped by [`crate::conventions::wrappers`]), plus run
 //! ids (`langsmith.span.id`, `langsmith.span.dotted_order`, …) and
 //! `langsmith.metadata.*`. An error sets the span status to ERROR with an `exception`
 //! event. The Python exporter writes no `gen_ai.tool.name`; the JS translator adds
@@ -22,8 +22,8 @@
 //! `WELL_KNOWN_OPERATION_NAMES`), `js/src/experimental/otel/translator.ts`
 //! (`LangSmithToOTELTranslator.setSpanAttributes`, `setIOAttributes`).
 
-use super::{agent_name, call_id, call_status, first_str, payload_attr};
 use crate::conventions::event::{EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::{agent_name, call_id, call_status, first_str, payload_attr};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.

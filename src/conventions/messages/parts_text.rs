@@ -4,9 +4,9 @@
 //! `serde_json::Value` for a handful of parts cost a tenth of the span path on recorded
 //! traffic).
 //!
-//! The answer is the one [`super::message_parts`] reads from the same text parsed as a
+//! The answer is the one [`crate::conventions::messages::parts`] reads from the same text parsed as a
 //! `serde_json::Value`: the same parts, and `None` exactly when that parse fails. Where
-//! skipping could accept what that parse refuses ([`super::json_skip`]), the whole value
+//! skipping could accept what that parse refuses ([`crate::conventions::json::skip`]), the whole value
 //! is built instead; bytes that are not UTF-8 are not JSON.
 
 use std::fmt;
@@ -14,7 +14,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
 
-use super::json_skip::skipping_is_exact;
+use crate::conventions::json::skip::skipping_is_exact;
 
 /// One part of the wanted type: its `id`, `name` and the wanted field (`arguments` of a
 /// `tool_call`, `response` of a `tool_call_response`), each as the last occurrence of its

@@ -7,8 +7,10 @@
 //! or `ai.response.text`. Inputs/outputs are only present when the SDK's
 //! `recordInputs` / `recordOutputs` are on.
 
-use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
 use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse, SplitSpan, ToolCall};
+use crate::conventions::{
+    agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr,
+};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.

@@ -8,13 +8,13 @@
 //! Each convention reads its own output source in its own file, as a [`ResponseReader`];
 //! `RESPONSE_READERS` in [`super`] lists them in order and the first whose source is on the
 //! span decides (DESIGN §2):
-//! 1. [`super::genai`]: attribute `gen_ai.output.messages`, else the same inside a
+//! 1. [`crate::conventions::frameworks::genai`]: attribute `gen_ai.output.messages`, else the same inside a
 //!    `gen_ai.client.inference.operation.details` span event, else `gen_ai.choice` span
 //!    events;
-//! 2. [`super::openllmetry`]: `gen_ai.completion.N.content` / `gen_ai.completion.N.tool_calls.M.*`;
-//! 3. [`super::genai`] (google-adk 1.x): `gcp.vertex.agent.llm_response`;
-//! 4. [`super::pydantic_legacy`] (pydantic-ai v1): attribute `events`, the `gen_ai.choice` ones;
-//! 5. [`super::mastra_legacy`] (older Mastra exporter): `gen_ai.completion`'s `text` on a
+//! 2. [`crate::conventions::frameworks::openllmetry`]: `gen_ai.completion.N.content` / `gen_ai.completion.N.tool_calls.M.*`;
+//! 3. [`crate::conventions::frameworks::genai`] (google-adk 1.x): `gcp.vertex.agent.llm_response`;
+//! 4. [`crate::conventions::legacy::pydantic`] (pydantic-ai v1): attribute `events`, the `gen_ai.choice` ones;
+//! 5. [`crate::conventions::legacy::mastra`] (older Mastra exporter): `gen_ai.completion`'s `text` on a
 //!    `model_generation` span.
 //!
 //! Model spans that fail the inference-span test (OpenInference `LLM`, Vercel AI SDK
@@ -27,7 +27,7 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::agent_name;
+use crate::conventions::agent_name;
 use crate::conventions::event::{EventKind, ExtractedEvent, ModelResponse};
 use crate::otlp::view::{attr_str, SpanView};
 

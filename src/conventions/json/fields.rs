@@ -1,5 +1,5 @@
 //! A few top-level fields of a JSON object's text, read without building the rest: the
-//! LangChain callback context that OpenLLMetry records on tool spans ([`super::openllmetry`])
+//! LangChain callback context that OpenLLMetry records on tool spans ([`crate::conventions::frameworks::openllmetry`])
 //! holds the call's arguments or result beside tags, metadata and kwargs that are never
 //! used, and building all of it as a `serde_json::Value` was a sixth of the largest
 //! LangChain requests of the corpus.
@@ -7,14 +7,14 @@
 //! The answer is the one parsing the text as a `serde_json::Value` gives: the same fields
 //! (the last of repeated keys, as `serde_json::Map` keeps it), and `None` exactly when that
 //! parse fails or is no object. Where skipping could accept what that parse refuses
-//! ([`super::json_skip`]), the whole value is built instead.
+//! ([`crate::conventions::json::skip`]), the whole value is built instead.
 
 use std::fmt;
 
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
 
-use super::json_skip::skipping_is_exact;
+use crate::conventions::json::skip::skipping_is_exact;
 
 /// The fields of JSON object `text`: whether it has the key `marker`, and the value of
 /// each of `fields` (in that order; `None` where absent). `None` when `text` is not a JSON

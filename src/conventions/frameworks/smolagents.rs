@@ -6,13 +6,13 @@
 //! `{"args": [], "sanitize_inputs_outputs": true, "kwargs": {<arguments>}}`, so the
 //! arguments read are `kwargs` (when there are no positional `args`); the result is
 //! `output.value` as found. No call id. The `sanitize_inputs_outputs` key tells this shape
-//! apart; any other OpenInference tool span is left to [`super::openinference`], which
+//! apart; any other OpenInference tool span is left to [`crate::conventions::frameworks::openinference`], which
 //! also reads this span's result and hidden (`__REDACTED__`) content.
 
 use serde_json::Value as Json;
 
-use super::openinference;
 use crate::conventions::event::{EventKind, ExtractedEvent, Payload};
+use crate::conventions::frameworks::openinference;
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.

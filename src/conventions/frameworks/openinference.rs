@@ -32,11 +32,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::model_response::summarize;
-use super::{agent_name, call_status, first_str, payload_attr};
 use crate::conventions::event::{
     EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall,
 };
+use crate::conventions::messages::model_response::summarize;
+use crate::conventions::{agent_name, call_status, first_str, payload_attr};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.

@@ -15,12 +15,12 @@
 //! for that shape the arguments are `inputs` (else `input_str`) and the result is `output`.
 //! Otherwise two identical calls would never fingerprint alike.
 
-use super::json_fields::object_fields;
-use super::model_response::{Found, ResponseReader};
-use super::{agent_name, call_status, first_str, payload_attr};
 use crate::conventions::event::{
     EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall,
 };
+use crate::conventions::json::fields::object_fields;
+use crate::conventions::messages::model_response::{Found, ResponseReader};
+use crate::conventions::{agent_name, call_status, first_str, payload_attr};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -37,7 +37,7 @@ pub fn is_tool_span(span: &SpanView) -> bool {
 /// `packages/opentelemetry-instrumentation-mcp/.../fastmcp_instrumentation.py`: the server
 /// tool span is that span's child, and the client's context reaches the server through
 /// the request's `params._meta` traceparent, `instrumentation.py`). A call hop
-/// ([`super::is_call_hop`]).
+/// ([`crate::conventions::is_call_hop`]).
 pub fn is_server_span(span: &SpanView) -> bool {
     attr_str(&span.attributes, "traceloop.span.kind") == Some("server")
 }
@@ -54,7 +54,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     Some(ExtractedEvent {
         kind: EventKind::ToolCall(ToolCall {
             tool_name: name.to_owned(),
-            call_id: super::call_id(attrs, "gen_ai.tool.call.id"),
+            call_id: crate::conventions::call_id(attrs, "gen_ai.tool.call.id"),
             arguments: payload_attr(
                 attrs,
                 &["traceloop.entity.input", "gen_ai.tool.call.arguments"],
@@ -75,7 +75,7 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
 
 /// For the LangChain callback shape (a JSON object holding `marker`), the first non-null
 /// of `fields`; any other payload unchanged. Text is read for those fields only
-/// ([`super::json_fields`]).
+/// ([`crate::conventions::json::fields`]).
 fn unwrap_callback(payload: Payload, fields: &[&str], marker: &str) -> Payload {
     let picked = match &payload {
         Payload::Text(text) => object_fields(text, fields, marker)
@@ -91,7 +91,7 @@ fn unwrap_callback(payload: Payload, fields: &[&str], marker: &str) -> Payload {
     picked.map_or(payload, Payload::Json)
 }
 
-/// OpenLLMetry's response source of an inference span ([`super::model_response`]).
+/// OpenLLMetry's response source of an inference span ([`crate::conventions::messages::model_response`]).
 pub const RESPONSE_READER: ResponseReader = ResponseReader {
     convention: CONVENTION,
     read: read_response,

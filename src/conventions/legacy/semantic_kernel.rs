@@ -23,15 +23,15 @@
 //! `tool` message with its id in a later chat span's prompt, joined by call id
 //! ([`prompt_parts`], DESIGN §2 "Joins"). From python-1.19 the content is in log records,
 //! not on the span (`_set_completion_input`), and from python-1.32 the function span is an
-//! `execute_tool {plugin}-{function}` GenAI tool span read by [`super::genai`].
+//! `execute_tool {plugin}-{function}` GenAI tool span read by [`crate::conventions::frameworks::genai`].
 
 use serde_json::Value as Json;
 
-use super::message_parts::MessagePart;
-use super::model_response::summarize;
 use crate::conventions::event::{
     CallStatus, EventKind, ExtractedEvent, ModelResponse, Payload, SplitSpan, ToolCall,
 };
+use crate::conventions::messages::model_response::summarize;
+use crate::conventions::messages::parts::MessagePart;
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -134,7 +134,7 @@ pub fn prompt_parts(span: &SpanView) -> Vec<MessagePart> {
 /// The JSON in attribute `key` of the first span event named `event`.
 fn event_json(span: &SpanView, event: &str, key: &str) -> Option<Json> {
     let event = span.events.iter().find(|e| e.name == event)?;
-    super::json_from_any_value(attr(&event.attributes, key)?)
+    crate::conventions::json_from_any_value(attr(&event.attributes, key)?)
 }
 
 #[cfg(test)]

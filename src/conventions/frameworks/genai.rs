@@ -3,7 +3,7 @@
 //!
 //! A tool span is one with `gen_ai.operation.name` = `execute_tool`, or (attribute absent)
 //! a span named `execute_tool` / `execute_tool {gen_ai.tool.name}`. Spans named
-//! `running tool` never reach this module: [`super::extract`] hands them to
+//! `running tool` never reach this module: [`crate::conventions::extract`] hands them to
 //! `pydantic_legacy` first (pydantic-ai v2 sets `gen_ai.operation.name=execute_tool` on
 //! them too, and they must count once).
 //!
@@ -43,9 +43,11 @@
 
 use serde_json::Value as Json;
 
-use super::model_response::{summarize, Found, ResponseReader};
-use super::{agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr};
 use crate::conventions::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::messages::model_response::{summarize, Found, ResponseReader};
+use crate::conventions::{
+    agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr,
+};
 use crate::otlp::view::{attr, attr_str, KeyValueView, SpanView};
 
 /// Convention label on events from this module.
@@ -113,7 +115,7 @@ pub fn extract_tool(span: &SpanView) -> Option<ExtractedEvent> {
 }
 
 /// Reads arguments, result, call id and status of a tool span whose tool name is known
-/// (shared with [`super::pydantic_legacy`]).
+/// (shared with [`crate::conventions::legacy::pydantic`]).
 pub(crate) fn read_tool_call(span: &SpanView, tool_name: &str) -> ToolCall {
     let attrs = &span.attributes;
     let id = call_id(attrs, "gen_ai.tool.call.id").or_else(|| event_call_id(span));
@@ -152,7 +154,8 @@ pub(crate) fn read_tool_call(span: &SpanView, tool_name: &str) -> ToolCall {
 /// and ADK keys hold no content (ADK's capture switched off); `__REDACTED__` is not
 /// captured.
 fn openinference_value(span: &SpanView, key: &str) -> Option<Payload> {
-    payload_attr(&span.attributes, &[key]).filter(|p| !super::openinference::is_redacted(p))
+    payload_attr(&span.attributes, &[key])
+        .filter(|p| !crate::conventions::frameworks::openinference::is_redacted(p))
 }
 
 /// The fields of google-genai's `FunctionResponse` (`model_dump_json(exclude_none=True)`).
@@ -267,7 +270,7 @@ fn find_part(messages: &Json, part_type: &str, field: &str, id: Option<&str>) ->
         })
 }
 
-/// The GenAI response sources of an inference span ([`super::model_response`]).
+/// The GenAI response sources of an inference span ([`crate::conventions::messages::model_response`]).
 pub const RESPONSE_READER: ResponseReader = ResponseReader {
     convention: CONVENTION,
     read: read_response,

@@ -20,12 +20,12 @@
 //! of `ChatCompletionMessage` dicts (`content`, `tool_calls`; openai-agents-python
 //! `src/agents/models/openai_chatcompletions.py`), read by [`summarize`]. No
 //! `gen_ai.operation.name` is set on it, so no inference-span reader would. (The
-//! `Responses API` spans of the Responses model are read by [`super::logfire_llm`], with
+//! `Responses API` spans of the Responses model are read by [`crate::conventions::frameworks::logfire_llm`], with
 //! those of Logfire's OpenAI instrumentation, which writes the same template.)
 
-use super::model_response::summarize;
-use super::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
 use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::messages::model_response::summarize;
+use crate::conventions::{agent_name, call_status, first_str, json_from_any_value, payload_attr};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.

@@ -16,8 +16,8 @@
 //! `livekit-agents/livekit/agents/telemetry/trace_types.py` (`ATTR_FUNCTION_TOOL_*`;
 //! `debug/trace_types.py` in early 1.0 releases).
 
-use super::{agent_name, call_id, call_status, first_str, payload_attr};
 use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan, ToolCall};
+use crate::conventions::{agent_name, call_id, call_status, first_str, payload_attr};
 use crate::otlp::view::{attr, attr_str, SpanView, ValueView};
 
 /// Convention label on events from this module.

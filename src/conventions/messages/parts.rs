@@ -9,9 +9,11 @@
 
 use serde_json::Value as Json;
 
-use super::json_from_any_value;
-use super::message_parts_text::{parts_in_bytes, parts_in_text, parts_in_value, TextPart};
 use crate::conventions::event::Payload;
+use crate::conventions::json_from_any_value;
+use crate::conventions::messages::parts_text::{
+    parts_in_bytes, parts_in_text, parts_in_value, TextPart,
+};
 use crate::otlp::view::{attr, AnyValueView, SpanView, ValueView};
 
 const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";

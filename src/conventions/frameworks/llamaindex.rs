@@ -21,11 +21,11 @@
 
 use serde_json::Value as Json;
 
-use super::openinference::is_redacted;
-use super::{agent_name, call_status, first_str, payload_attr};
 use crate::conventions::event::{
     CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall,
 };
+use crate::conventions::frameworks::openinference::is_redacted;
+use crate::conventions::{agent_name, call_status, first_str, payload_attr};
 use crate::otlp::view::{attr_str, SpanView};
 
 /// Convention label on events from this module.

@@ -12,10 +12,10 @@
 
 use serde_json::Value as Json;
 
-use super::genai::read_tool_call;
-use super::model_response::{summarize, Found, ResponseReader};
-use super::{agent_name, json_from_any_value};
 use crate::conventions::event::{EventKind, ExtractedEvent};
+use crate::conventions::frameworks::genai::read_tool_call;
+use crate::conventions::messages::model_response::{summarize, Found, ResponseReader};
+use crate::conventions::{agent_name, json_from_any_value};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
@@ -46,9 +46,9 @@ pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     })
 }
 
-/// pydantic-ai v1's response source of an inference span ([`super::model_response`]).
+/// pydantic-ai v1's response source of an inference span ([`crate::conventions::messages::model_response`]).
 pub const RESPONSE_READER: ResponseReader = ResponseReader {
-    convention: super::genai::CONVENTION,
+    convention: crate::conventions::frameworks::genai::CONVENTION,
     read: read_response,
 };
 

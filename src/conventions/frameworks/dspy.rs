@@ -9,16 +9,16 @@
 
 use serde_json::Value as Json;
 
-use super::openinference::is_redacted;
-use super::{agent_name, call_status, payload_attr};
 use crate::conventions::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use crate::conventions::frameworks::openinference::is_redacted;
+use crate::conventions::{agent_name, call_status, payload_attr};
 use crate::otlp::view::{attr, attr_str, SpanView};
 
 /// Convention label on events from this module.
 pub const CONVENTION: &str = "dspy";
 
 /// The tool call of a DSPy tool span; `None` for other spans (including OpenInference tool
-/// spans that name their tool, which [`super::openinference`] reads).
+/// spans that name their tool, which [`crate::conventions::frameworks::openinference`] reads).
 pub fn extract(span: &SpanView) -> Option<ExtractedEvent> {
     let attrs = &span.attributes;
     if attr_str(attrs, "openinference.span.kind") != Some("TOOL")
