@@ -24,6 +24,8 @@ pub mod engine;
 pub mod fingerprint;
 /// Forwarding every span downstream: exporter client, queue, retries.
 pub mod forward;
+/// The pre-execution check (`POST /v1/check`, `Guard/Check`) and approvals of paused runs.
+pub mod guard;
 /// What the receivers hand the span path, and the limits on admitting it.
 pub mod ingest;
 /// Prometheus metrics, their exposition and the fleet aggregates.

@@ -124,7 +124,9 @@ async fn an_unknown_action_filter_is_invalid_argument() {
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{action}");
         assert!(
             status.message().contains(&format!("{action:?}"))
-                && status.message().contains("\"warn\" or \"kill\""),
+                && status
+                    .message()
+                    .contains("\"warn\", \"kill\" or \"require_approval\""),
             "{action}: {}",
             status.message()
         );

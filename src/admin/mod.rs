@@ -87,6 +87,13 @@ pub fn router(state: AdminState) -> Router {
         .merge(crate::admin::ui::router())
         .with_state(state.clone())
         .merge(crate::signals::http::router(state.signals.clone()))
+        .merge(crate::guard::http::router(crate::guard::http::GuardState {
+            engine: state.engine.clone(),
+            approvals: crate::guard::approval::Approvals {
+                signals: Some(state.signals.clone()),
+                metrics: state.metrics.clone(),
+            },
+        }))
 }
 
 /// One repeated call fingerprint of a run.

@@ -17,7 +17,7 @@ use std::fmt::{self, Display};
 use std::sync::Arc;
 
 use crate::annotate::wire::{value as wire_value, EncodedAttributes};
-use crate::detector::Pattern;
+use crate::detector::{Action, Detection, Pattern};
 use crate::fingerprint::Fingerprint;
 use crate::otlp::{hex_id, Span};
 use crate::registry::RunDetection;
@@ -25,7 +25,32 @@ use crate::registry::RunDetection;
 /// One sentence explaining a detection, e.g. "read_file was called 5 times with the same
 /// arguments in the last 10 tool calls".
 pub fn reason(d: &RunDetection) -> String {
-    let det = &d.detection;
+    reason_of(&d.detection)
+}
+
+/// The text a signal of `action` carries for `det` (a signal's `message`, the pre-execution
+/// check's `message`): for `warn` a nudge the agent runtime can show the model, for `kill`
+/// and `require_approval` what loopwatch did and why. Quotes [`reason_of`].
+pub fn message(det: &Detection, action: Action) -> String {
+    let reason = reason_of(det);
+    let tool = det
+        .tool_names
+        .first()
+        .map_or("the same tool", |t| t.as_ref());
+    match action {
+        Action::Kill => format!("loopwatch stopped this run: {reason}."),
+        Action::RequireApproval => {
+            format!("loopwatch paused this run until someone approves it: {reason}.")
+        }
+        Action::Warn => format!(
+            "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same arguments again; \
+             try a different approach, or stop and report what is blocking you."
+        ),
+    }
+}
+
+/// [`reason`] of a bare detection (no run context needed).
+pub fn reason_of(det: &Detection) -> String {
     let tools = &det.tool_names;
     let first = tools.first().map_or("a tool", |t| &**t);
     let sentence = match det.pattern {

@@ -152,6 +152,17 @@ impl Severity {
             Severity::Kill => Some(Action::Kill),
         }
     }
+
+    /// The action a detection of this severity asks for in a profile whose action is
+    /// `profile`: none for progress, `warn` for warn, and for a kill-level detection the
+    /// profile's own stopping action (`kill`, or `require_approval`). The one rule signals,
+    /// checks and denials share.
+    pub fn action_in(self, profile: Action) -> Option<Action> {
+        match (self, profile) {
+            (Severity::Kill, Action::RequireApproval) => Some(Action::RequireApproval),
+            _ => self.action(),
+        }
+    }
 }
 
 impl std::fmt::Display for Severity {
@@ -268,6 +279,16 @@ impl Detector {
         if wanted > self.history.capacity() {
             let _ = self.history.try_reserve_exact(wanted - self.history.len());
         }
+    }
+
+    /// Forgets the loops in progress (an approval of the run): the window, same-result
+    /// streaks, escalation counts and the text streak start again, as after a detection;
+    /// call and response ordinals go on.
+    pub fn forget_loops(&mut self) {
+        self.history.clear();
+        self.escalation = None;
+        self.streaks = None;
+        self.text = None;
     }
 
     /// The profile this detector applies.
@@ -428,7 +449,7 @@ impl Detector {
         }
         match self.settings.action {
             Action::Warn => Severity::Warn,
-            Action::Kill => Severity::Kill,
+            Action::Kill | Action::RequireApproval => Severity::Kill,
         }
     }
 }

@@ -14,14 +14,18 @@ use super::tools::ToolRules;
 pub enum Action {
     Warn,
     Kill,
+    /// Pause the run until someone approves (`POST /v1/runs/{key}/approve`) or denies it;
+    /// a profile with this action detects at kill level.
+    RequireApproval,
 }
 
 impl Action {
-    /// `"warn"` or `"kill"`, as in config and signals.
+    /// `"warn"`, `"kill"` or `"require_approval"`, as in config and signals.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Warn => "warn",
             Action::Kill => "kill",
+            Action::RequireApproval => "require_approval",
         }
     }
 }
@@ -36,16 +40,17 @@ impl std::fmt::Display for Action {
 impl std::str::FromStr for Action {
     type Err = super::UnknownName;
 
-    /// `"warn"` or `"kill"` (exact, lowercase): how users name an action in filters (gRPC
+    /// `"warn"`, `"kill"` or `"require_approval"` (exact, lowercase): how users name an action in filters (gRPC
     /// `Watch`, HTTP `GET /v1/signals?action=`); anything else is an error.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "warn" => Ok(Action::Warn),
             "kill" => Ok(Action::Kill),
+            "require_approval" => Ok(Action::RequireApproval),
             _ => Err(super::UnknownName {
                 what: "action",
                 got: s.to_owned(),
-                expected: "\"warn\" or \"kill\"",
+                expected: "\"warn\", \"kill\" or \"require_approval\"",
             }),
         }
     }

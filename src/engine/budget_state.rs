@@ -83,7 +83,9 @@ impl BudgetTracker {
         let exceeded = run.state.observe(&self.budgets, figures);
         let severity = match self.profile.action {
             crate::detector::Action::Warn => Severity::Warn,
-            crate::detector::Action::Kill => Severity::Kill,
+            crate::detector::Action::Kill | crate::detector::Action::RequireApproval => {
+                Severity::Kill
+            }
         };
         let calls = run.state.tool_calls() as usize;
         let found: Vec<RunDetection> = exceeded

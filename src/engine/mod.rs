@@ -632,6 +632,34 @@ impl Engine {
         })
     }
 
+    /// The call fingerprint of a call to `tool_name` with `arguments` as a span records
+    /// them (`None`: not captured): the tool's own volatile keys apply and Python literals
+    /// read as JSON. `None` when the arguments are missing and
+    /// `match_tool_name_without_arguments` is off (the call is then invisible to the
+    /// patterns). Shared by the span path and the pre-execution check.
+    pub fn call_fingerprint(
+        &self,
+        tool_name: &str,
+        arguments: Option<&Payload>,
+    ) -> Option<crate::fingerprint::Fingerprint> {
+        match arguments {
+            Some(arguments) => Some(
+                self.fingerprinter.call_fingerprint_normalized(
+                    tool_name,
+                    arguments,
+                    self.tool_fingerprints
+                        .treatment(tool_name)
+                        .map(|rule| &rule.volatile_keys),
+                    conventions::wrappers::python_literal_arguments,
+                ),
+            ),
+            None => self.options.match_tool_name_without_arguments.then(|| {
+                self.fingerprinter
+                    .call_fingerprint(tool_name, &Payload::Json(serde_json::Value::Null))
+            }),
+        }
+    }
+
     /// The detector's view of an extracted event; a tool call's fingerprints are taken
     /// from `recent` when this request fingerprinted the same tool and text already.
     fn observation(
@@ -647,22 +675,8 @@ impl Engine {
                     Some(Payload::Text(text)) => recent.arguments(&call.tool_name, text),
                     _ => None,
                 };
-                let call_fingerprint = remembered.or_else(|| match &call.arguments {
-                    // Arguments as recorded (`extract_with_recorded_arguments`): Python
-                    // literals are read as JSON here.
-                    Some(arguments) => Some(self.fingerprinter.call_fingerprint_normalized(
-                        &call.tool_name,
-                        arguments,
-                        rule.map(|rule| &rule.volatile_keys),
-                        conventions::wrappers::python_literal_arguments,
-                    )),
-                    None => self.options.match_tool_name_without_arguments.then(|| {
-                        self.fingerprinter.call_fingerprint(
-                            &call.tool_name,
-                            &Payload::Json(serde_json::Value::Null),
-                        )
-                    }),
-                });
+                let call_fingerprint = remembered
+                    .or_else(|| self.call_fingerprint(&call.tool_name, call.arguments.as_ref()));
                 let remembered = match (&call.status, &call.result) {
                     (CallStatus::Ok, Some(Payload::Text(text))) => {
                         recent.result(&call.tool_name, text)

@@ -28,8 +28,15 @@ pub struct DetectionLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SignalLabels {
     pub profile: String,
-    /// `warn` or `kill`.
+    /// `warn`, `kill` or `require_approval`.
     pub action: &'static str,
+}
+
+/// Labels of `loopwatch_approvals_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApprovalLabels {
+    /// `approve` or `deny`.
+    pub decision: &'static str,
 }
 
 /// Labels of `loopwatch_loop_detections_total`: who looped, how. `service_name` and
@@ -50,6 +57,8 @@ pub struct Metrics {
     /// Signals handed to the hub (before any sink), by profile and action: what every
     /// sink should eventually deliver, with or without sinks configured.
     pub signals_published: Family<SignalLabels, Counter>,
+    /// Answers to `require_approval` signals (`POST /v1/runs/{key}/approve|deny`).
+    pub approvals: Family<ApprovalLabels, Counter>,
     /// Seconds from dequeue to the downstream's answer, per delivered request.
     pub forward_latency: Histogram,
     /// Detections by service, agent, pattern and severity (fleet view).
@@ -75,6 +84,7 @@ impl Default for Metrics {
         Metrics {
             detections: Family::default(),
             signals_published: Family::default(),
+            approvals: Family::default(),
             forward_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             loop_detections: Family::default(),
             fleet: crate::metrics::fleet::Fleet::default(),
@@ -162,6 +172,13 @@ impl Metrics {
     pub fn signals_published_total(&self) -> u64 {
         self.signals_published_count
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts an answer to a `require_approval` signal: `decision` is `approve` or `deny`.
+    pub fn record_approval(&self, decision: &'static str) {
+        self.approvals
+            .get_or_create(&ApprovalLabels { decision })
+            .inc();
     }
 
     /// Counts a signal handed to the hub.
@@ -504,8 +521,13 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     }
     r.register(
         "signals_published",
-        "Signals published (warn/kill detections of profiles with signals on), by profile and action",
+        "Signals published (warn/kill/require_approval detections of profiles with signals on), by profile and action",
         state.metrics.signals_published.clone(),
+    );
+    r.register(
+        "approvals",
+        "Answers to require_approval signals (POST /v1/runs/{key}/approve or /deny), by decision",
+        state.metrics.approvals.clone(),
     );
     let sinks = state.signals.stats();
     let signal_values = sinks

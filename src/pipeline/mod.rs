@@ -149,9 +149,11 @@ impl Pipeline {
             .get(d.profile_index)
             .copied()
             .unwrap_or(true);
-        if let (Some(hub), true, Some(action)) =
-            (&self.signals, wants_signal, d.detection.severity.action())
-        {
+        if let (Some(hub), true, Some(action)) = (
+            &self.signals,
+            wants_signal,
+            d.detection.severity.action_in(d.profile.action),
+        ) {
             self.metrics.record_signal(&d.profile.name, action);
             hub.publish_deferred(PendingSignal {
                 detection: d,
@@ -210,7 +212,7 @@ pub fn log_suppressed(severity: Severity, count: u64) {
 /// The `loopwatch.signal.v1` record for a detection; `None` for `info` (progress), which
 /// never signals. The message quotes [`crate::annotate::reason`] of the detection.
 pub fn signal_of(d: &RunDetection, engine: &Engine) -> Option<Signal> {
-    let action = d.detection.severity.action()?;
+    let action = d.detection.severity.action_in(d.profile.action)?;
     Some(signal_with_action(d, action, engine))
 }
 
@@ -253,20 +255,8 @@ impl crate::signals::DeferredSignal for PendingSignal {
 }
 
 /// [`signal_of`] for a detection whose severity asks for `action`.
-fn signal_with_action(d: &RunDetection, action: Action, engine: &Engine) -> Signal {
-    let reason = crate::annotate::reason(d);
-    let tool = d
-        .detection
-        .tool_names
-        .first()
-        .map_or("the same tool", |t| t.as_ref());
-    let message = match action {
-        Action::Kill => format!("loopwatch stopped this run: {reason}."),
-        Action::Warn => format!(
-            "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same arguments again; \
-             try a different approach, or stop and report what is blocking you."
-        ),
-    };
+pub fn signal_with_action(d: &RunDetection, action: Action, engine: &Engine) -> Signal {
+    let message = crate::annotate::message(&d.detection, action);
     let compact = |s: &str| CompactString::new(s);
     Signal {
         schema: CompactString::const_new(crate::signals::SIGNAL_SCHEMA),

@@ -36,6 +36,8 @@ pub mod merge;
 use kept::KeptEvent;
 pub use merge::{CallContext, CallHop, CallKey, ToolCallPart};
 mod span_ids;
+mod what_if;
+pub use what_if::WhatIf;
 
 /// Registry limits. Config section `[registry]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,6 +239,10 @@ struct Tallies {
     /// Identities already returned by `observe` for kept events: a detection is reported
     /// once even if a replay drops it and a later replay finds it again.
     reported: HashSet<Identity>,
+    /// The order key (start, end, span_id) of the last kept event when the run was last
+    /// approved ([`Registry::approve`]): a replay forgets the loops in progress there
+    /// again, so a late span does not undo an approval.
+    approved_through: Option<(u64, u64, SpanId)>,
 }
 
 struct RunState {
@@ -740,12 +746,28 @@ impl Registry {
             Some(forgotten) => forgotten.base.clone(),
             None => self.fresh_detectors(),
         };
+        // With an approval: the last kept event at or before it (`Some(None)`: it came
+        // before every kept event), after which the loops in progress are forgotten again.
+        let reset_after = run
+            .tallies
+            .as_ref()
+            .and_then(|t| t.approved_through.as_ref())
+            .map(|(start, end, span)| {
+                let approved = (*start, *end, span.as_slice());
+                run.events.iter().rposition(|e| e.order_key() <= approved)
+            });
+        if reset_after == Some(None) {
+            detectors.iter_mut().for_each(Detector::forget_loops);
+        }
         for index in 0..run.events.len() {
             let observation = merge::observation(&run.events, index);
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
                 if let Some(d) = detector.observe(&observation) {
                     self.record(key, run, profile_index, d, index, out);
                 }
+            }
+            if reset_after == Some(Some(index)) {
+                detectors.iter_mut().for_each(Detector::forget_loops);
             }
         }
         run.detectors = detectors;
@@ -875,6 +897,22 @@ impl Registry {
             .runs_evicted_idle
             .fetch_add(evicted as u64, Ordering::Relaxed);
         evicted
+    }
+
+    /// Approves the run `run_key` (an answer to `require_approval`): every profile forgets
+    /// the loops in progress, so the calls that formed them no longer count; call ordinals
+    /// and occurrence counts go on. `false` for a run the registry does not hold.
+    pub fn approve(&self, run_key: &str) -> bool {
+        let Some(mut run) = self.runs.get_mut(run_key) else {
+            return false;
+        };
+        let through = run.events.last().map(|e| {
+            let (start, end, span) = e.order_key();
+            (start, end, SpanId::from_slice(span))
+        });
+        run.tallies.get_or_insert_default().approved_through = through;
+        run.detectors.iter_mut().for_each(Detector::forget_loops);
+        true
     }
 
     /// The current (final) detections of a run, in sequence order; `None` for an unknown run.

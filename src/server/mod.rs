@@ -258,10 +258,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         }
     };
 
-    let grpc =
-        GrpcReceiver::new(sink.clone(), options.clone(), receiver_stats.clone()).add_service(
-            crate::signals::grpc::signals_service_until(signals.clone(), stop.subscribe()),
-        );
+    let grpc = GrpcReceiver::new(sink.clone(), options.clone(), receiver_stats.clone())
+        .add_service(crate::signals::grpc::signals_service_until(
+            signals.clone(),
+            stop.subscribe(),
+        ))
+        .add_service(crate::guard::grpc::guard_service(engine.clone()));
     let limits = &config.receiver.connections;
     let grpc_incoming = crate::net::listen::spawn_accept(
         "receiver.grpc",

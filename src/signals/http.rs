@@ -22,7 +22,7 @@ pub struct SignalsQuery {
     pub trace_id: Option<String>,
     /// Only signals with `time_unix_nano >= since` (ns since the Unix epoch).
     pub since: Option<u64>,
-    /// Only signals with this action: `warn` or `kill` (parsed by [`get_signals`], so the
+    /// Only signals with this action: `warn`, `kill` or `require_approval` (parsed by [`get_signals`], so the
     /// error names the parameter).
     pub action: Option<String>,
 }

@@ -248,7 +248,7 @@ mod tests {
         }
         assert_eq!(
             "stop".parse::<Action>().unwrap_err().to_string(),
-            r#"unknown action "stop": expected "warn" or "kill""#
+            r#"unknown action "stop": expected "warn", "kill" or "require_approval""#
         );
     }
 

@@ -66,9 +66,10 @@ pub struct SinkQueue {
     pub(crate) rejected: AtomicU64,
 }
 
-/// Whether a signal asks the agent runtime to stop the run (`action = "kill"`).
+/// Whether a signal asks the agent runtime to stop the run, for good (`kill`) or until
+/// someone approves it (`require_approval`): both are kept over warns when a queue is full.
 fn is_kill(signal: &Signal) -> bool {
-    signal.action == Action::Kill
+    matches!(signal.action, Action::Kill | Action::RequireApproval)
 }
 
 impl SinkQueue {

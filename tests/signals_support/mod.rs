@@ -54,7 +54,7 @@ pub fn signal(run_key: &str, n: u32, action: Action, service_name: Option<&str>)
         u128::from(n) + 0xabc0_0000_0000_0000_0000_0000_0000_0000
     );
     let profile = match action {
-        Action::Kill => "stop",
+        Action::Kill | Action::RequireApproval => "stop",
         Action::Warn => "nudge",
     };
     Signal {
@@ -62,7 +62,7 @@ pub fn signal(run_key: &str, n: u32, action: Action, service_name: Option<&str>)
         id: signal_id(run_key, profile, "repeated_call", &[], n),
         occurrence: n,
         severity: match action {
-            Action::Kill => loopwatch::signals::Severity::Kill,
+            Action::Kill | Action::RequireApproval => loopwatch::signals::Severity::Kill,
             Action::Warn => loopwatch::signals::Severity::Warn,
         },
         time_unix_nano: 1_700_000_000_000_000_000 + u64::from(n),

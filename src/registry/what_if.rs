@@ -1,0 +1,60 @@
+//! What the detectors would decide about a call that has not been made yet (the
+//! pre-execution check, `POST /v1/check`): each profile's detector state is copied and fed
+//! the call, so the run itself never changes.
+
+use std::sync::Arc;
+
+use super::{merge, Registry};
+use crate::detector::{Detection, Observation, ProfileSettings};
+use crate::fingerprint::Fingerprint;
+
+/// One profile's answer for a hypothetical call.
+#[derive(Clone, Debug)]
+pub struct WhatIf {
+    /// The profile whose detector was asked.
+    pub profile: Arc<ProfileSettings>,
+    /// The detection the call would complete, if any.
+    pub detection: Option<Detection>,
+}
+
+impl Registry {
+    /// What each profile's detector would find if the run `run_key` made a call to
+    /// `tool_name` with arguments fingerprinted `call_fingerprint`, and it returned what
+    /// the run's last call with the same fingerprint returned (no result when there was
+    /// none, or it was not captured). One answer per profile, in profile order; `None` for
+    /// a run the registry does not hold. Cost: one copy of each profile's detector
+    /// (at most its history of calls) and one backwards scan of the run's kept events.
+    pub fn what_if(
+        &self,
+        run_key: &str,
+        tool_name: Arc<str>,
+        call_fingerprint: Fingerprint,
+    ) -> Option<Vec<WhatIf>> {
+        let run = self.runs.get(run_key)?;
+        let result_fingerprint = (0..run.events.len()).rev().find_map(|index| {
+            match merge::observation(&run.events, index) {
+                Observation::ToolCall {
+                    call_fingerprint: Some(seen),
+                    result_fingerprint,
+                    ..
+                } if seen == call_fingerprint => Some(result_fingerprint),
+                _ => None,
+            }
+        });
+        let call = Observation::ToolCall {
+            tool_name,
+            call_fingerprint: Some(call_fingerprint),
+            result_fingerprint: result_fingerprint.flatten(),
+        };
+        Some(
+            run.detectors
+                .iter()
+                .zip(&self.profiles)
+                .map(|(detector, profile)| WhatIf {
+                    profile: profile.clone(),
+                    detection: detector.clone().observe(&call),
+                })
+                .collect(),
+        )
+    }
+}
