@@ -8,6 +8,7 @@
 
 pub mod exposition;
 pub mod fleet;
+pub mod process;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -584,8 +585,13 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
     render_fleet(&mut r, state.metrics);
+    process::register_build_info(&mut r);
+    let mut unprefixed = Registry::default();
+    process::register_process(&mut unprefixed);
     let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &r)?;
+    prometheus_client::encoding::text::encode_registry(&mut out, &r)?;
+    prometheus_client::encoding::text::encode_registry(&mut out, &unprefixed)?;
+    prometheus_client::encoding::text::encode_eof(&mut out)?;
     Ok(out)
 }
 
