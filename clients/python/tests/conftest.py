@@ -1,0 +1,94 @@
+"""Shared fixtures: real loopwatch servers, and an `instrument()` per server.
+
+A missing loopwatch binary or framework package skips locally and FAILS when env CI is set.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from lwserver import LoopwatchServer, loopwatch_bin  # noqa: E402
+
+CI = bool(os.environ.get("CI"))
+
+APPROVAL_CONFIG = """
+[profiles.stop]
+action = "require_approval"
+"""
+
+
+def need(condition: bool, reason: str) -> None:
+    """Skips (locally) or fails (CI) when `condition` does not hold."""
+    if condition:
+        return
+    if CI:
+        pytest.fail(f"CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def need_module(name: str) -> object:
+    """Imports `name`, or skips (locally) / fails (CI)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        need(False, f"package for {name!r} not installed: {err}")
+        raise
+
+
+def _server(config: str) -> Iterator[LoopwatchServer]:
+    need(loopwatch_bin().exists(), f"loopwatch binary missing at {loopwatch_bin()} (set LOOPWATCH_BIN)")
+    server = LoopwatchServer(config).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def lw() -> Iterator[LoopwatchServer]:
+    """loopwatch with the default profiles (nudge warns at 3 same results, stop kills at 6)."""
+    yield from _server("")
+
+
+@pytest.fixture(scope="session")
+def lw_approval() -> Iterator[LoopwatchServer]:
+    """loopwatch whose `stop` profile asks for approval instead of killing."""
+    yield from _server(APPROVAL_CONFIG)
+
+
+@pytest.fixture(scope="session")
+def inst(lw: LoopwatchServer):
+    """`instrument()` exporting to `lw` (not installed globally)."""
+    import loopwatch
+
+    instrumentation = loopwatch.instrument(lw.grpc_endpoint, "loopwatch-client-tests", set_global=False)
+    yield instrumentation
+    instrumentation.shutdown()
+
+
+@pytest.fixture
+def make_guard(lw: LoopwatchServer, inst):
+    """Builds guards bound to `lw` and closes them after the test."""
+    import loopwatch
+
+    guards: list[loopwatch.Guard] = []
+
+    def build(**kwargs: object) -> loopwatch.Guard:
+        kwargs.setdefault("endpoint", lw.grpc_endpoint)
+        kwargs.setdefault("admin_url", lw.admin_url)
+        kwargs.setdefault("tracer_provider", inst.tracer_provider)
+        guard = loopwatch.Guard(**kwargs)  # type: ignore[arg-type]
+        guards.append(guard)
+        return guard
+
+    yield build
+    for guard in guards:
+        guard.close()
