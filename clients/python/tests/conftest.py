@@ -92,3 +92,20 @@ def make_guard(lw: LoopwatchServer, inst):
     yield build
     for guard in guards:
         guard.close()
+
+
+@pytest.fixture(scope="session")
+def _memory_exporter(inst):
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    inst.tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+@pytest.fixture
+def spans(_memory_exporter):
+    """Finished spans of `inst`'s provider during the test (a copy also goes to loopwatch)."""
+    _memory_exporter.clear()
+    return _memory_exporter

@@ -158,7 +158,14 @@ class Guard:
 
     # --- runs -------------------------------------------------------------------------
 
-    def run(self, name: str = "agent", *, run_key: str | None = None, attributes: dict[str, Any] | None = None) -> RunScope:
+    def run(
+        self,
+        name: str = "agent",
+        *,
+        run_key: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        span: trace.Span | None = None,
+    ) -> RunScope:
         """A scope for one agent run: `with guard.run("name") as run:` (or `async with`).
 
         Args:
@@ -167,8 +174,10 @@ class Guard:
                 (`detection.run_key = "attribute"`); your spans must carry that attribute.
                 Default: the trace id.
             attributes: more attributes of the root span.
+            span: adopt this (recording) span as the run's root instead of starting one, e.g.
+                a framework's own `invoke_agent` span; its trace id is the run's.
         """
-        return RunScope(self, name, run_key, attributes)
+        return RunScope(self, name, run_key, attributes, span)
 
     def current_run(self) -> Run | None:
         """The run of the current context; failing that, the run of the current span's

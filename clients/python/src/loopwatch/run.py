@@ -158,14 +158,23 @@ class RunScope:
     """Context manager of `Guard.run()`, for `with` and `async with`.
 
     Entering starts the run's root span `invoke_agent {name}` (a child of the current span,
-    if any), makes it current, registers the run with the guard and returns the `Run`.
+    if any; or adopts the `span` given, which it then neither ends nor changes the status of),
+    makes it current, registers the run with the guard and returns the `Run`.
     Leaving ends the span and unregisters the run. If the run was stopped and the block
     ends with another exception (a framework wrapping `LoopDetected`, or the task
     cancelled by a kill), the run's `LoopDetected` is raised from it instead.
     """
 
-    def __init__(self, guard: Guard, name: str, run_key: str | None, attributes: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        guard: Guard,
+        name: str,
+        run_key: str | None,
+        attributes: dict[str, Any] | None,
+        span: trace.Span | None = None,
+    ) -> None:
         self._guard = guard
+        self._adopted = span
         self._name = name
         self._run_key = run_key
         self._attributes = attributes or {}
@@ -175,9 +184,12 @@ class RunScope:
     def _enter(self) -> Run:
         guard = self._guard
         guard.start()
-        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self._name}
-        attributes.update(self._attributes)
-        span = guard.tracer.start_span(f"invoke_agent {self._name}", attributes=attributes)
+        if self._adopted is not None:
+            span = self._adopted
+        else:
+            attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self._name}
+            attributes.update(self._attributes)
+            span = guard.tracer.start_span(f"invoke_agent {self._name}", attributes=attributes)
         run = Run(guard, self._name, span, self._run_key)
         ctx_token = otel_context.attach(trace.set_span_in_context(span))
         run_token = _current_run.set(run)
@@ -194,6 +206,10 @@ class RunScope:
         ctx_token, run_token = self._tokens
         _current_run.reset(run_token)
         otel_context.detach(ctx_token)
+        if self._adopted is not None:
+            if run.stopped is not None:  # the owner of the span ends it, with its own status
+                run.span.set_attribute("loopwatch.stopped", run.stopped.action)
+            return
         if run.stopped is not None:
             run.span.set_attribute("loopwatch.stopped", run.stopped.action)
             run.span.set_status(trace.Status(trace.StatusCode.ERROR, run.stopped.reason))
