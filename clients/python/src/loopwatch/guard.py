@@ -457,15 +457,27 @@ class Guard:
 
     # --- tool calls -------------------------------------------------------------------
 
-    def tool_call(self, tool_name: str, arguments: Any, *, call_id: str | None = None, run: Run | None = None, trace_span: bool = True) -> Any:
+    def tool_call(
+        self,
+        tool_name: str,
+        arguments: Any,
+        *,
+        call_id: str | None = None,
+        run: Run | None = None,
+        trace_span: bool = True,
+        activate: bool = True,
+    ) -> Any:
         """A `ToolCall` context manager for one call (see `loopwatch.tool_call.ToolCall`).
 
-        `trace_span=False` when the framework traces the call itself (then only the check runs).
-        Raises LoopwatchError outside a run.
+        `trace_span=False` when the framework traces the call itself (then only the check
+        runs); `activate=False` to not make its span current (calls started and finished in
+        different callbacks). Raises LoopwatchError outside a run.
         """
         from .tool_call import ToolCall
 
-        return ToolCall(self, tool_name, arguments, call_id=call_id, run=run, trace_span=trace_span)
+        return ToolCall(
+            self, tool_name, arguments, call_id=call_id, run=run, trace_span=trace_span, activate=activate
+        )
 
     def tool(self, fn: Any = None, *, name: str | None = None) -> Any:
         """Decorator making each call of a function a guarded, traced tool call:

@@ -61,8 +61,10 @@ class ToolCall:
         call_id: str | None = None,
         run: Run | None = None,
         trace_span: bool = True,
+        activate: bool = True,
     ) -> None:
         self.guard = guard
+        self.activate = activate
         self.tool_name = tool_name
         self.arguments = arguments
         self.call_id = call_id or f"loopwatch_{next(_ids)}"
@@ -98,7 +100,8 @@ class ToolCall:
                 "gen_ai.tool.call.arguments": arguments_text(self.arguments),
             },
         )
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        if self.activate:
+            self._token = otel_context.attach(trace.set_span_in_context(self.span))
 
     def _record_decision(self, denied: LoopDetected | None) -> None:
         span = self.span
@@ -136,7 +139,9 @@ class ToolCall:
             span.set_attribute("gen_ai.tool.call.result", result_text(self._result))
         self._finish_span()
 
-    def __enter__(self) -> ToolCall:
+    def start(self) -> ToolCall:
+        """What entering `with` does; pair with `finish()` when the call spans two callbacks
+        (then build it with `activate=False`, so no context is attached across them)."""
         self.guard.checkpoint(self.run)
         self._start_span()
         try:
@@ -150,10 +155,18 @@ class ToolCall:
         self._record_decision(None)
         return self
 
+    def finish(self, exc: BaseException | None = None) -> None:
+        """What leaving `with` does: records the result (or `exc`) and ends the span. Idempotent."""
+        self._end(exc)
+
+    def __enter__(self) -> ToolCall:
+        return self.start()
+
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self._end(exc)
 
-    async def __aenter__(self) -> ToolCall:
+    async def astart(self) -> ToolCall:
+        """`start` for async code."""
         await self.guard.acheckpoint(self.run)
         self._start_span()
         try:
@@ -166,6 +179,9 @@ class ToolCall:
             raise
         self._record_decision(None)
         return self
+
+    async def __aenter__(self) -> ToolCall:
+        return await self.astart()
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self._end(exc)
