@@ -44,6 +44,7 @@ def need_module(name: str) -> object:
 
 
 def _server(config: str) -> Iterator[LoopwatchServer]:
+    """A started loopwatch with `config` (TOML), stopped after use."""
     need(loopwatch_bin().exists(), f"loopwatch binary missing at {loopwatch_bin()} (set LOOPWATCH_BIN)")
     server = LoopwatchServer(config).start()
     try:
