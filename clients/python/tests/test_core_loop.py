@@ -10,12 +10,13 @@ import pytest
 import loopwatch
 
 
-def looping_agent(guard: loopwatch.Guard, calls: list[int], limit: int = 30) -> None:
+def looping_agent(guard: loopwatch.Guard, calls: list[int], limit: int = 30, tool_delay: float = 0.0) -> None:
     """A hand-written loop: calls the same tool with the same arguments until stopped."""
 
     @guard.tool
     def fetch_url(url: str) -> str:
         calls.append(1)
+        time.sleep(tool_delay)
         return "Error: connection refused"
 
     for _ in range(limit):

@@ -52,7 +52,7 @@ class Transport:
             return
         self._deliver = deliver
         self._on_reconnect = on_reconnect
-        self._thread = threading.Thread(target=self._loop, name=f"loopwatch-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._reconnect_loop, name=f"loopwatch-{self.name}", daemon=True)
         self._thread.start()
 
     def wait_ready(self, timeout: float) -> bool:
@@ -64,7 +64,7 @@ class Transport:
         """Whether the subscription is in force now."""
         return self._ready.is_set()
 
-    def _loop(self) -> None:
+    def _reconnect_loop(self) -> None:
         backoff = self._initial_backoff
         connected_before = False
         while not self._closing.is_set():

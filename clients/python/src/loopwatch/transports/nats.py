@@ -32,7 +32,7 @@ class NatsTransport(Transport):
             raise ImportError("the nats transport needs `pip install loopwatch[nats]`") from err
         self.url = url or os.environ.get("LOOPWATCH_SIGNALS__NATS__URL") or "nats://127.0.0.1:4222"
         self.subject = f"{subject_prefix}.>"
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
 
     def _serve(self) -> None:
@@ -41,7 +41,7 @@ class NatsTransport(Transport):
     async def _run(self) -> None:
         import nats
 
-        self._loop = asyncio.get_running_loop()
+        self._aloop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         disconnected = asyncio.Event()
 
@@ -77,6 +77,6 @@ class NatsTransport(Transport):
                 await nc.close()
 
     def _cancel(self) -> None:
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(stop.set)
+        aloop, stop = self._aloop, self._stop
+        if aloop is not None and stop is not None and not aloop.is_closed():
+            aloop.call_soon_threadsafe(stop.set)
