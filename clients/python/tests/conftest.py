@@ -110,3 +110,18 @@ def spans(_memory_exporter):
     """Finished spans of `inst`'s provider during the test (a copy also goes to loopwatch)."""
     _memory_exporter.clear()
     return _memory_exporter
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Prints the timeliness figures measured by tests/test_timeliness.py."""
+    module = sys.modules.get("test_timeliness")
+    results = getattr(module, "RESULTS", None)
+    if not results:
+        return
+    terminalreporter.section("timeliness")
+    for row in results:
+        terminalreporter.write_line(
+            f"{row['setting']:<32} runs {row['runs']}  calls after threshold: {row['calls_after_threshold']}"
+            f"  threshold call ran: {'yes' if row['threshold_call_ran'] else 'no'}"
+            f"  stop p50 {row['stop_ms_p50']} ms  p99 {row['stop_ms_p99']} ms"
+        )

@@ -61,7 +61,8 @@ class ToolSpanFlushProcessor(SpanProcessor):
 
     Add it to the provider *after* `target` (a `BatchSpanProcessor`), so the span is queued
     when the flush runs. The export runs on a helper thread; the thread that ended the span
-    waits at most `timeout_millis`. While a flush is still running (loopwatch slow or down),
+    waits at most `timeout_millis` (not at all for a span whose `gen_ai.tool.call.decision`
+    is `deny`: the run is over). While a flush is still running (loopwatch slow or down),
     later tool spans do not wait again, so a dead backend costs one timeout, not one per call.
 
     Args:
@@ -102,7 +103,9 @@ class ToolSpanFlushProcessor(SpanProcessor):
             done = threading.Event()
             self._inflight = done
         self._requests.put(done)
-        if self._timeout and not done.wait(self._timeout):
+        # A call loopwatch denied ends the run: no later check needs it, so do not wait.
+        denied = (span.attributes or {}).get("gen_ai.tool.call.decision") == "deny"
+        if self._timeout and not denied and not done.wait(self._timeout):
             log.warning("loopwatch: tool span not exported within %.0f ms", self._timeout * 1000)
 
     def shutdown(self) -> None:
