@@ -126,3 +126,11 @@ def test_the_nudge_reaches_the_model(crew_guard):
         result = crew.kickoff()
     assert "giving up on the fetch" in str(result)
     assert len(calls) == 4, calls
+
+
+def test_crewai_example(lw_alt):
+    from test_examples import run_example
+
+    outcome = run_example("python-crewai", lw_alt)
+    assert outcome["stopped"] is True and outcome["action"] == "deny", outcome
+    assert outcome["tool_calls"] == 5, outcome
