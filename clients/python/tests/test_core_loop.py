@@ -89,3 +89,16 @@ def test_async_run_is_cancelled_mid_tool_by_a_kill(make_guard):
         asyncio.run(main())
     assert info.value.action == "kill"
     assert len(calls) <= 7
+
+
+def test_the_watch_filter_follows_the_provider_not_the_last_instrument(lw, inst):
+    import loopwatch as lwmod
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    other = lwmod.instrument(service_name="some-other-service", exporter=InMemorySpanExporter(), set_global=False)
+    guard = lwmod.Guard(endpoint=lw.grpc_endpoint, admin_url=lw.admin_url, tracer_provider=inst.tracer_provider)
+    try:
+        assert guard.service_name == inst.service_name != other.service_name
+    finally:
+        guard.close()
+        other.shutdown()

@@ -58,8 +58,8 @@ class Guard:
         on_approval: approval hook (see `approval.ApprovalHook`). Without one, a
             `require_approval` is answered deny.
         cancel_task: cancel the asyncio task of `async with guard.run()` on kill.
-        service_name: only hear signals of this `service.name` (default: the one of
-            `instrument()`; "" = all services).
+        service_name: only hear signals of this `service.name` (default: the `service.name`
+            of the tracer provider's resource, i.e. `instrument()`'s; "" = all services).
         tracer_provider: provider of the run and tool spans (default: `instrument()`'s, else
             the global one).
         connect_timeout: seconds `start()` waits for the signal subscription.
@@ -93,8 +93,12 @@ class Guard:
         config.grpc_target(self.endpoint)
         self.token = config.token(token)
         self.admin = config.AdminClient(admin_url, self.token)
-        self.service_name = service_name if service_name is not None else (inst.service_name if inst else "")
         provider = tracer_provider or (inst.tracer_provider if inst else None) or trace.get_tracer_provider()
+        if service_name is None:
+            # The service of the spans this guard's runs produce: its provider's resource.
+            resource = getattr(provider, "resource", None)
+            service_name = str(resource.attributes.get("service.name", "")) if resource is not None else ""
+        self.service_name = service_name
         self.tracer = provider.get_tracer("loopwatch")
         self.check_enabled = check
         self.fail_closed = fail_closed
