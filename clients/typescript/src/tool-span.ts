@@ -23,7 +23,12 @@ export interface ToolCall {
 }
 
 /** Options of {@link traceToolCall}. */
-export interface TraceToolCallOptions {
+export interface TraceToolCallOptions<T = unknown> {
+  /**
+   * What to record as `gen_ai.tool.call.result` for the tool's return value (default the
+   * value itself), e.g. a framework message's content without its per-call id.
+   */
+  result?: (value: T) => unknown;
   /** Guard to ask; default the current run's. `null`: no guard. */
   guard?: Guard | null;
   /** Tracer; default `trace.getTracer('@loopwatch/client')` of the global provider. */
@@ -58,7 +63,7 @@ export function attributeText(value: unknown): string {
 export async function traceToolCall<T>(
   call: ToolCall,
   fn: () => T | Promise<T>,
-  options: TraceToolCallOptions = {},
+  options: TraceToolCallOptions<T> = {},
 ): Promise<T> {
   const scope = currentScope();
   const guard = options.guard === null ? undefined : (options.guard ?? scope?.guard);
@@ -77,7 +82,7 @@ export async function traceToolCall<T>(
     async (span) => {
       try {
         const value = await fn();
-        span.setAttribute('gen_ai.tool.call.result', attributeText(value));
+        span.setAttribute('gen_ai.tool.call.result', attributeText(options.result ? options.result(value) : value));
         return value;
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
