@@ -237,13 +237,7 @@ export class Guard {
         await this.approve();
         return true;
       }
-      try {
-        await this.deny();
-      } catch (error) {
-        // 409: nothing awaits approval at loopwatch (a check asked before the call): the
-        // run is stopped here all the same.
-        this.options.onError?.(error as Error);
-      }
+      // Stopped here first: the kill signal loopwatch publishes for the denial comes after.
       this.stop(
         new LoopDetectedError({
           reason: 'approval_denied',
@@ -252,6 +246,13 @@ export class Guard {
           toolName: request.toolName,
         }),
       );
+      try {
+        await this.deny();
+      } catch (error) {
+        // 409: nothing awaits approval at loopwatch (a check asked before the call): the
+        // run is stopped all the same.
+        this.options.onError?.(error as Error);
+      }
       return false;
     };
     this.approval = decide().finally(() => {

@@ -13,7 +13,7 @@ export { ToolFlushSpanProcessor, isToolSpan, type ToolFlushOptions } from './pro
 export { currentGuard, currentScope, withRunScope, type RunScope } from './context.js';
 export { resolveConnection, type ConnectionOptions, type Connection } from './config.js';
 export { AdminClient, type SignalsQuery } from './transport/admin.js';
-export { GrpcTransport, type GrpcTransportOptions } from './transport/grpc.js';
+export { GrpcTransport, signalFromProto, checkFromWire, type GrpcTransportOptions } from './transport/grpc.js';
 export { HttpTransport, type HttpTransportOptions } from './transport/http.js';
 export type { SignalTransport, Subscription, SignalHandlers, WatchFilter } from './transport/transport.js';
 export type {

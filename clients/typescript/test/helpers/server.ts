@@ -46,7 +46,7 @@ async function freePort(): Promise<number> {
 }
 
 /** Default profiles plus anything in `extraToml` (e.g. a require_approval profile). */
-export async function startServer(extraToml = ''): Promise<Server> {
+export async function startServer(extraToml = '', env: Record<string, string> = {}): Promise<Server> {
   const bin = loopwatchBin();
   if (!existsSync(bin)) throw new Error(`loopwatch binary not found at ${bin} (set LOOPWATCH_BIN)`);
   const [grpc, http, admin] = [await freePort(), await freePort(), await freePort()];
@@ -62,7 +62,7 @@ export async function startServer(extraToml = ''): Promise<Server> {
   let output = '';
   const child: ChildProcess = spawn(bin, ['serve', '--config', config, '--log-level', 'warn'], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, LOOPWATCH_CONFIG: undefined },
+    env: { ...process.env, LOOPWATCH_CONFIG: undefined, ...env },
   });
   child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
