@@ -15,20 +15,25 @@ setTracingDisabled(true);
 export interface AgentsRun {
   tools: ToolLog;
   model?: ScriptedModel;
+  /** Time each model call takes, ms (default 0: answers at once). */
+  modelDelayMs?: number;
 }
 
 /** A scripted model calling fetch_url(URL_ARG) on each of `turns` turns. */
-export function loopingScriptedModel(turns = 40): ScriptedModel {
+export function loopingScriptedModel(turns = 40, delayMs = 0): ScriptedModel {
   return new ScriptedModel(
     Array.from({ length: turns }, (_, i) =>
-      modelResponder(() => [functionCall('fetch_url', { url: URL_ARG }, { callId: `call-${i + 1}` })]),
+      modelResponder(async () => {
+        if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+        return [functionCall('fetch_url', { url: URL_ARG }, { callId: `call-${i + 1}` })];
+      }),
     ),
   );
 }
 
 /** Runs the looping agent inside the current `Loopwatch.run`. */
 export async function runAgentsAgent(r: AgentsRun): Promise<void> {
-  r.model = loopingScriptedModel();
+  r.model = loopingScriptedModel(40, r.modelDelayMs);
   const agent = guardAgent(
     new Agent({
       name: 'fetcher',

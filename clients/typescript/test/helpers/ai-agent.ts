@@ -14,6 +14,8 @@ export interface AiRun {
   tools: ToolLog;
   prompts: ModelMessage[][];
   steps: number;
+  /** Time each model call takes, ms (default 0: answers at once). */
+  modelDelayMs?: number;
 }
 
 const usage = {
@@ -22,11 +24,12 @@ const usage = {
 };
 
 /** A model that calls fetch_url(URL_ARG) on every step, `maxCalls` times at most. */
-export function loopingModel(prompts: unknown[][], maxCalls = 40): MockLanguageModelV3 {
+export function loopingModel(prompts: unknown[][], maxCalls = 40, delayMs = 0): MockLanguageModelV3 {
   let n = 0;
   return new MockLanguageModelV3({
     doGenerate: async (options) => {
       prompts.push(options.prompt as unknown[]);
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
       n += 1;
       if (n > maxCalls) {
         return { content: [{ type: 'text', text: 'giving up' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
@@ -45,7 +48,7 @@ export function loopingModel(prompts: unknown[][], maxCalls = 40): MockLanguageM
 export async function runAiAgent(run: AiRun): Promise<void> {
   const result = await generateText(
     withLoopwatch({
-      model: loopingModel(run.prompts as unknown[][]),
+      model: loopingModel(run.prompts as unknown[][], 40, run.modelDelayMs),
       prompt: 'Fetch https://example.com/a and summarise it.',
       tools: {
         fetch_url: tool({

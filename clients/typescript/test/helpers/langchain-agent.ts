@@ -4,7 +4,7 @@
  * tool call; guarded with `loopwatchMiddleware`.
  */
 
-import { AIMessage, createAgent, fakeModel, tool, type BaseMessage } from 'langchain';
+import { AIMessage, createAgent, createMiddleware, fakeModel, tool, type BaseMessage } from 'langchain';
 import { z } from 'zod';
 import { loopwatchMiddleware } from '@loopwatch/client/langchain';
 import type { Guard } from '@loopwatch/client';
@@ -14,6 +14,8 @@ export interface LangChainRun {
   tools: ToolLog;
   /** Messages the model was called with, per call. */
   prompts: BaseMessage[][];
+  /** Time each model call takes, ms (default 0: answers at once). */
+  modelDelayMs?: number;
 }
 
 /** A fake model calling fetch_url(URL_ARG) on each of `turns` turns. */
@@ -38,7 +40,7 @@ export async function runLangChainAgent(r: LangChainRun, guard: Guard): Promise<
   const agent = createAgent({
     model: loopingFakeModel(r.prompts),
     tools: [fetchUrl],
-    middleware: [loopwatchMiddleware()],
+    middleware: [loopwatchMiddleware(), modelLatency(r.modelDelayMs ?? 0)],
   });
   await agent.invoke(
     { messages: [{ role: 'user', content: 'Fetch https://example.com/a and summarise it.' }] },
@@ -49,4 +51,15 @@ export async function runLangChainAgent(r: LangChainRun, guard: Guard): Promise<
 /** Whether any model call carried a `[loopwatch]` nudge. */
 export function sawNudge(prompts: BaseMessage[][]): boolean {
   return prompts.some((p) => p.some((m) => typeof m.content === 'string' && m.content.includes('[loopwatch]')));
+}
+
+/** Makes each model call take `ms` (LangChain's fake model answers synchronously). */
+function modelLatency(ms: number) {
+  return createMiddleware({
+    name: 'model-latency',
+    wrapModelCall: async (request, handler) => {
+      if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+      return handler(request);
+    },
+  });
 }
