@@ -27,7 +27,8 @@ describe('Vercel AI SDK', () => {
 
   test('a looping generateText is stopped by the kill signal within one call', async (t) => {
     if (!requireServerBinary(t)) return;
-    const run: AiRun = { tools: new ToolLog(), prompts: [], steps: 0 };
+    // A model taking 20 ms per call (any real one takes longer).
+    const run: AiRun = { tools: new ToolLog(), prompts: [], steps: 0, modelDelayMs: 20 };
     const error = await lw.run(() => runAiAgent(run)).then(
       () => undefined,
       (e: unknown) => e,

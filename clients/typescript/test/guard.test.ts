@@ -20,11 +20,15 @@ import { requireServerBinary, serverBinaryExists } from './helpers/env.js';
 import { ToolLog, URL_ARG } from './helpers/loop.js';
 import { startServer, type Server } from './helpers/server.js';
 
+// A pause-for-approval profile at 4 identical results; the kill profile is off, so every
+// stop here comes from an approval answer.
 const APPROVAL_PROFILE = `
 [profiles.approval]
 extends = "stop"
 action = "require_approval"
 repeated_result = 4
+[profiles.stop]
+enabled = false
 `;
 const TOKEN = 'ts-client-test-token';
 
@@ -107,10 +111,12 @@ describe('guard', () => {
         assert.equal(request.signal?.span_ids.length, 4);
       }
       // Nudge at 3 identical results; approval at 4; after the approval the counters
-      // start again, so the second approval comes 4 calls later (the signal may arrive
-      // while one more call runs).
+      // start again, so the second approval comes 4 calls later; calls made while the
+      // signal travels still run (one at most over the gRPC stream, a poll interval's
+      // worth over HTTP).
       assert.match(warned[0] ?? '', /same result 3 times/);
-      assert.ok(tools.calls >= 8 && tools.calls <= 10, `${tools.calls} calls`);
+      const slack = transport === 'grpc' ? 2 : 12;
+      assert.ok(tools.calls >= 8 && tools.calls <= 8 + slack, `${tools.calls} calls`);
       // The denial made loopwatch publish a kill signal for the run.
       await waitFor(() => lwGuardKill(asked[1]!.runKey));
     });

@@ -27,7 +27,8 @@ describe('LangChain.js createAgent', () => {
 
   test('a looping createAgent is stopped by the kill signal within one call', async (t) => {
     if (!requireServerBinary(t)) return;
-    const run: LangChainRun = { tools: new ToolLog(), prompts: [] };
+    // A model taking 20 ms per call (any real one takes longer).
+    const run: LangChainRun = { tools: new ToolLog(), prompts: [], modelDelayMs: 20 };
     const error = await lw.run((guard) => runLangChainAgent(run, guard)).then(
       () => undefined,
       (e: unknown) => e,

@@ -27,7 +27,8 @@ describe('OpenAI Agents JS', () => {
 
   test('a looping Agent run is stopped by the kill signal within one call', async (t) => {
     if (!requireServerBinary(t)) return;
-    const run: AgentsRun = { tools: new ToolLog() };
+    // A model taking 20 ms per call (any real one takes longer).
+    const run: AgentsRun = { tools: new ToolLog(), modelDelayMs: 20 };
     const error = await lw.run(() => runAgentsAgent(run)).then(
       () => undefined,
       (e: unknown) => e,
