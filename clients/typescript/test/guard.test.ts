@@ -191,6 +191,46 @@ describe('guard', () => {
     }
   });
 
+  test('a restarted loopwatch: the Watch stream is reopened and the run is still stopped', async (t) => {
+    if (!requireServerBinary(t)) return;
+    let current = await startServer();
+    const restarted = instrument({
+      serviceName: 'ts-restart',
+      grpcAddress: current.grpcAddress,
+      adminUrl: current.adminUrl,
+      register: false,
+    });
+    const tools = new ToolLog();
+    const errors: Error[] = [];
+    try {
+      const error = await restarted
+        .run(
+          async () => {
+            current = await restartOnSamePorts(current);
+            await new Promise((r) => setTimeout(r, 2500)); // longer than the reconnect backoff cap
+            for (let i = 0; i < 30; i++) {
+              await traceToolCall({ name: 'fetch_url', arguments: { url: URL_ARG } }, () => tools.run(), {
+                tracer: restarted.tracer,
+              });
+              await new Promise((r) => setTimeout(r, 20));
+            }
+          },
+          { onError: (e) => errors.push(e) },
+        )
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      assert.ok(error instanceof LoopDetectedError, `got ${String(error)}`);
+      assert.equal(error.reason, 'kill');
+      assert.ok(tools.calls >= 6 && tools.calls <= 7, `${tools.calls} calls`);
+      assert.ok(errors.length >= 1, 'the broken stream was not reported to onError');
+    } finally {
+      await restarted.shutdown();
+      await current.stop();
+    }
+  });
+
   test('unreachable loopwatch: start rejects with a transport error', async (t) => {
     if (!requireServerBinary(t)) return;
     for (const transport of ['grpc', 'http'] as const) {
@@ -210,6 +250,11 @@ describe('guard', () => {
   });
 
 });
+
+async function restartOnSamePorts(server: Server): Promise<Server> {
+  await server.stop();
+  return startServer('', {}, server.ports);
+}
 
 async function waitFor(condition: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -22,6 +22,8 @@ export function loopwatchBin(): string {
 
 /** A running loopwatch. */
 export interface Server {
+  /** The three ports, to start another loopwatch in its place. */
+  ports: { grpc: number; http: number; admin: number };
   /** `127.0.0.1:port` of the OTLP gRPC listener (also Watch and Check). */
   grpcAddress: string;
   /** `http://127.0.0.1:port` of the admin API. */
@@ -46,10 +48,14 @@ async function freePort(): Promise<number> {
 }
 
 /** Default profiles plus anything in `extraToml` (e.g. a require_approval profile). */
-export async function startServer(extraToml = '', env: Record<string, string> = {}): Promise<Server> {
+export async function startServer(
+  extraToml = '',
+  env: Record<string, string> = {},
+  ports?: { grpc: number; http: number; admin: number },
+): Promise<Server> {
   const bin = loopwatchBin();
   if (!existsSync(bin)) throw new Error(`loopwatch binary not found at ${bin} (set LOOPWATCH_BIN)`);
-  const [grpc, http, admin] = [await freePort(), await freePort(), await freePort()];
+  const { grpc, http, admin } = ports ?? { grpc: await freePort(), http: await freePort(), admin: await freePort() };
   const dir = mkdtempSync(join(tmpdir(), 'loopwatch-ts-'));
   const config = join(dir, 'loopwatch.toml');
   writeFileSync(
@@ -85,6 +91,7 @@ export async function startServer(extraToml = '', env: Record<string, string> = 
     await new Promise((r) => setTimeout(r, 50));
   }
   return {
+    ports: { grpc, http, admin },
     grpcAddress: `127.0.0.1:${grpc}`,
     adminUrl,
     otlpHttpUrl: `http://127.0.0.1:${http}`,
