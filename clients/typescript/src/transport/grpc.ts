@@ -87,6 +87,18 @@ export class GrpcTransport implements SignalTransport {
       const request = { trace_id: filter.traceId ?? '', service_name: filter.serviceName ?? '', action: '' };
       const current = this.signals.Watch(request, this.metadata());
       call = current;
+      let done = false;
+      // A stream that failed or that loopwatch ended (restart, shutdown) is reported and
+      // reopened once, with backoff; INVALID_ARGUMENT and UNAUTHENTICATED are not retried.
+      const reopen = (error: LoopwatchTransportError, retry: boolean): void => {
+        if (done || closed) return;
+        done = true;
+        handlers.onError?.(error);
+        if (!retry) return;
+        timer = setTimeout(open, delay);
+        timer.unref();
+        delay = Math.min(delay * 2, 2000);
+      };
       current.on('metadata', () => {
         delay = this.reconnectDelayMs;
         if (!everReady) {
@@ -107,21 +119,22 @@ export class GrpcTransport implements SignalTransport {
         });
         if (!everReady) {
           closed = true;
+          done = true;
           rejectReady(wrapped);
           return;
         }
-        handlers.onError?.(wrapped);
-        // Unrecoverable answers are not retried.
-        if (error.code === grpc.status.INVALID_ARGUMENT || error.code === grpc.status.UNAUTHENTICATED) return;
-        timer = setTimeout(open, delay);
-        timer.unref();
-        delay = Math.min(delay * 2, 2000);
+        const fatal = error.code === grpc.status.INVALID_ARGUMENT || error.code === grpc.status.UNAUTHENTICATED;
+        reopen(wrapped, !fatal);
       });
       current.on('end', () => {
-        // A stream the server ended without error (shutdown): reopen like a broken one.
-        if (closed || !everReady) return;
-        timer = setTimeout(open, delay);
-        timer.unref();
+        if (!everReady) {
+          if (done || closed) return;
+          done = true;
+          closed = true;
+          rejectReady(new LoopwatchTransportError('loopwatch Watch: stream ended before it was set up'));
+          return;
+        }
+        reopen(new LoopwatchTransportError('loopwatch Watch: stream ended by loopwatch; reopening'), true);
       });
     };
     open();
