@@ -211,9 +211,15 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 }
 
 fn check_config(file: PathBuf) -> anyhow::Result<()> {
-    let config = Config::load(Some(&file), &[])?;
+    let (config, problems) = Config::load_with_problems(Some(&file), &[])?;
     for warning in loopwatch::config::env_names::unread_env_key_warnings() {
         eprintln!("warning: {warning}");
+    }
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("error: {problem}");
+        }
+        anyhow::bail!("{}: {} error(s)", file.display(), problems.len());
     }
     let profiles = config.profiles()?;
     let mut out = format!("{}: ok\n", file.display());
