@@ -1,5 +1,5 @@
 /**
- * Vercel AI SDK (`ai` v5/v6) integration: a `stopWhen` condition, a tool wrapper, a
+ * Vercel AI SDK (`ai` v6; tested with 6.0) integration: a `stopWhen` condition, a tool wrapper, a
  * `prepareStep` that shows loopwatch's nudges to the model, and `withLoopwatch()` that
  * adds all three (and the run's abort signal) to `generateText` / `streamText` settings.
  *
