@@ -57,3 +57,66 @@ async fn build_info_and_process_metrics_are_exposed() {
     assert_eq!(openmetrics.matches("# EOF").count(), 1);
     assert!(openmetrics.contains("process_open_fds "));
 }
+
+/// A tool span that ended three seconds before it arrives: counted in
+/// `loopwatch_ingest_lag_seconds` under its service, and one WARN names the SDK setting.
+#[tokio::test]
+async fn late_tool_spans_are_measured_and_warned_about_once() {
+    use common::{kv, s};
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+
+    let (mut child, fields, lines) = spawn_until_listening(serve_command(None));
+    let grpc = fields["grpc"].as_str().unwrap().to_owned();
+    let admin = fields["admin"].as_str().unwrap().to_owned();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let span = |i: u8, ago_ns: u64| opentelemetry_proto::tonic::trace::v1::Span {
+        trace_id: vec![9; 16],
+        span_id: vec![i; 8],
+        name: "execute_tool search".into(),
+        start_time_unix_nano: now - ago_ns - 1_000,
+        end_time_unix_nano: now - ago_ns,
+        attributes: vec![
+            kv("gen_ai.operation.name", s("execute_tool")),
+            kv("gen_ai.tool.name", s("search")),
+            kv("gen_ai.tool.call.arguments", s(&format!("{{\"q\":{i}}}"))),
+        ],
+        ..Default::default()
+    };
+    let mut request = common::request_of(vec![span(1, 3_000_000_000), span(2, 3_500_000_000)]);
+    request.resource_spans[0].resource = Some(Resource {
+        attributes: vec![kv("service.name", s("late-agent"))],
+        ..Default::default()
+    });
+    let mut client = TraceServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
+    client.export(request.clone()).await.unwrap();
+    client.export(request).await.unwrap();
+    let metrics = scrape(&admin).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let count = value(
+        &metrics,
+        "loopwatch_ingest_lag_seconds_count{service_name=\"late-agent\"}",
+    );
+    assert_eq!(count, 2.0, "{metrics}");
+    let sum = value(
+        &metrics,
+        "loopwatch_ingest_lag_seconds_sum{service_name=\"late-agent\"}",
+    );
+    assert!((6.0..30.0).contains(&sum), "two lags of about 3 s: {sum}");
+    let warnings: Vec<String> = lines
+        .try_iter()
+        .filter(|l| l.contains("OTEL_BSP_SCHEDULE_DELAY"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("\"level\":\"WARN\""),
+        "{}",
+        warnings[0]
+    );
+}

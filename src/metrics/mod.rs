@@ -8,6 +8,7 @@
 
 pub mod exposition;
 pub mod fleet;
+pub mod ingest_lag;
 pub mod process;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -62,6 +63,8 @@ pub struct Metrics {
     pub approvals: Family<ApprovalLabels, Counter>,
     /// Seconds from dequeue to the downstream's answer, per delivered request.
     pub forward_latency: Histogram,
+    /// How late tool spans arrive, per service ([`ingest_lag`]).
+    pub ingest_lag: ingest_lag::IngestLag,
     /// Detections by service, agent, pattern and severity (fleet view).
     pub loop_detections: Family<FleetDetectionLabels, Counter>,
     /// Runs, loop runs and kills per service/agent and time bucket (`/v1/summary`, `/ui`).
@@ -87,6 +90,7 @@ impl Default for Metrics {
             signals_published: Family::default(),
             approvals: Family::default(),
             forward_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            ingest_lag: Default::default(),
             loop_detections: Family::default(),
             fleet: crate::metrics::fleet::Fleet::default(),
             forward_queue_capacity: Default::default(),
@@ -524,6 +528,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         "signals_published",
         "Signals published (warn/kill/require_approval detections of profiles with signals on), by profile and action",
         state.metrics.signals_published.clone(),
+    );
+    r.register(
+        "ingest_lag_seconds",
+        "Seconds from the end of a request's latest tool span to its arrival, by service.name",
+        state.metrics.ingest_lag.histogram.clone(),
     );
     r.register(
         "approvals",
