@@ -341,26 +341,37 @@ pub fn parse_openmetrics(text: &str) -> Result<Scrape, String> {
         if kind != "histogram" {
             continue;
         }
-        let mut buckets: Vec<(f64, f64)> = scrape
+        // One series of buckets per label set (le aside): a labelled histogram has several.
+        let mut series: BTreeMap<BTreeMap<String, String>, Vec<(f64, f64)>> = BTreeMap::new();
+        for s in scrape
             .samples
             .iter()
             .filter(|s| s.name == format!("{family}_bucket"))
-            .map(|s| {
-                let le = s
-                    .labels
-                    .get("le")
-                    .ok_or(format!("{family}: bucket without le"))?;
-                Ok((parse_value(le)?, s.value))
-            })
-            .collect::<Result<_, String>>()?;
-        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-        if buckets.windows(2).any(|w| w[1].1 < w[0].1) {
-            return Err(format!("{family}: buckets not cumulative"));
+        {
+            let mut labels = s.labels.clone();
+            let le = labels
+                .remove("le")
+                .ok_or(format!("{family}: bucket without le"))?;
+            series
+                .entry(labels)
+                .or_default()
+                .push((parse_value(&le)?, s.value));
         }
-        let count = scrape.sum(&format!("{family}_count"), &[]);
-        match buckets.last() {
-            Some((le, v)) if le.is_infinite() && *v == count => {}
-            _ => return Err(format!("{family}: +Inf bucket must equal _count")),
+        for (labels, mut buckets) in series {
+            buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if buckets.windows(2).any(|w| w[1].1 < w[0].1) {
+                return Err(format!("{family}{labels:?}: buckets not cumulative"));
+            }
+            let count = scrape
+                .samples
+                .iter()
+                .filter(|s| s.name == format!("{family}_count") && s.labels == labels)
+                .map(|s| s.value)
+                .sum::<f64>();
+            match buckets.last() {
+                Some((le, v)) if le.is_infinite() && *v == count => {}
+                _ => return Err(format!("{family}{labels:?}: +Inf bucket must equal _count")),
+            }
         }
     }
     Ok(scrape)
