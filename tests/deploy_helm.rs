@@ -320,7 +320,7 @@ fn sidecar_mode_renders_an_injectable_native_sidecar() {
     );
     let template = &find(&objects, "ConfigMap", "lw-loopwatch-sidecar")["data"];
     let container = yaml_text(template["container.yaml"].as_str().unwrap());
-    check_container(&container, "loopwatch-admin");
+    check_container(&container, "lw-admin");
     assert_eq!(container["restartPolicy"], "Always", "native sidecar");
     assert_eq!(
         env(&container, "LOOPWATCH_RECEIVER__GRPC_LISTEN")["value"],
@@ -370,7 +370,7 @@ fn sidecar_mode_renders_an_injectable_native_sidecar() {
 
     let monitor = find(&objects, "PodMonitor", "lw-loopwatch");
     let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
-    assert_eq!(endpoint["port"], "loopwatch-admin");
+    assert_eq!(endpoint["port"], "lw-admin");
     assert_eq!(
         endpoint["authorization"]["credentials"]["key"],
         "admin-token"

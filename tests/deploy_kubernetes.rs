@@ -209,15 +209,15 @@ fn sidecar_overlay_renders_a_native_sidecar() {
     // a port of that name), with the admin token, as job="loopwatch".
     let monitor = find(&objects, "PodMonitor", "loopwatch");
     let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
-    assert_eq!(endpoint["port"], "loopwatch-admin");
+    assert_eq!(endpoint["port"], "lw-admin");
     assert!(lw["ports"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|p| p["name"] == "loopwatch-admin"));
+        .any(|p| p["name"] == "lw-admin"));
     for c in pod["containers"].as_array().unwrap() {
         let ports = c["ports"].as_array().cloned().unwrap_or_default();
-        assert!(!ports.iter().any(|p| p["name"] == "loopwatch-admin"), "{c}");
+        assert!(!ports.iter().any(|p| p["name"] == "lw-admin"), "{c}");
     }
     check_scrape_endpoint(endpoint);
     // The rules are not in this overlay (deploy/kubernetes/monitoring carries them).
@@ -402,4 +402,45 @@ fn gateway_overlay_renders_replicas_collector_rbac_and_operations() {
     assert!(config.contains("processors: [memory_limiter, batch]"));
     assert!(config.contains("routing_key: traceID"));
     assert!(config.contains("service: loopwatch-headless.${env:POD_NAMESPACE}"));
+}
+
+/// The admission webhook's layout: every object valid (cert-manager's Certificate and
+/// Issuer too), the webhook configuration calls the Service that selects the webhook's
+/// pods, a webhook that is down never blocks pods, and the certificate names that Service.
+#[test]
+fn webhook_overlay_renders_a_reachable_webhook() {
+    let Some(objects) = render("webhook") else {
+        return;
+    };
+    let deploy = find(&objects, "Deployment", "loopwatch-webhook");
+    let pod_labels = &deploy["spec"]["template"]["metadata"]["labels"];
+    let config = find(&objects, "MutatingWebhookConfiguration", "loopwatch-inject");
+    let webhooks = config["webhooks"].as_array().unwrap();
+    assert!(!webhooks.is_empty());
+    for hook in webhooks {
+        let service = &hook["clientConfig"]["service"];
+        let svc = find(&objects, "Service", service["name"].as_str().unwrap());
+        assert_eq!(svc["metadata"]["namespace"], service["namespace"], "{hook}");
+        assert!(selects(&svc["spec"]["selector"], pod_labels), "{svc}");
+        assert_eq!(
+            hook["failurePolicy"], "Ignore",
+            "a webhook outage must not block pods"
+        );
+        assert_eq!(hook["sideEffects"], "None");
+    }
+    let cert = find(&objects, "Certificate", "loopwatch-webhook");
+    let svc = &webhooks[0]["clientConfig"]["service"];
+    let dns = format!(
+        "{}.{}.svc",
+        svc["name"].as_str().unwrap(),
+        svc["namespace"].as_str().unwrap()
+    );
+    assert!(
+        cert["spec"]["dnsNames"]
+            .as_array()
+            .unwrap()
+            .contains(&Json::from(dns.clone())),
+        "{dns} not in {}",
+        cert["spec"]["dnsNames"]
+    );
 }

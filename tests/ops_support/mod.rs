@@ -30,7 +30,9 @@ pub fn tool(name: &str, also: &[&str], why: &str) -> Option<PathBuf> {
         .chain(also.iter().map(PathBuf::from))
         .find(|p| p.is_file());
     if found.is_none() {
-        let msg = format!("{name} not found ({why}); .ci/run installs it");
+        let msg = format!(
+            "{name} not found ({why}); deploy/tools/install-tools.sh installs it (.ci/run runs it)"
+        );
         if in_ci() {
             panic!("{msg}");
         }
