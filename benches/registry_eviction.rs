@@ -38,6 +38,7 @@ fn events(first_run: u64, runs: u64) -> Vec<RunEvent> {
                     tool_name: Arc::from("search"),
                     call_fingerprint: Some([call as u8; 32]),
                     result_fingerprint: None,
+                    traits: Default::default(),
                 },
                 call: Default::default(),
             });

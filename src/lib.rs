@@ -12,6 +12,8 @@ pub mod admin;
 pub mod annotate;
 /// The offline commands: `scan`, `explain`, `replay`.
 pub mod cli;
+/// How calls are compared: result noise, echoed arguments, outcomes, effects, signatures.
+pub mod compare;
 /// Configuration: defaults, file, environment and flags layered into one `Config`.
 pub mod config;
 /// Reading tool calls and model responses from spans, per framework convention.

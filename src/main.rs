@@ -227,7 +227,9 @@ fn run_explain(args: ExplainArgs) -> anyhow::Result<()> {
     // Every event of a recorded run is explained: nothing is forgotten or evicted.
     config.registry.max_events_per_run = usize::MAX;
     config.registry.max_runs = usize::MAX;
-    let engine = Engine::from_config(&config)?;
+    let mut engine = Engine::from_config(&config)?;
+    // The compared forms of each call (normalised results, commands, effects) are shown.
+    engine.keep_forms();
     let files = scan::request_files(&input.paths)?;
     let runs = loopwatch::cli::explain::explain(&engine, &files, input.profile.as_deref())?;
     let text = match args.format {

@@ -1,6 +1,8 @@
 //! Property: a tool with `ignore = true` (`[[tools]]`), inserted anywhere into any corpus
 //! run, never changes its detections — same completing spans, patterns, counts,
-//! severities, call ordinals and occurrences.
+//! severities, response ordinals and occurrences. Call ordinals count every call of the
+//! run, ignored ones included (the number a person counts in the trace): they only grow
+//! by the ignored calls inserted before the completing one.
 
 mod common;
 
@@ -140,7 +142,15 @@ proptest! {
             let span = wait_span(sibling, start, n as u64, *same_args);
             changed[r].resource_spans[0].scope_spans[0].spans.push(span);
         }
-        prop_assert_eq!(detections(&changed), before);
+        let after = detections(&changed);
+        let without_call = |keys: &[Key]| -> Vec<Key> {
+            keys.iter().map(|k| { let mut k = k.clone(); k.6 = None; k }).collect()
+        };
+        prop_assert_eq!(without_call(&after), without_call(&before));
+        for (a, b) in after.iter().zip(&before) {
+            let grown = a.6.zip(b.6).is_none_or(|(a, b)| a >= b && a <= b + inserts.len());
+            prop_assert!(grown, "call {:?} before, {:?} with the ignored calls", b.6, a.6);
+        }
     }
 }
 

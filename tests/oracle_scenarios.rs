@@ -55,6 +55,7 @@ fn observations(scenario: &Value, fingerprinter: &Fingerprinter) -> Vec<Observat
                             .map(|args| fingerprinter.call_fingerprint(tool, &payload(args))),
                         result_fingerprint: fingerprinter
                             .result_fingerprint(&status, result.as_ref()),
+                        traits: Default::default(),
                     });
                 }
             }

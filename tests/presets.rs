@@ -24,6 +24,7 @@ fn call(tool: &str, arg: u8, result: Option<u8>) -> Observation {
         tool_name: Arc::from(tool),
         call_fingerprint: Some([arg; 32]),
         result_fingerprint: result.map(|r| [r; 32]),
+        traits: Default::default(),
     }
 }
 

@@ -62,6 +62,15 @@ pub fn reason_of(det: &Detection) -> String {
             "{first} returned the same result {} times in a row for the same arguments",
             det.count
         ),
+        Pattern::RepeatedOutcome => format!(
+            "{} returned the same outcome {} times in a row with different arguments",
+            joined(tools, ", "),
+            det.count
+        ),
+        Pattern::NearRepeat => format!(
+            "{first} was called {} times in a row with near-identical arguments and the same result",
+            det.count
+        ),
         Pattern::AlternatingCalls => format!(
             "{} and {} alternated {} times with the same arguments",
             first,
@@ -82,10 +91,17 @@ pub fn reason_of(det: &Detection) -> String {
             None => "a run budget was exceeded".to_string(),
         },
     };
-    if det.severity == crate::detector::Severity::Info {
-        format!("{sentence}, but the results changed (progress, not a loop)")
-    } else {
-        sentence
+    match (det.severity, det.evidence) {
+        (crate::detector::Severity::Info, _) => {
+            format!("{sentence}, but the results changed (progress, not a loop)")
+        }
+        (_, crate::detector::Evidence::Noise) => format!(
+            "{sentence} (the results differed only in volatile noise: counters, times, ids, addresses)"
+        ),
+        (_, crate::detector::Evidence::Growth) => format!(
+            "{sentence} (the results only grew by the same block at each call: no progress)"
+        ),
+        _ => sentence,
     }
 }
 
@@ -336,6 +352,7 @@ mod tests {
                 call: Some(5),
                 response: None,
                 budget: None,
+                evidence: Default::default(),
             }),
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),

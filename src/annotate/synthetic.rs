@@ -136,6 +136,7 @@ mod tests {
                 call: Some(3),
                 response: None,
                 budget: None,
+                evidence: Default::default(),
             }),
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),

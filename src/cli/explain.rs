@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::annotate::reason;
 use crate::cli::scan::{scan, ScanError};
-use crate::detector::explain::Verdict;
-use crate::detector::{Detector, Observation};
+use crate::detector::explain::{Change, Verdict};
+use crate::detector::{CallTraits, Detector, Observation};
 use crate::engine::Engine;
 use crate::fingerprint::Fingerprint;
 use crate::otlp::hex_id;
@@ -59,8 +59,9 @@ pub struct StepExplanation {
     /// its result is shown on its call, before it) or `outer_response` (a model-response
     /// span with a span of the same response nested in it: that one is the response).
     pub kind: &'static str,
-    /// 1-based ordinal among the tool calls the profile counts (ignored tools excluded),
-    /// or among text responses for `text_response`.
+    /// 1-based ordinal among the run's tool calls (ignored tools and transient errors
+    /// included: the number a detection names), or among text responses for
+    /// `text_response`.
     pub ordinal: Option<usize>,
     pub tool: Option<String>,
     /// Short fingerprints (16 hex chars of the keyed HMAC, as in `loop.fingerprints`) of the
@@ -68,11 +69,30 @@ pub struct StepExplanation {
     pub arguments: Option<String>,
     pub result: Option<String>,
     pub text: Option<String>,
-    /// `fired`, `ignored`, `no_arguments`, `below_threshold`, `text_streak`,
+    /// The command of a shell tool (when the engine kept the compared forms).
+    pub command: Option<String>,
+    /// Whether the call changes state: `reads`, `writes`, `moves` (`cd`), or `None` when
+    /// not classed.
+    pub effect: Option<&'static str>,
+    /// The result (or error message) as compared: volatile noise and echoed argument words
+    /// replaced (`<n>`, `<time>`, `<arg>`…); `None` for a JSON result or none captured.
+    pub compared_result: Option<String>,
+    /// The compared result differs from the recorded one.
+    pub normalised: bool,
+    /// The result counts as an outcome (for repeated_outcome).
+    pub outcome: bool,
+    /// How the result compares with the one before it with the same arguments: `same`,
+    /// `same_but_noise`, `grew` (by the same block: no progress), `changed` (progress).
+    pub change: Option<&'static str>,
+    /// Earlier calls with these arguments were before a state change with new arguments
+    /// (an edit): they were not counted.
+    pub reset_by_state_change: bool,
+    /// `fired`, `ignored`, `transient`, `no_arguments`, `below_threshold`, `text_streak`,
     /// `tool_call_response`, `result_span`.
     pub verdict: &'static str,
-    /// For `below_threshold`: repeated_call, repeated_result and alternating_calls
-    /// (complete A,B cycles ending the window); for `text_streak`: repeated_text.
+    /// For `below_threshold`: repeated_call, repeated_result, repeated_outcome, near_repeat
+    /// and alternating_calls (complete A,B cycles ending the window); for `text_streak`:
+    /// repeated_text.
     pub counts: Vec<Count>,
     pub fired: Option<Fired>,
 }
@@ -169,6 +189,13 @@ pub fn explain(
                         arguments: None,
                         result: None,
                         text: None,
+                        command: None,
+                        effect: None,
+                        compared_result: None,
+                        normalised: false,
+                        outcome: false,
+                        change: None,
+                        reset_by_state_change: false,
                         verdict: "",
                         counts: Vec::new(),
                         fired: None,
@@ -178,14 +205,20 @@ pub fn explain(
                             tool_name,
                             call_fingerprint,
                             result_fingerprint,
+                            traits,
                         } => {
                             line.tool = Some(tool_name.to_string());
                             line.arguments = call_fingerprint.as_ref().map(short);
                             line.result = result_fingerprint.as_ref().map(short);
-                            if step.verdict != Verdict::Ignored {
-                                calls += 1;
-                                line.ordinal = Some(calls);
+                            line.outcome = traits.has(CallTraits::OUTCOME);
+                            if let Some(forms) = engine.forms_of(&event.span_id) {
+                                line.command = forms.command;
+                                line.effect = forms.effect;
+                                line.compared_result = forms.compared_result;
+                                line.normalised = forms.normalised;
                             }
+                            calls += 1;
+                            line.ordinal = Some(calls);
                         }
                         Observation::TextResponse { text_fingerprint } => {
                             texts += 1;
@@ -198,6 +231,7 @@ pub fn explain(
                         Observation::ToolResult {
                             tool_name,
                             result_fingerprint,
+                            ..
                         } => {
                             line.kind = "tool_result";
                             line.tool = Some(tool_name.to_string());
@@ -207,20 +241,37 @@ pub fn explain(
                     line.verdict = match step.verdict {
                         Verdict::Fired => "fired",
                         Verdict::Ignored => "ignored",
+                        Verdict::Transient => "transient",
                         Verdict::NoArguments => "no_arguments",
                         Verdict::BelowThreshold {
                             same_calls,
                             repeated_call,
                             same_results,
                             repeated_result,
+                            same_outcomes,
+                            repeated_outcome,
+                            near_repeats,
+                            near_repeat,
                             alternations,
                             alternating_calls,
+                            change,
+                            reset_by_state_change,
                         } => {
                             line.counts = vec![
                                 count("repeated_call", same_calls, repeated_call),
                                 count("repeated_result", same_results, repeated_result),
+                                count("repeated_outcome", same_outcomes, repeated_outcome),
+                                count("near_repeat", near_repeats, near_repeat),
                                 count("alternating_calls", alternations, alternating_calls),
                             ];
+                            line.change = match change {
+                                Change::Unknown => None,
+                                Change::Same => Some("same"),
+                                Change::SameButNoise => Some("same_but_noise"),
+                                Change::Grew => Some("grew"),
+                                Change::Changed => Some("changed"),
+                            };
+                            line.reset_by_state_change = reset_by_state_change;
                             "below_threshold"
                         }
                         Verdict::TextStreak {
@@ -253,6 +304,8 @@ pub fn explain(
                     ("window", settings.window),
                     ("repeated_call", settings.repeated_call),
                     ("repeated_result", settings.repeated_result),
+                    ("repeated_outcome", settings.repeated_outcome),
+                    ("near_repeat", settings.near_repeat),
                     ("alternating_calls", settings.alternating_calls),
                     ("cycle", settings.cycle),
                     ("max_cycle_period", settings.max_cycle_period),
@@ -404,15 +457,28 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
             .filter_map(|c| {
                 let (rule, n) = (c.rule, c.count);
                 match (rule, c.threshold) {
-                    // Alternation is shown once it is under way (two cycles).
-                    ("alternating_calls", _) if n < 2 => None,
+                    // Alternation, outcomes and near repeats are shown once under way.
+                    ("alternating_calls" | "repeated_outcome" | "near_repeat", _) if n < 2 => None,
+                    ("repeated_outcome" | "near_repeat", 0) => None,
                     (_, 0) => Some(format!("{rule} off")),
                     ("repeated_result", t) if step.result.is_none() => {
                         Some(format!("{rule} -/{t} (no result captured)"))
                     }
-                    ("repeated_result", t) if n < same_calls => {
-                        Some(format!("{rule} {n}/{t} (result changed: progress)"))
-                    }
+                    ("repeated_result", t) => Some(match step.change {
+                        Some("grew") => {
+                            format!("{rule} {n}/{t} (result grew by the same block: no progress)")
+                        }
+                        _ if n < same_calls => {
+                            format!("{rule} {n}/{t} (result changed: progress)")
+                        }
+                        Some("same_but_noise") => {
+                            format!("{rule} {n}/{t} (same result once noise is removed)")
+                        }
+                        _ => format!("{rule} {n}/{t}"),
+                    }),
+                    ("repeated_call", t) if step.reset_by_state_change => Some(format!(
+                        "{rule} {n}/{t} (counted since the last state change: edit and retry)"
+                    )),
                     (_, t) => Some(format!("{rule} {n}/{t}")),
                 }
             })
@@ -425,6 +491,9 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
             f.pattern, f.severity, f.span_id, f.occurrence, f.reason
         ),
         ("ignored", _) => "ignored by [[tools]] (removed from the sequence)".to_string(),
+        ("transient", _) => {
+            "transient error (transient_errors): counts toward no pattern".to_string()
+        }
         ("no_arguments", _) => "arguments not captured (part of no pattern)".to_string(),
         ("below_threshold", _) => counts("below threshold: "),
         ("text_streak", _) => counts("below threshold: "),
@@ -435,5 +504,17 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
         }
         (other, _) => other.to_string(),
     };
-    format!("{head}{verdict}")
+    let mut line = format!("{head}{verdict}");
+    let mut notes = Vec::new();
+    if let Some(effect) = step.effect.filter(|e| *e != "reads") {
+        notes.push(format!("{effect} state"));
+    }
+    if !notes.is_empty() {
+        line.push_str(&format!(" [{}]", notes.join(", ")));
+    }
+    if let (true, Some(compared)) = (step.normalised, &step.compared_result) {
+        let shown: String = compared.chars().take(160).collect();
+        line.push_str(&format!("\n        compared as {shown:?}"));
+    }
+    line
 }

@@ -22,7 +22,7 @@ impl Engine {
     /// stable only for the life of the process).
     pub fn from_config(config: &Config) -> Result<Engine, EngineError> {
         let profiles = config.profiles()?;
-        let registry = Registry::new(profiles, config.registry.clone());
+        let registry = Registry::new(profiles.clone(), config.registry.clone());
         let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
         let fingerprint_key = match config.detection.fingerprint_key.as_deref() {
             Some(key) if !key.is_empty() => FingerprintKey::new(key.as_bytes()),
@@ -36,8 +36,15 @@ impl Engine {
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
             custom_conventions: config.conventions.custom.clone(),
         };
+        let near = profiles.iter().any(|p| p.near_repeat > 0)
+            || config
+                .tools
+                .iter()
+                .any(|t| t.near_repeat.is_some_and(|n| n > 0));
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = config.fingerprint_rules()?;
+        engine.comparer = crate::compare::Comparer::new(&config.detection.compare_config());
+        engine.comparer.near_signatures = near;
         if config.budgets.any() {
             engine.budgets = Some(BudgetTracker::new(
                 config.budgets.clone(),

@@ -89,11 +89,27 @@ pub struct DetectionConfig {
     pub max_bytes: usize,
     /// Structured values nested deeper than this are hashed raw (default 64).
     pub max_depth: usize,
+    /// Replace the built-in volatile patterns (shell line counters, timestamps, durations,
+    /// PIDs, hex addresses, temporary paths, UUIDs and request ids, ANSI escapes, progress
+    /// bars) in plain-text results and error messages before comparing them (default true).
+    pub builtin_volatile_patterns: bool,
+    /// Mask the words of a call's arguments echoed in its result before comparing
+    /// outcomes (default true).
+    pub argument_echo: bool,
+    /// Letters (outside markup tags) a result needs to count as an outcome for
+    /// repeated_outcome (default 10).
+    pub min_outcome_letters: usize,
+    /// Class tools as state-changing by name and shell tools by command (default true).
+    pub mutation_heuristics: bool,
+    /// Fingerprint shell tools' commands in normal form (whitespace, quoting, a leading
+    /// `cd DIR &&`); changes their call fingerprints (default false).
+    pub shell_normalise: bool,
 }
 
 impl Default for DetectionConfig {
     fn default() -> Self {
         let f = FingerprintConfig::default();
+        let c = crate::compare::CompareConfig::default();
         DetectionConfig {
             run_key: None,
             run_key_attribute: String::new(),
@@ -104,6 +120,11 @@ impl Default for DetectionConfig {
             tool_volatile_keys: f.tool_volatile_keys,
             max_bytes: f.max_bytes,
             max_depth: f.max_depth,
+            builtin_volatile_patterns: c.builtin_volatile_patterns,
+            argument_echo: c.argument_echo,
+            min_outcome_letters: c.min_outcome_letters,
+            mutation_heuristics: c.mutation_heuristics,
+            shell_normalise: c.shell_normalise,
         }
     }
 }
@@ -133,6 +154,17 @@ impl DetectionConfig {
                 )))
             }
             (Some(mode), _) => Ok(mode),
+        }
+    }
+
+    /// The comparison settings of this section ([`crate::compare`]).
+    pub fn compare_config(&self) -> crate::compare::CompareConfig {
+        crate::compare::CompareConfig {
+            builtin_volatile_patterns: self.builtin_volatile_patterns,
+            argument_echo: self.argument_echo,
+            min_outcome_letters: self.min_outcome_letters,
+            mutation_heuristics: self.mutation_heuristics,
+            shell_normalise: self.shell_normalise,
         }
     }
 

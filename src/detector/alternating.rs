@@ -22,13 +22,15 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
     if !alternates {
         return None;
     }
+    let (progress, evidence) = shows_progress(seq.iter());
     Some(Match {
         pattern: Pattern::AlternatingCalls,
         tool_names: vec![seq[0].tool_name.clone(), seq[1].tool_name.clone()],
         count: threshold,
-        progress: shows_progress(seq.iter()),
+        progress,
         fingerprints: vec![*a, *b],
         members: seq.iter().map(|r| r.index).collect(),
+        evidence,
     })
 }
 

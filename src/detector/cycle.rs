@@ -32,13 +32,15 @@ pub(crate) fn check(
                     fingerprints.push(*fp);
                 }
             }
+            let (progress, evidence) = shows_progress(seq.iter());
             return Some(Match {
                 pattern: Pattern::Cycle,
                 tool_names: seq[..period].iter().map(|r| r.tool_name.clone()).collect(),
                 count: threshold,
-                progress: shows_progress(seq.iter()),
+                progress,
                 fingerprints,
                 members: seq.iter().map(|r| r.index).collect(),
+                evidence,
             });
         }
     }

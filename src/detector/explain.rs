@@ -3,7 +3,10 @@
 //! Pure and synchronous like the rest of the detector; it reads the detector's state
 //! after the observation and changes nothing the detections depend on.
 
-use super::{occurrences, Detection, Detector, Observation, ResultScope};
+use super::{
+    near_repeat, occurrences, progress, repeated_outcome, CallTraits, Detection, Detector,
+    Evidence, Observation, ResultScope,
+};
 
 /// What one observation did in one profile's detector.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,6 +16,22 @@ pub struct Step {
     pub verdict: Verdict,
 }
 
+/// How a call's result compares with the result of the call before it with the same
+/// arguments (in the same epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// No earlier call with these arguments, or a result not captured.
+    Unknown,
+    /// The same result.
+    Same,
+    /// The same once noise was removed (the raw results differ).
+    SameButNoise,
+    /// The result grew by the same block as the ones before it: no progress.
+    Grew,
+    /// A different result: progress.
+    Changed,
+}
+
 /// Why a step did or did not complete a detection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -20,6 +39,8 @@ pub enum Verdict {
     Fired,
     /// A `[[tools]]` entry with `ignore = true` matched: removed from the sequence.
     Ignored,
+    /// An error that matched the tool's `transient_errors`: removed from the sequence.
+    Transient,
     /// A tool call whose arguments were not captured: it counts for the call ordinal but
     /// is part of no pattern.
     NoArguments,
@@ -29,14 +50,26 @@ pub enum Verdict {
     /// `repeated_result_scope = "run"`), against `repeated_result` (0 when the result was
     /// not captured); `alternations`: complete A,B cycles (A ≠ B) ending the window,
     /// against `alternating_calls` (the larger of the two tools' thresholds, 0 if either
-    /// has it off). Thresholds are the tool's own (`[[tools]]`) where set; 0 = off.
+    /// has it off); `same_outcomes`: calls in a row ending here with this outcome, against
+    /// `repeated_outcome`; `near_repeats`: calls in a row with near-identical arguments and
+    /// this result, against `near_repeat`. Thresholds are the tool's own (`[[tools]]`) where
+    /// set; 0 = off. `change` says how this call's result compares with the one before it
+    /// with the same arguments.
     BelowThreshold {
         same_calls: usize,
         repeated_call: usize,
         same_results: usize,
         repeated_result: usize,
+        same_outcomes: usize,
+        repeated_outcome: usize,
+        near_repeats: usize,
+        near_repeat: usize,
         alternations: usize,
         alternating_calls: usize,
+        change: Change,
+        /// Earlier calls with these arguments in the window were before a state change
+        /// with new arguments, so they were not counted (edit-and-retry).
+        reset_by_state_change: bool,
     },
     /// A text-only model response: `streak` identical responses in a row so far, against
     /// `repeated_text` (0 = off).
@@ -71,10 +104,14 @@ impl Detector {
                 tool_name,
                 call_fingerprint,
                 result_fingerprint,
+                traits,
             } => {
                 let treatment = self.settings.tools.treatment(tool_name);
                 if treatment.is_some_and(|t| t.ignore) {
                     return Verdict::Ignored;
+                }
+                if traits.has(CallTraits::TRANSIENT) {
+                    return Verdict::Transient;
                 }
                 if call_fingerprint.is_none() {
                     return Verdict::NoArguments;
@@ -85,7 +122,26 @@ impl Detector {
                 let Some(current) = window.last() else {
                     return Verdict::NoArguments;
                 };
-                let same = occurrences(window, &current.fingerprint);
+                let from = super::counted_from(&self.settings, window);
+                let same = occurrences(window, &current.fingerprint, from);
+                let change = match same.len().checked_sub(2).map(|i| &window[same[i]]) {
+                    None => Change::Unknown,
+                    Some(_) if current.result.is_none() => Change::Unknown,
+                    Some(before) if before.result == current.result => {
+                        if current.traits.has(CallTraits::NOISE) {
+                            Change::SameButNoise
+                        } else {
+                            Change::Same
+                        }
+                    }
+                    Some(_) => match progress::shows_progress(same.iter().map(|&i| &window[i])) {
+                        (false, Evidence::Growth) => Change::Grew,
+                        _ => Change::Changed,
+                    },
+                };
+                let reset_by_state_change = window[..from.min(window.len())]
+                    .iter()
+                    .any(|r| r.fingerprint == current.fingerprint);
                 let same_results = match (result_fingerprint, self.settings.repeated_result_scope) {
                     (None, _) => 0,
                     (Some(_), ResultScope::Run) => self
@@ -103,6 +159,15 @@ impl Detector {
                     repeated_call: limits.repeated_call,
                     same_results,
                     repeated_result: limits.repeated_result,
+                    same_outcomes: repeated_outcome::streak(window),
+                    repeated_outcome: limits.repeated_outcome,
+                    near_repeats: near_repeat::near_streak(
+                        window,
+                        self.settings.near_repeat_distance,
+                    ),
+                    near_repeat: limits.near_repeat,
+                    change,
+                    reset_by_state_change,
                     alternations: alternating_suffix(window) / 2,
                     alternating_calls: super::joint(
                         &self.settings,
@@ -146,6 +211,7 @@ mod tests {
             tool_name: Arc::from(tool),
             call_fingerprint: Some([args; 32]),
             result_fingerprint: Some([result; 32]),
+            traits: CallTraits::default(),
         }
     }
 
@@ -167,21 +233,27 @@ mod tests {
                 step.verdict
             })
             .collect();
-        let below = |same_calls, same_results, alternations| Verdict::BelowThreshold {
+        let below = |same_calls, same_results, alternations, change| Verdict::BelowThreshold {
             same_calls,
             repeated_call: 5,
             same_results,
             repeated_result: 3,
+            same_outcomes: 0,
+            repeated_outcome: 6,
+            near_repeats: 0,
+            near_repeat: 4,
             alternations,
             alternating_calls: 3,
+            change,
+            reset_by_state_change: false,
         };
         assert_eq!(
             verdicts,
             [
-                below(1, 1, 0),
-                below(2, 1, 0),
-                below(1, 1, 1),
-                below(3, 2, 1)
+                below(1, 1, 0, Change::Unknown),
+                below(2, 1, 0, Change::Changed),
+                below(1, 1, 1, Change::Unknown),
+                below(3, 2, 1, Change::Same)
             ]
         );
         let step = d.explain(&call("read", 1, 2));
@@ -236,6 +308,7 @@ mod tests {
             tool_name: Arc::from("read"),
             call_fingerprint: None,
             result_fingerprint: None,
+            traits: CallTraits::default(),
         };
         assert_eq!(d.explain(&blind).verdict, Verdict::NoArguments);
     }

@@ -13,6 +13,7 @@
 //!     tool_name: Arc::from("fetch_url"),
 //!     call_fingerprint: Some([1; 32]),
 //!     result_fingerprint: Some([2; 32]), // the same error every time
+//!     traits: Default::default(),
 //! };
 //! assert_eq!(nudge.observe(&same_call), None);
 //! assert_eq!(nudge.observe(&same_call), None);
@@ -27,21 +28,29 @@ pub mod budget;
 mod cycle;
 mod escalation;
 pub mod explain;
+mod names;
+mod near_repeat;
 pub mod profile;
+mod progress;
 mod repeated_call;
+mod repeated_outcome;
 mod repeated_result;
 mod repeated_text;
+mod resets;
 pub mod tools;
+pub mod traits;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::fingerprint::Fingerprint;
 use escalation::Escalation;
+pub use names::{Pattern, Severity, UnknownName};
 pub use profile::{Action, Limits, ProfileError, ProfileSettings, ResultScope};
 use repeated_result::RunStreaks;
 use repeated_text::TextStreak;
 pub use tools::{FingerprintRules, ToolRule, ToolRules};
+pub use traits::CallTraits;
 
 /// One step of a run, in start-time order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,8 +61,11 @@ pub enum Observation {
         tool_name: Arc<str>,
         call_fingerprint: Option<Fingerprint>,
         /// `None` when the result was not captured (never counts for repeated_result,
-        /// never shows progress).
+        /// never shows progress). The comparison fingerprint ([`crate::compare`]): noise
+        /// and echoed arguments of a plain-text result are out of it.
         result_fingerprint: Option<Fingerprint>,
+        /// What the engine read beside the fingerprints (default: nothing known).
+        traits: CallTraits,
     },
     /// A model response without tool calls; `text_fingerprint` is the SHA-256 of its text
     /// lower-cased with whitespace collapsed and trimmed
@@ -68,138 +80,14 @@ pub enum Observation {
     ToolResult {
         tool_name: Arc<str>,
         result_fingerprint: Fingerprint,
+        /// The result's half of the call's traits ([`CallTraits::with_result_of`]).
+        traits: CallTraits,
     },
     /// A model response whose span has a span of the same response nested in it (one LLM
     /// call traced by two instrumentations): the nested span is the response, this one
     /// takes its place in the sequence and changes nothing. The registry observes it so
     /// (`registry::merge::observation`), never the engine.
     OuterResponse,
-}
-
-/// Loop patterns, in the order they are checked for a tool call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Pattern {
-    RepeatedResult,
-    AlternatingCalls,
-    Cycle,
-    RepeatedCall,
-    RepeatedText,
-    /// A `[budgets]` limit was passed ([`budget`]).
-    BudgetExceeded,
-}
-
-impl Pattern {
-    /// Every pattern, in the order call patterns are checked (repeated_text last).
-    pub const ALL: [Pattern; 6] = [
-        Pattern::RepeatedResult,
-        Pattern::AlternatingCalls,
-        Pattern::Cycle,
-        Pattern::RepeatedCall,
-        Pattern::RepeatedText,
-        Pattern::BudgetExceeded,
-    ];
-
-    /// The wire name (`loop.pattern`, signals, scan output), e.g. `"repeated_call"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Pattern::RepeatedResult => "repeated_result",
-            Pattern::AlternatingCalls => "alternating_calls",
-            Pattern::Cycle => "cycle",
-            Pattern::RepeatedCall => "repeated_call",
-            Pattern::RepeatedText => "repeated_text",
-            Pattern::BudgetExceeded => "budget_exceeded",
-        }
-    }
-}
-
-/// How serious a detection is. `Info` = progress was seen (never a kill). Serialized
-/// lowercase (`"info"`, `"warn"`, `"kill"`), as in `loop.severity` and signals.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warn,
-    Kill,
-}
-
-impl Severity {
-    /// Every severity, least severe first.
-    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warn, Severity::Kill];
-
-    /// The position in [`Severity::ALL`] (info 0, warn 1, kill 2): an index for counts
-    /// and queues kept per severity.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// `"info"`, `"warn"` or `"kill"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warn => "warn",
-            Severity::Kill => "kill",
-        }
-    }
-
-    /// The action a detection of this severity asks of the agent runtime: `None` for
-    /// `Info` (progress never signals).
-    pub fn action(self) -> Option<Action> {
-        match self {
-            Severity::Info => None,
-            Severity::Warn => Some(Action::Warn),
-            Severity::Kill => Some(Action::Kill),
-        }
-    }
-
-    /// The action a detection of this severity asks for in a profile whose action is
-    /// `profile`: none for progress, `warn` for warn, and for a kill-level detection the
-    /// profile's own stopping action (`kill`, or `require_approval`). The one rule signals,
-    /// checks and denials share.
-    pub fn action_in(self, profile: Action) -> Option<Action> {
-        match (self, profile) {
-            (Severity::Kill, Action::RequireApproval) => Some(Action::RequireApproval),
-            _ => self.action(),
-        }
-    }
-}
-
-impl std::fmt::Display for Severity {
-    /// The wire name, as [`Severity::as_str`].
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Severity {
-    type Err = UnknownName;
-
-    /// `"info"`, `"warn"` or `"kill"` (exact, lowercase); anything else is [`UnknownName`].
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "info" => Ok(Severity::Info),
-            "warn" => Ok(Severity::Warn),
-            "kill" => Ok(Severity::Kill),
-            _ => Err(UnknownName {
-                what: "severity",
-                got: s.to_owned(),
-                expected: "\"info\", \"warn\" or \"kill\"",
-            }),
-        }
-    }
-}
-
-/// A severity or action name that is not one of the known lowercase names.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {what} {got:?}: expected {expected}")]
-pub struct UnknownName {
-    /// `"severity"` or `"action"`.
-    pub what: &'static str,
-    /// The name given.
-    pub got: String,
-    /// The accepted names, for the message.
-    pub expected: &'static str,
 }
 
 /// A detected loop.
@@ -225,6 +113,33 @@ pub struct Detection {
     pub response: Option<usize>,
     /// For `budget_exceeded`: which budget, its limit and the figure.
     pub budget: Option<budget::Exceeded>,
+    /// Why results that differ byte for byte were not taken as progress.
+    pub evidence: Evidence,
+}
+
+/// Why a detection's results count as no progress though their bytes differ (said on the
+/// detection's reason and in `explain`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Evidence {
+    /// Nothing to say: the results were the same, or changed (progress).
+    #[default]
+    None,
+    /// The results differed only in volatile noise (timestamps, counters, addresses…),
+    /// removed before they were compared.
+    Noise,
+    /// A result grew by the same block at each call.
+    Growth,
+}
+
+impl Evidence {
+    /// `"noise"`, `"growth"`, or `None`.
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            Evidence::None => None,
+            Evidence::Noise => Some("noise"),
+            Evidence::Growth => Some("growth"),
+        }
+    }
 }
 
 /// Per-run, per-profile detector state. Bounded: it keeps at most
@@ -310,20 +225,27 @@ impl Detector {
                 tool_name,
                 call_fingerprint,
                 result_fingerprint,
+                traits,
             } => {
+                // Every call has its ordinal, ignored and transient ones too: the numbers
+                // a person counts in the trace.
+                self.calls += 1;
                 let treatment = self.settings.tools.treatment(tool_name).copied();
-                if treatment.is_some_and(|t| t.ignore) {
+                if treatment.is_some_and(|t| t.ignore) || traits.has(CallTraits::TRANSIENT) {
                     return None; // removed from the sequence
                 }
                 self.reset_text();
-                self.calls += 1;
                 let fingerprint = (*call_fingerprint)?;
+                // A move (`cd ..`) says nothing in its result: its result is not compared
+                // unless it is an outcome (`cd: x: No such file or directory`).
+                let compared = !traits.has(CallTraits::MOVES) || traits.has(CallTraits::OUTCOME);
                 let record = CallRecord {
                     fingerprint,
-                    result: *result_fingerprint,
+                    result: result_fingerprint.filter(|_| compared),
                     tool_name: tool_name.clone(),
                     index,
                     rule: treatment.map_or(0, |t| u32::try_from(t.entry + 1).unwrap_or(0)),
+                    traits: *traits,
                 };
                 if self.settings.repeated_result_scope == ResultScope::Run {
                     let threshold = self.settings.call_limits(&record).repeated_result;
@@ -344,7 +266,15 @@ impl Detector {
                 if let Some(streaks) = &mut self.streaks {
                     streaks.clear();
                 }
-                let severity = self.severity(found.progress, found.pattern, &found.fingerprints);
+                let mut severity =
+                    self.severity(found.progress, found.pattern, &found.fingerprints);
+                if let (Pattern::NearRepeat, Some(fixed), false) = (
+                    found.pattern,
+                    self.settings.near_repeat_severity,
+                    found.progress,
+                ) {
+                    severity = fixed;
+                }
                 Some(Detection {
                     pattern: found.pattern,
                     tool_names: found.tool_names,
@@ -356,6 +286,7 @@ impl Detector {
                     call: Some(self.calls),
                     response: None,
                     budget: None,
+                    evidence: found.evidence,
                 })
             }
             Observation::ToolCallResponse => {
@@ -385,6 +316,7 @@ impl Detector {
                     call: None,
                     response: Some(self.responses),
                     budget: None,
+                    evidence: Evidence::None,
                 })
             }
         }
@@ -398,24 +330,31 @@ impl Detector {
     }
 
     /// The call patterns in priority order: repeated_result (in the window, or in the run
-    /// with `repeated_result_scope = "run"`), alternating_calls (window), cycle (may look
-    /// back past the window, over the calls kept since the last detection), repeated_call
-    /// (window). Thresholds are those of the completing call's tool; a pattern spanning
-    /// several tools takes the largest of theirs, and is off if any of them has it off.
+    /// with `repeated_result_scope = "run"`), repeated_outcome (window), alternating_calls
+    /// (window), cycle (may look back past the window, over the calls kept since the last
+    /// detection), repeated_call (window), near_repeat (window). Thresholds are those of the
+    /// completing call's tool; a pattern spanning several tools takes the largest of
+    /// theirs, and is off if any of them has it off.
     fn check_calls(&mut self) -> Option<Match> {
         let s = &*self.settings;
         let history = self.history.make_contiguous();
         let window = &history[history.len().saturating_sub(s.window)..];
         let current = window.last()?;
         let limits = s.call_limits(current);
+        let from = counted_from(s, window);
         let result = match s.repeated_result_scope {
-            ResultScope::Window => repeated_result::check(window, limits.repeated_result),
+            ResultScope::Window => repeated_result::check(window, limits.repeated_result, from),
             ResultScope::Run => self
                 .streaks
                 .as_ref()
                 .and_then(|streaks| streaks.check(current, limits.repeated_result)),
         };
         result
+            .or_else(|| {
+                let threshold =
+                    |n: usize| joint(s, window.iter().rev().take(n), |l| l.repeated_outcome);
+                repeated_outcome::check(window, &threshold)
+            })
             .or_else(|| {
                 let threshold = joint(s, window.iter().rev().take(2), |l| l.alternating_calls);
                 alternating::check(window, threshold)
@@ -425,7 +364,8 @@ impl Detector {
                     |period: usize| joint(s, history.iter().rev().take(period), |l| l.cycle);
                 cycle::check(history, &threshold, s.max_cycle_period)
             })
-            .or_else(|| repeated_call::check(window, limits.repeated_call))
+            .or_else(|| repeated_call::check(window, limits.repeated_call, from))
+            .or_else(|| near_repeat::check(window, limits.near_repeat, s.near_repeat_distance))
     }
 
     fn severity(
@@ -491,6 +431,7 @@ pub(crate) struct CallRecord {
     /// Whose thresholds apply to this call: 0 for the profile's, `n` for its `[[tools]]`
     /// entry `n - 1` ([`ProfileSettings::call_limits`]); 4 bytes instead of the thresholds.
     pub(crate) rule: u32,
+    pub(crate) traits: CallTraits,
 }
 
 /// What a call pattern found; `members` are observation indices, ascending.
@@ -502,36 +443,33 @@ pub(crate) struct Match {
     pub(crate) progress: bool,
     pub(crate) fingerprints: Vec<Fingerprint>,
     pub(crate) members: Vec<usize>,
+    pub(crate) evidence: Evidence,
 }
 
-/// Window positions of the calls with `fingerprint`, ascending. Inline up to eight: it runs
-/// for every call of every profile, and most calls occur once or twice in their window.
+/// Window positions from `from` on of the calls with `fingerprint`, ascending. Inline up
+/// to eight: it runs for every call of every profile, and most calls occur once or twice
+/// in their window.
 pub(crate) fn occurrences(
     window: &[CallRecord],
     fingerprint: &Fingerprint,
+    from: usize,
 ) -> smallvec::SmallVec<[usize; 8]> {
-    (0..window.len())
+    (from.min(window.len())..window.len())
         .filter(|&i| window[i].fingerprint == *fingerprint)
         .collect()
 }
 
-/// Progress (reference `progress`): every result was captured and some call returned
-/// different results. A missing result anywhere shows no progress (where the reference's
-/// answer would depend on set iteration order, this is the conservative one).
-pub(crate) fn shows_progress<'a>(calls: impl Iterator<Item = &'a CallRecord>) -> bool {
-    let mut seen: Vec<(Fingerprint, Fingerprint)> = Vec::new();
-    let mut changed = false;
-    for call in calls {
-        let Some(result) = call.result else {
-            return false;
-        };
-        match seen.iter().find(|(fp, _)| *fp == call.fingerprint) {
-            Some((_, first)) => changed |= *first != result,
-            None => seen.push((call.fingerprint, result)),
-        }
+/// Where repeated_call and repeated_result start counting in `window` ([`resets`]): after
+/// the latest state change with new arguments, with `mutation_resets` on.
+pub(crate) fn counted_from(settings: &ProfileSettings, window: &[CallRecord]) -> usize {
+    if settings.mutation_resets {
+        resets::counted_from(window)
+    } else {
+        0
     }
-    changed
 }
+
+pub(crate) use progress::{evidence_of_same, shows_progress};
 
 #[cfg(test)]
 pub(crate) mod tests;

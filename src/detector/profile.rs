@@ -67,14 +67,16 @@ pub enum ResultScope {
     Run,
 }
 
-/// The four call thresholds that a `[[tools]]` entry may override for its tools.
+/// The call thresholds that a `[[tools]]` entry may override for its tools.
 /// 0 switches the pattern off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
     pub repeated_call: usize,
     pub repeated_result: usize,
     pub alternating_calls: usize,
     pub cycle: usize,
+    pub repeated_outcome: usize,
+    pub near_repeat: usize,
 }
 
 /// A profile: thresholds, the action a detection asks for and the per-profile switches.
@@ -97,6 +99,28 @@ pub struct ProfileSettings {
     /// Where `repeated_result` looks (default `window`).
     #[serde(default)]
     pub repeated_result_scope: ResultScope,
+    /// N consecutive calls, whatever their arguments, with the same outcome (the same
+    /// error, the same "not found"; compared after normalisation, trivially short results
+    /// excluded). 0 = off (the default of profiles written without it).
+    #[serde(default)]
+    pub repeated_outcome: usize,
+    /// N consecutive calls of one tool with near-identical arguments (SimHash within
+    /// `near_repeat_distance` bits) and the same result, at least two of them different.
+    /// 0 = off.
+    #[serde(default)]
+    pub near_repeat: usize,
+    /// Bits (of 32) in which two calls' argument SimHashes may differ for `near_repeat`
+    /// (default 6; unrelated texts differ in about 16).
+    #[serde(default = "default_near_distance")]
+    pub near_repeat_distance: u32,
+    /// Severity of a `near_repeat` detection; unset = the profile's action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_repeat_severity: Option<super::Severity>,
+    /// A call that changes state with new arguments (an edit, a write, `sed -i`, `cd X`)
+    /// starts the repeated_call / repeated_result count of the calls after it over: edit,
+    /// then run the same test again, is work (default true).
+    #[serde(default = "yes")]
+    pub mutation_resets: bool,
     /// A,B,A,B… N cycles (A ≠ B).
     pub alternating_calls: usize,
     /// N repeats of a p-call sequence, 3 ≤ p ≤ `max_cycle_period`; may look back
@@ -125,6 +149,10 @@ fn yes() -> bool {
     true
 }
 
+fn default_near_distance() -> u32 {
+    6
+}
+
 /// The embedded built-in profiles and presets: `[builtin.<name>]` and `[preset.<name>]`.
 const PROFILES_TOML: &str = include_str!("profiles.toml");
 
@@ -143,14 +171,14 @@ impl ProfileSettings {
     /// Names of the built-in profiles, in the order they run.
     pub const BUILT_IN: [&'static str; 2] = ["nudge", "stop"];
 
-    /// Built-in `nudge`: window 10, repeated_call 5, repeated_result 3, alternating 3,
-    /// cycle 3, max period 3, repeated_text 3, action warn.
+    /// Built-in `nudge`: window 10, repeated_call 5, repeated_result 3, repeated_outcome 6,
+    /// alternating 3, cycle 3, max period 3, near_repeat 4, repeated_text 3, action warn.
     pub fn nudge() -> Self {
         Self::built_in("nudge").expect("nudge is built in")
     }
 
-    /// Built-in `stop`: window 20, repeated_call 10, repeated_result 6, alternating 6,
-    /// cycle 6, max period 3, repeated_text 6, action kill.
+    /// Built-in `stop`: window 20, repeated_call 10, repeated_result 6, repeated_outcome 12,
+    /// alternating 6, cycle 6, max period 3, near_repeat 0 (off), repeated_text 6, action kill.
     pub fn stop() -> Self {
         Self::built_in("stop").expect("stop is built in")
     }
@@ -186,6 +214,8 @@ impl ProfileSettings {
             repeated_result: self.repeated_result,
             alternating_calls: self.alternating_calls,
             cycle: self.cycle,
+            repeated_outcome: self.repeated_outcome,
+            near_repeat: self.near_repeat,
         }
     }
 
@@ -238,12 +268,18 @@ pub(crate) fn check_limits(
         ("repeated_result", limits.repeated_result),
         ("alternating_calls", limits.alternating_calls),
         ("cycle", limits.cycle),
+        ("repeated_outcome", limits.repeated_outcome),
+        ("near_repeat", limits.near_repeat),
     ] {
         if value == 1 {
             return fail(field, "must be 0 (off) or at least 2, got 1".into());
         }
     }
-    let mut in_window = vec![("repeated_call", limits.repeated_call)];
+    let mut in_window = vec![
+        ("repeated_call", limits.repeated_call),
+        ("repeated_outcome", limits.repeated_outcome),
+        ("near_repeat", limits.near_repeat),
+    ];
     if scope == ResultScope::Window {
         in_window.push(("repeated_result", limits.repeated_result));
     }
@@ -264,7 +300,8 @@ pub(crate) fn check_limits(
 
 impl ProfileSettings {
     /// Checks that every setting can work: `window` ≥ 2; thresholds 0 (off) or ≥ 2;
-    /// `repeated_call` and (window scope) `repeated_result` ≤ `window`;
+    /// `repeated_call`, `repeated_outcome`, `near_repeat` and (window scope)
+    /// `repeated_result` ≤ `window`; `near_repeat_distance` ≤ 16;
     /// 2·`alternating_calls` ≤ `window`; `max_cycle_period` in 3..=8 (a cycle may look
     /// back `max_cycle_period`·`cycle` calls, past the window); `escalate_after` 0 or ≥ 2
     /// (1 would be `action = "kill"`). The error names the first offending key under
@@ -294,6 +331,15 @@ impl ProfileSettings {
                 format!("must be between 3 and 8, got {}", self.max_cycle_period),
             );
         }
+        if self.near_repeat_distance > 16 {
+            return fail(
+                "near_repeat_distance",
+                format!(
+                    "must be at most 16 (of 32 bits; unrelated texts differ in about 16), got {}",
+                    self.near_repeat_distance
+                ),
+            );
+        }
         if self.escalate_after == 1 {
             return fail(
                 "escalate_after",
@@ -321,7 +367,9 @@ mod tests {
                     repeated_call: 5,
                     repeated_result: 3,
                     alternating_calls: 3,
-                    cycle: 3
+                    cycle: 3,
+                    repeated_outcome: 6,
+                    near_repeat: 4,
                 }
             )
         );
@@ -337,7 +385,9 @@ mod tests {
                     repeated_call: 10,
                     repeated_result: 6,
                     alternating_calls: 6,
-                    cycle: 6
+                    cycle: 6,
+                    repeated_outcome: 12,
+                    near_repeat: 0,
                 }
             )
         );
@@ -345,7 +395,8 @@ mod tests {
         for s in [&nudge, &stop] {
             assert_eq!(s.escalate_after, 0);
             assert_eq!(s.repeated_result_scope, ResultScope::Window);
-            assert!(s.signals && s.enabled);
+            assert!(s.signals && s.enabled && s.mutation_resets);
+            assert_eq!((s.near_repeat_distance, s.near_repeat_severity), (6, None));
         }
     }
 

@@ -1,25 +1,29 @@
 //! `repeated_call`: the completing call occurs at least `threshold` times in the window
-//! (reference check 4); `count` is the number of occurrences.
+//! (reference check 4), counting only the occurrences since the last state change with new
+//! arguments ([`super::mutations`]); `count` is the number of occurrences.
 
 use super::{shows_progress, CallRecord, Match, Pattern};
 
-/// Checks the window whose last record is the completing call.
-pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
+/// Checks the window whose last record is the completing call, counting occurrences from
+/// window position `from` on.
+pub(crate) fn check(window: &[CallRecord], threshold: usize, from: usize) -> Option<Match> {
     if threshold == 0 {
         return None;
     }
     let current = window.last()?;
-    let occurrences = super::occurrences(window, &current.fingerprint);
+    let occurrences = super::occurrences(window, &current.fingerprint, from);
     if occurrences.len() < threshold {
         return None;
     }
+    let (progress, evidence) = shows_progress(occurrences.iter().map(|&i| &window[i]));
     Some(Match {
         pattern: Pattern::RepeatedCall,
         tool_names: vec![current.tool_name.clone()],
         count: occurrences.len(),
-        progress: shows_progress(occurrences.iter().map(|&i| &window[i])),
+        progress,
         fingerprints: vec![current.fingerprint],
         members: occurrences.iter().map(|&i| window[i].index).collect(),
+        evidence,
     })
 }
 
@@ -39,19 +43,21 @@ mod tests {
                 }
             })
             .collect();
-        let m = check(&w, 4).expect("a occurs 5 times");
+        let m = check(&w, 4, 0).expect("a occurs 5 times");
         assert_eq!(m.count, 5);
         assert_eq!(m.members, vec![0, 2, 3, 5, 6]);
         assert!(!m.progress);
-        assert!(check(&w, 6).is_none());
+        assert!(check(&w, 6, 0).is_none());
     }
 
     #[test]
     fn changing_results_are_progress() {
         let w: Vec<_> = (0..5).map(|i| rec(i, "poll", 1, i as u8)).collect();
-        assert!(check(&w, 5).expect("fires").progress);
+        assert!(check(&w, 5, 0).expect("fires").progress);
+        // a new edit in between: the count starts over
+        assert!(check(&w, 3, 3).is_none());
         let mut w = w;
         w[0] = rec_no_result(0, "poll", 1);
-        assert!(!check(&w, 5).expect("fires").progress);
+        assert!(!check(&w, 5, 0).expect("fires").progress);
     }
 }

@@ -1,5 +1,7 @@
 //! `repeated_result`: the completing call's last `threshold` occurrences in the window all
-//! returned the same captured result (reference check 1). Never shows progress.
+//! returned the same captured result (reference check 1), counting only the occurrences
+//! since the last state change with new arguments ([`super::mutations`]). Never shows
+//! progress.
 //! With `repeated_result_scope = "run"`, [`RunStreaks`] counts the occurrences since the
 //! last detection instead, however far apart.
 
@@ -10,24 +12,27 @@ use foldhash::HashMap;
 use super::{CallRecord, Match, Pattern};
 use crate::fingerprint::Fingerprint;
 
-/// Checks the window whose last record is the completing call.
-pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
+/// Checks the window whose last record is the completing call, counting occurrences from
+/// window position `from` on.
+pub(crate) fn check(window: &[CallRecord], threshold: usize, from: usize) -> Option<Match> {
     if threshold == 0 {
         return None;
     }
     let current = window.last()?;
     let result = current.result?;
-    let occurrences = super::occurrences(window, &current.fingerprint);
+    let occurrences = super::occurrences(window, &current.fingerprint, from);
     let first = occurrences.len().checked_sub(threshold)?;
     let last = &occurrences[first..];
     if !last.iter().all(|&i| window[i].result == Some(result)) {
         return None;
     }
-    Some(stuck_call(
+    let mut found = stuck_call(
         current,
         threshold,
         last.iter().map(|&i| window[i].index).collect(),
-    ))
+    );
+    found.evidence = super::evidence_of_same(last.iter().map(|&i| &window[i]));
+    Some(found)
 }
 
 /// The repeated_result match of `current`'s call: `threshold` identical results, at the
@@ -40,6 +45,7 @@ fn stuck_call(current: &CallRecord, threshold: usize, members: Vec<usize>) -> Ma
         progress: false,
         fingerprints: vec![current.fingerprint],
         members,
+        evidence: super::Evidence::None,
     }
 }
 
@@ -116,7 +122,7 @@ mod tests {
             rec(2, "a", 1, 7),
             rec(3, "a", 1, 7),
         ];
-        let m = check(&w, 3).expect("three same results");
+        let m = check(&w, 3, 0).expect("three same results");
         assert_eq!(m.pattern, Pattern::RepeatedResult);
         assert_eq!(m.count, 3);
         assert_eq!(m.members, vec![0, 2, 3]);
@@ -133,9 +139,9 @@ mod tests {
             rec(2, "a", 1, 7),
             rec(3, "a", 1, 7),
         ];
-        assert_eq!(check(&w, 3).map(|m| m.members), Some(vec![1, 2, 3]));
+        assert_eq!(check(&w, 3, 0).map(|m| m.members), Some(vec![1, 2, 3]));
         let changed = vec![rec(0, "a", 1, 7), rec(1, "a", 1, 9), rec(2, "a", 1, 7)];
-        assert!(check(&changed, 3).is_none());
+        assert!(check(&changed, 3, 0).is_none());
     }
 
     #[test]
@@ -145,11 +151,11 @@ mod tests {
             rec(1, "a", 1, 7),
             rec_no_result(2, "a", 1),
         ];
-        assert!(check(&w, 3).is_none());
+        assert!(check(&w, 3, 0).is_none());
         let w = vec![rec(0, "a", 1, 7), rec(1, "a", 1, 7)];
-        assert!(check(&w, 3).is_none());
+        assert!(check(&w, 3, 0).is_none());
         // same result, different calls: not this pattern
         let w = vec![rec(0, "a", 1, 7), rec(1, "a", 2, 7), rec(2, "a", 3, 7)];
-        assert!(check(&w, 3).is_none());
+        assert!(check(&w, 3, 0).is_none());
     }
 }

@@ -14,6 +14,7 @@ pub(crate) fn rec(index: usize, tool: &str, arg: u8, result: u8) -> CallRecord {
         tool_name: tool.into(),
         index,
         rule: 0,
+        traits: CallTraits::default(),
     }
 }
 
@@ -30,6 +31,7 @@ fn call(tool: &str, arg: u8, result: Option<u8>) -> Observation {
         tool_name: tool.into(),
         call_fingerprint: Some(fp(arg)),
         result_fingerprint: result.map(fp),
+        traits: CallTraits::default(),
     }
 }
 
@@ -83,6 +85,7 @@ fn calls_without_arguments_count_ordinals_but_take_no_slot() {
         tool_name: "read".into(),
         call_fingerprint: None,
         result_fingerprint: Some(fp(9)),
+        traits: Default::default(),
     };
     let obs = vec![
         call("read", 1, Some(9)),
@@ -283,4 +286,68 @@ fn reserving_calls_allocates_once_up_to_the_history_and_changes_no_detection() {
     let mut small = Detector::new(settings);
     small.reserve_calls(1);
     assert_eq!(small.history.capacity(), 1, "a one-call run holds one slot");
+}
+
+#[test]
+fn call_numbers_count_every_call_and_transient_errors_count_toward_no_pattern() {
+    let mut transient = call("fetch", 2, Some(5));
+    if let Observation::ToolCall { traits, .. } = &mut transient {
+        *traits = CallTraits::with_flags(CallTraits::ERROR | CallTraits::TRANSIENT);
+    }
+    // three identical 429s between identical reads: no repeated_result of their own, no
+    // break of the reads' streak, and the completing read is call 6, as counted in the trace
+    let obs = vec![
+        call("read", 1, Some(9)),
+        transient.clone(),
+        call("read", 1, Some(9)),
+        transient.clone(),
+        transient,
+        call("read", 1, Some(9)),
+    ];
+    let got = detect_all(&nudge(), &obs);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].pattern, got[0].call, got[0].members.clone()),
+        (Pattern::RepeatedResult, Some(6), vec![0, 2, 5])
+    );
+}
+
+#[test]
+fn edit_and_retry_is_work_the_same_edit_again_is_not() {
+    let edit = |arg: u8, shape: u16| {
+        let mut traits = CallTraits::with_flags(CallTraits::WRITES);
+        traits.set_shape(shape);
+        Observation::ToolCall {
+            tool_name: "edit".into(),
+            call_fingerprint: Some(fp(arg)),
+            result_fingerprint: Some(fp(0)),
+            traits,
+        }
+    };
+    let test = || call("bash", 1, Some(7));
+    // new edits between the same test: debugging
+    let new_edits = vec![
+        test(),
+        edit(2, 20),
+        test(),
+        edit(3, 30),
+        test(),
+        edit(4, 40),
+        test(),
+    ];
+    assert_eq!(detect_all(&nudge(), &new_edits), vec![]);
+    // the same edit again (another line number: the same shape): a loop
+    let same_edit = vec![test(), edit(2, 20), test(), edit(3, 20), test()];
+    let got = detect_all(&nudge(), &same_edit);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].pattern, got[0].call),
+        (Pattern::RepeatedResult, Some(5))
+    );
+    // with mutation_resets off, edits change nothing
+    let off = Arc::new(ProfileSettings {
+        mutation_resets: false,
+        ..ProfileSettings::nudge()
+    });
+    assert_eq!(detect_all(&off, &new_edits)[0].call, Some(5));
 }

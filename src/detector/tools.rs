@@ -5,7 +5,8 @@
 //! Two kinds of keys, applied at two places:
 //! - detection keys (`ignore`, threshold overrides), per profile: [`ToolRules`], compiled
 //!   for one profile from the entries whose `profiles` list is empty or names it;
-//! - fingerprint keys (`volatile_keys`, `result_volatile_keys`, `transient_errors`), which
+//! - fingerprint keys (`volatile_keys`, `result_volatile_keys`, `transient_errors`,
+//!   `result_volatile_patterns`, `arguments_volatile_patterns`, `mutating`, `shell`), which
 //!   every profile shares: [`FingerprintRules`], from the entries without a `profiles`
 //!   list (an entry limited to some profiles may not set them).
 
@@ -16,6 +17,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::profile::{check_limits, Limits, ProfileError, ProfileSettings};
+use crate::compare::{PatternSet, ToolCompare};
 
 /// One `[[tools]]` entry as written in config.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +37,10 @@ pub struct ToolRule {
     pub alternating_calls: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cycle: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeated_outcome: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_repeat: Option<usize>,
     /// Limit the entry to these profiles (empty = every profile).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<String>,
@@ -48,6 +54,21 @@ pub struct ToolRule {
     /// limit, a timeout) and never counts as "no progress".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transient_errors: Option<String>,
+    /// Regexes whose matches in a plain-text result (or error message) are noise: each is
+    /// replaced by `<volatile>` before results are compared (after the built-in patterns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub result_volatile_patterns: Vec<String>,
+    /// Regexes whose matches in the arguments' text are removed (replaced by `<volatile>`)
+    /// before the call is fingerprinted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arguments_volatile_patterns: Vec<String>,
+    /// The tool changes state (true) or does not (false), whatever its name or command
+    /// says; unset = the heuristics (`detection.mutation_heuristics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutating: Option<bool>,
+    /// The tool runs shell commands (its arguments hold a command); unset = by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<bool>,
 }
 
 impl ToolRule {
@@ -55,6 +76,10 @@ impl ToolRule {
         !self.volatile_keys.is_empty()
             || !self.result_volatile_keys.is_empty()
             || self.transient_errors.is_some()
+            || !self.result_volatile_patterns.is_empty()
+            || !self.arguments_volatile_patterns.is_empty()
+            || self.mutating.is_some()
+            || self.shell.is_some()
     }
 
     fn applies_to(&self, profile: &str) -> bool {
@@ -68,6 +93,8 @@ impl ToolRule {
             repeated_result: self.repeated_result.unwrap_or(base.repeated_result),
             alternating_calls: self.alternating_calls.unwrap_or(base.alternating_calls),
             cycle: self.cycle.unwrap_or(base.cycle),
+            repeated_outcome: self.repeated_outcome.unwrap_or(base.repeated_outcome),
+            near_repeat: self.near_repeat.unwrap_or(base.near_repeat),
         }
     }
 }
@@ -177,6 +204,8 @@ pub struct FingerprintTreatment {
     pub result_volatile_keys: HashSet<String>,
     /// Error messages that are transient.
     pub transient_errors: Option<Regex>,
+    /// `result_volatile_patterns`, `arguments_volatile_patterns`, `mutating`, `shell`.
+    pub compare: ToolCompare,
 }
 
 /// The fingerprint keys of the `[[tools]]` entries without a `profiles` list.
@@ -208,11 +237,32 @@ impl FingerprintRules {
                 })?),
                 None => None,
             };
+            let patterns = |field: &str, list: &[String]| -> Result<_, ProfileError> {
+                if list.is_empty() {
+                    return Ok(None);
+                }
+                PatternSet::user(list).map(Some).map_err(|e| ProfileError {
+                    key: format!("{}[{}]", key(field), e.index),
+                    reason: format!("{:?} is not a valid regex: {}", e.pattern, e.reason),
+                })
+            };
+            let compare = ToolCompare {
+                result_patterns: patterns(
+                    "result_volatile_patterns",
+                    &entry.result_volatile_patterns,
+                )?,
+                argument_patterns: patterns(
+                    "arguments_volatile_patterns",
+                    &entry.arguments_volatile_patterns,
+                )?,
+                mutating: entry.mutating,
+                shell: entry.shell,
+            };
             if !entry.profiles.is_empty() {
                 if entry.sets_fingerprint_keys() {
                     return Err(ProfileError {
                         key: key("profiles"),
-                        reason: "volatile_keys, result_volatile_keys and transient_errors act on fingerprints, which every profile shares: move them to an entry without profiles".into(),
+                        reason: "volatile_keys, result_volatile_keys, transient_errors, result_volatile_patterns, arguments_volatile_patterns, mutating and shell act on fingerprints, which every profile shares: move them to an entry without profiles".into(),
                     });
                 }
                 continue;
@@ -225,6 +275,7 @@ impl FingerprintRules {
                 volatile_keys: union(volatile_keys, &entry.volatile_keys),
                 result_volatile_keys: union(result_volatile_keys, &entry.result_volatile_keys),
                 transient_errors,
+                compare,
             });
         }
         let set = builder.build().map_err(|e| ProfileError {
@@ -336,6 +387,21 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(bad_regex.key, "tools[0].transient_errors");
+        let bad_pattern = FingerprintRules::compile(
+            &[ToolRule {
+                result_volatile_patterns: vec!["ok".into(), "took (".into()],
+                ..rule("a")
+            }],
+            &[],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(bad_pattern.key, "tools[0].result_volatile_patterns[1]");
+        assert!(
+            bad_pattern.reason.contains("\"took (\""),
+            "{}",
+            bad_pattern.reason
+        );
         let limited = FingerprintRules::compile(
             &[ToolRule {
                 volatile_keys: vec!["page".into()],

@@ -94,6 +94,7 @@ impl BudgetTracker {
                 profile_index: usize::MAX,
                 profile: self.profile.clone(),
                 detection: Arc::new(Detection {
+                    evidence: crate::detector::Evidence::None,
                     pattern: Pattern::BudgetExceeded,
                     tool_names: e.tool.iter().cloned().collect(),
                     count: e.value as usize,

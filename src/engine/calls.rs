@@ -3,7 +3,7 @@
 //! (DESIGN §2 "One call, one event", "Joins").
 
 use super::Engine;
-use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan};
+use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan};
 use crate::conventions::legacy::semantic_kernel;
 use crate::conventions::messages::parts::{self, MessagePart};
 use crate::conventions::wrappers;
@@ -73,30 +73,61 @@ impl Engine {
                 id,
                 name,
                 arguments,
-            } => ToolCallPart {
-                call_id: CallKey::of(&id),
-                call_fingerprint: name.as_ref().zip(arguments).map(|(name, arguments)| {
+            } => {
+                let rule = name
+                    .as_deref()
+                    .and_then(|n| self.tool_fingerprints.treatment(n));
+                let mut traits = crate::detector::CallTraits::default();
+                let call_fingerprint = name.as_ref().zip(arguments).map(|(name, arguments)| {
+                    let view =
+                        self.comparer
+                            .arguments(name, Some(&arguments), rule.map(|r| &r.compare));
+                    traits = super::observe::argument_traits(&view);
+                    let changed = match &arguments {
+                        Payload::Text(text) => {
+                            match self
+                                .comparer
+                                .argument_text(name, text, rule.map(|r| &r.compare))
+                            {
+                                std::borrow::Cow::Owned(text) => Some(Payload::Text(text)),
+                                std::borrow::Cow::Borrowed(_) => None,
+                            }
+                        }
+                        _ => None,
+                    };
                     self.fingerprinter.call_fingerprint_normalized(
                         name,
-                        &arguments,
-                        self.tool_fingerprints
-                            .treatment(name)
-                            .map(|rule| &rule.volatile_keys),
+                        changed.as_ref().unwrap_or(&arguments),
+                        rule.map(|rule| &rule.volatile_keys),
                         wrappers::python_literal_arguments,
                     )
-                }),
-                tool_name: name.as_deref().map(|n| self.names.get(n)),
-                result_fingerprint: None,
-            },
-            MessagePart::Response { id, response } => ToolCallPart {
-                call_id: CallKey::of(&id),
-                tool_name: None,
-                call_fingerprint: None,
-                result_fingerprint: self.fingerprinter.result_fingerprint(
+                });
+                ToolCallPart {
+                    call_id: CallKey::of(&id),
+                    call_fingerprint,
+                    tool_name: name.as_deref().map(|n| self.names.get(n)),
+                    result_fingerprint: None,
+                    traits,
+                }
+            }
+            MessagePart::Response { id, response } => {
+                // The tool is not named on a response part: no tool's own keys, and no
+                // argument words to mask.
+                let (result_fingerprint, traits, _) = self.compared_result(
                     &CallStatus::Ok,
                     Some(&wrappers::normalize_result(response)),
-                ),
-            },
+                    &[],
+                    None,
+                    None,
+                );
+                ToolCallPart {
+                    call_id: CallKey::of(&id),
+                    tool_name: None,
+                    call_fingerprint: None,
+                    result_fingerprint,
+                    traits,
+                }
+            }
         }
     }
 }

@@ -15,12 +15,12 @@ use crate::annotate::synthetic::synthetic_spans;
 use crate::annotate::wire::SpanEdit;
 use crate::annotate::{annotate_span, encoded_loop_attributes};
 use crate::conventions;
-use crate::conventions::event::{CallStatus, EventKind, ModelResponse, Payload, SplitSpan};
+use crate::conventions::event::{EventKind, SplitSpan};
 use crate::conventions::run_key::{agent_of_run_key, agent_run_key, AgentIndex};
 use crate::detector::budget::SpanFigures;
 use crate::detector::{FingerprintRules, Observation};
 use crate::engine::budget_state::{BudgetTracker, SpanContext};
-use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter, RecentFingerprints};
+use crate::fingerprint::{FingerprintKey, Fingerprinter, RecentFingerprints};
 use crate::otlp::view::{self, SpanView, ValueView};
 use crate::otlp::wire::{WireError, WireRequest};
 use crate::otlp::{self, ExportTraceServiceRequest};
@@ -31,6 +31,7 @@ use prost::Message;
 mod calls;
 pub mod conversations;
 pub mod hops;
+mod observe;
 #[cfg(test)]
 mod recent_tests;
 
@@ -144,6 +145,11 @@ pub struct Engine {
     conversations: conversations::Conversations,
     /// Call hops seen so far ([`hops`]).
     hops: Mutex<hops::HopIndex>,
+    /// How calls are compared ([`crate::compare`]); from `[detection]`.
+    pub comparer: crate::compare::Comparer,
+    /// The compared forms of each call, by event span_id, when [`Engine::keep_forms`] asked
+    /// for them (`loopwatch explain`); `None` otherwise.
+    forms: Option<Mutex<HashMap<Vec<u8>, observe::CallForms>>>,
 }
 
 /// What processing one request read from its bytes found.
@@ -198,6 +204,8 @@ impl Engine {
             agents,
             conversations: conversations::Conversations::default(),
             hops: Mutex::default(),
+            comparer: crate::compare::Comparer::default(),
+            forms: None,
         }
     }
 
@@ -505,7 +513,8 @@ impl Engine {
                     EventKind::ToolCall(_) => counts.tool_calls += 1,
                     EventKind::ModelResponse(_) => counts.model_responses += 1,
                 }
-                let observation = self.observation(&extracted.kind, span, &recent);
+                let (observation, forms) =
+                    self.observation(&extracted.kind, span, &recent, self.forms.is_some());
                 let call = self.call_context(span, &extracted);
                 // Keyed by agent, a call without its own agent attribute names the agent it
                 // inherited (run key `<trace>/<agent>`).
@@ -514,11 +523,16 @@ impl Engine {
                     .as_deref()
                     .or_else(|| self.agents.as_ref().and(agent_of_run_key(&run_key)))
                     .map(|a| self.names.get(a));
-                remember(&mut recent, extracted.kind, &observation);
+                observe::remember(&mut recent, extracted.kind, &observation);
+                let span_id = crate::conventions::event::call_span_id(span.span_id, index);
+                if let (Some(kept), Some(forms)) = (&self.forms, forms) {
+                    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                    kept.insert(span_id.to_vec(), forms);
+                }
                 events.push(RunEvent {
                     run_key: run_key.clone(),
                     trace_id: span.trace_id.into(),
-                    span_id: crate::conventions::event::call_span_id(span.span_id, index),
+                    span_id,
                     start_time_unix_nano: span.start_time_unix_nano,
                     end_time_unix_nano: span.end_time_unix_nano,
                     service_name: service_name.clone(),
@@ -653,100 +667,6 @@ impl Engine {
             None => Arc::from(trace),
         })
     }
-
-    /// The call fingerprint of a call to `tool_name` with `arguments` as a span records
-    /// them (`None`: not captured): the tool's own volatile keys apply and Python literals
-    /// read as JSON. `None` when the arguments are missing and
-    /// `match_tool_name_without_arguments` is off (the call is then invisible to the
-    /// patterns). Shared by the span path and the pre-execution check.
-    pub fn call_fingerprint(
-        &self,
-        tool_name: &str,
-        arguments: Option<&Payload>,
-    ) -> Option<crate::fingerprint::Fingerprint> {
-        match arguments {
-            Some(arguments) => Some(
-                self.fingerprinter.call_fingerprint_normalized(
-                    tool_name,
-                    arguments,
-                    self.tool_fingerprints
-                        .treatment(tool_name)
-                        .map(|rule| &rule.volatile_keys),
-                    conventions::wrappers::python_literal_arguments,
-                ),
-            ),
-            None => self.options.match_tool_name_without_arguments.then(|| {
-                self.fingerprinter
-                    .call_fingerprint(tool_name, &Payload::Json(serde_json::Value::Null))
-            }),
-        }
-    }
-
-    /// The detector's view of an extracted event; a tool call's fingerprints are taken
-    /// from `recent` when this request fingerprinted the same tool and text already.
-    fn observation(
-        &self,
-        kind: &EventKind,
-        span: &SpanView,
-        recent: &RecentFingerprints,
-    ) -> Observation {
-        match kind {
-            EventKind::ToolCall(call) => {
-                let rule = self.tool_fingerprints.treatment(&call.tool_name);
-                let remembered = match &call.arguments {
-                    Some(Payload::Text(text)) => recent.arguments(&call.tool_name, text),
-                    _ => None,
-                };
-                let call_fingerprint = remembered
-                    .or_else(|| self.call_fingerprint(&call.tool_name, call.arguments.as_ref()));
-                let remembered = match (&call.status, &call.result) {
-                    (CallStatus::Ok, Some(Payload::Text(text))) => {
-                        recent.result(&call.tool_name, text)
-                    }
-                    _ => None,
-                };
-                let result_fingerprint = remembered.or_else(|| match (rule, &call.status) {
-                    (Some(rule), CallStatus::Error { message })
-                        if rule
-                            .transient_errors
-                            .as_ref()
-                            .is_some_and(|r| r.is_match(message)) =>
-                    {
-                        // A transient error (rate limit, timeout) is never "the same
-                        // result": a fingerprint of its own, so it shows progress.
-                        Some(transient_fingerprint(span.trace_id, span.span_id))
-                    }
-                    (Some(rule), _) => self.fingerprinter.result_fingerprint_with(
-                        &call.status,
-                        call.result.as_ref(),
-                        &rule.result_volatile_keys,
-                    ),
-                    (None, _) => self
-                        .fingerprinter
-                        .result_fingerprint(&call.status, call.result.as_ref()),
-                });
-                let tool_name = self.names.get(&call.tool_name);
-                match result_fingerprint {
-                    // The result span of a call traced on two sibling spans: no call.
-                    Some(result_fingerprint) if call.split == SplitSpan::Result => {
-                        Observation::ToolResult {
-                            tool_name,
-                            result_fingerprint,
-                        }
-                    }
-                    _ => Observation::ToolCall {
-                        tool_name,
-                        call_fingerprint,
-                        result_fingerprint,
-                    },
-                }
-            }
-            EventKind::ModelResponse(ModelResponse::Text(text)) => Observation::TextResponse {
-                text_fingerprint: text_fingerprint(text),
-            },
-            EventKind::ModelResponse(ModelResponse::ToolCalls) => Observation::ToolCallResponse,
-        }
-    }
 }
 
 /// `gen_ai.usage.input_tokens` + `gen_ai.usage.output_tokens` of an inference span
@@ -770,44 +690,6 @@ fn inference_tokens(span: &SpanView) -> u64 {
             _ => 0,
         })
         .fold(0u64, u64::saturating_add)
-}
-
-/// Hands the texts of `kind`, a tool call, with the fingerprints `observation` took from
-/// them, to `recent` (moved, not copied): arguments given as text, and the text result of
-/// a call that succeeded (an error's fingerprint may be a transient one, unique to its
-/// span, and is never remembered).
-fn remember(recent: &mut RecentFingerprints, kind: EventKind, observation: &Observation) {
-    let (
-        EventKind::ToolCall(call),
-        Observation::ToolCall {
-            tool_name,
-            call_fingerprint,
-            result_fingerprint,
-        },
-    ) = (kind, observation)
-    else {
-        return;
-    };
-    if let (Some(Payload::Text(text)), Some(fingerprint)) = (call.arguments, call_fingerprint) {
-        recent.keep_arguments(tool_name, text, *fingerprint);
-    }
-    if let (CallStatus::Ok, Some(Payload::Text(text)), Some(fingerprint)) =
-        (call.status, call.result, result_fingerprint)
-    {
-        recent.keep_result(tool_name, text, *fingerprint);
-    }
-}
-
-/// The result fingerprint of a transient error: unique to its span, so it never equals
-/// another result (SHA-256 of a tag, the trace_id and the span_id).
-fn transient_fingerprint(trace_id: &[u8], span_id: &[u8]) -> crate::fingerprint::Fingerprint {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    hasher.update(b"transient\0");
-    hasher.update(trace_id);
-    hasher.update([0u8]);
-    hasher.update(span_id);
-    hasher.finalize().into()
 }
 
 /// Where `detections` land: the spans of `located` (location, trace_id, span_id) that

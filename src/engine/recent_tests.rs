@@ -6,6 +6,7 @@ use opentelemetry_proto::tonic::common::v1::KeyValueList;
 use proptest::prelude::*;
 
 use super::*;
+use crate::conventions::event::{CallStatus, Payload};
 use crate::otlp::test_support::kv;
 
 fn tool_span(i: u8, tool: &str, arguments: &str, result: &str, error: bool) -> otlp::Span {
@@ -127,7 +128,7 @@ fn the_engine_takes_a_remembered_fingerprint_instead_of_computing_it() {
         let view = SpanView::from(span);
         let extracted =
             conventions::extract_with_recorded_arguments(&[], &view).expect("a tool span");
-        match engine.observation(&extracted.kind, &view, recent) {
+        match engine.observation(&extracted.kind, &view, recent, false).0 {
             Observation::ToolCall {
                 call_fingerprint,
                 result_fingerprint,
@@ -144,9 +145,9 @@ fn the_engine_takes_a_remembered_fingerprint_instead_of_computing_it() {
     let mut recent = RecentFingerprints::default();
     let search: Arc<str> = Arc::from("search");
     assert_eq!(recent.arguments("search", ARGUMENTS), None);
-    recent.keep_arguments(&search, ARGUMENTS.into(), [1; 32]);
-    assert_eq!(recent.result("search", RESULT), None);
-    recent.keep_result(&search, RESULT.into(), [2; 32]);
+    recent.keep_arguments(&search, ARGUMENTS.into(), ([1; 32], 0));
+    assert_eq!(recent.result("search", RESULT, &[1; 32]), None);
+    recent.keep_result(&search, RESULT.into(), [1; 32], ([2; 32], 0));
     assert_eq!(observe(&ok, &recent), (Some([1; 32]), Some([2; 32])));
     // An error's result is never taken from a remembered ok result of the same text.
     assert_eq!(observe(&failed, &recent), (Some([1; 32]), computed_error));

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use super::merge::{CallKey, ToolCallPart};
 use super::{CallContext, RunEvent, SpanId, TraceId};
-use crate::detector::Observation;
+use crate::detector::{CallTraits, Observation};
 use crate::fingerprint::Fingerprint;
 
 /// Origins a run lists for sharing (beyond its neighbours): more distinct (trace, agent,
@@ -110,7 +110,7 @@ struct Rare {
     parts: Vec<ToolCallPart>,
 }
 
-/// One event as its run keeps it (120 bytes, no heap allocation of its own for a tool
+/// One event as its run keeps it (128 bytes, no heap allocation of its own for a tool
 /// call with valid ids; see the module docs).
 #[derive(Clone, Debug)]
 pub struct KeptEvent {
@@ -125,6 +125,8 @@ pub struct KeptEvent {
     call_fingerprint: Fingerprint,
     /// The result fingerprint of a tool call (when [`HAS_RESULT`]).
     result_fingerprint: Fingerprint,
+    /// The call's [`CallTraits`], packed ([`CallTraits::pack`]).
+    traits: u64,
     span_id: [u8; 8],
     parent_span_id: [u8; 8],
     /// End minus start: low 32 bits, high 8 bits (unless [`END_IN_RARE`]).
@@ -155,27 +157,30 @@ impl KeptEvent {
             rare.parent_span_id = Some(call.parent_span_id.as_slice().into());
         }
         let mut flags = 0;
-        let (call_fingerprint, result_fingerprint) = match &event.observation {
+        let (call_fingerprint, result_fingerprint, traits) = match &event.observation {
             Observation::ToolCall {
                 call_fingerprint,
                 result_fingerprint,
+                traits,
                 ..
-            } => (*call_fingerprint, *result_fingerprint),
+            } => (*call_fingerprint, *result_fingerprint, *traits),
             Observation::TextResponse { text_fingerprint } => {
                 flags |= TEXT_RESPONSE;
-                (Some(*text_fingerprint), None)
+                (Some(*text_fingerprint), None, CallTraits::default())
             }
             // The engine never gives an outer response (the registry observes a response
             // so while a span of it is nested in this one): kept as a response, no text.
             Observation::ToolCallResponse | Observation::OuterResponse => {
                 flags |= TOOL_CALL_RESPONSE;
-                (None, None)
+                (None, None, CallTraits::default())
             }
             Observation::ToolResult {
-                result_fingerprint, ..
+                result_fingerprint,
+                traits,
+                ..
             } => {
                 flags |= TOOL_RESULT;
-                (None, Some(*result_fingerprint))
+                (None, Some(*result_fingerprint), *traits)
             }
         };
         if call_fingerprint.is_some() {
@@ -214,6 +219,7 @@ impl KeptEvent {
             rare: is_rare.then(|| Box::new(rare)),
             call_fingerprint: call_fingerprint.unwrap_or_default(),
             result_fingerprint: result_fingerprint.unwrap_or_default(),
+            traits: traits.pack(),
             span_id,
             parent_span_id,
             duration: duration as u32,
@@ -350,9 +356,15 @@ impl KeptEvent {
             && self.call_fingerprint == other.call_fingerprint
     }
 
-    /// The result fingerprint of a result span ([`Self::is_tool_result`]).
-    pub fn sibling_result(&self) -> Option<&Fingerprint> {
-        self.is_tool_result().then_some(&self.result_fingerprint)
+    /// The result fingerprint and traits of a result span ([`Self::is_tool_result`]).
+    pub fn sibling_result(&self) -> Option<(&Fingerprint, CallTraits)> {
+        self.is_tool_result()
+            .then_some((&self.result_fingerprint, self.traits()))
+    }
+
+    /// The call's traits (both halves; zero where not known).
+    pub fn traits(&self) -> CallTraits {
+        CallTraits::unpack(self.traits)
     }
 
     /// The tool name of a tool call or tool result.
@@ -370,19 +382,23 @@ impl KeptEvent {
         (self.is_tool_call() && self.flags & HAS_RESULT != 0).then_some(&self.result_fingerprint)
     }
 
-    /// Sets the call fingerprint of a tool call (nothing for other events).
-    pub fn set_call_fingerprint(&mut self, fingerprint: Fingerprint) {
+    /// Sets the call fingerprint of a tool call and the arguments' half of its traits from
+    /// `traits` (nothing for other events).
+    pub fn set_call_fingerprint(&mut self, fingerprint: Fingerprint, traits: CallTraits) {
         if self.is_tool_call() {
             self.call_fingerprint = fingerprint;
             self.flags |= HAS_CALL;
+            self.traits = self.traits().with_arguments_of(traits).pack();
         }
     }
 
-    /// Sets the result fingerprint of a tool call (nothing for other events).
-    pub fn set_result_fingerprint(&mut self, fingerprint: Fingerprint) {
+    /// Sets the result fingerprint of a tool call and the result's half of its traits from
+    /// `traits` (nothing for other events).
+    pub fn set_result_fingerprint(&mut self, fingerprint: Fingerprint, traits: CallTraits) {
         if self.is_tool_call() {
             self.result_fingerprint = fingerprint;
             self.flags |= HAS_RESULT;
+            self.traits = self.traits().with_result_of(traits).pack();
         }
     }
 
@@ -396,11 +412,13 @@ impl KeptEvent {
             TOOL_RESULT => Observation::ToolResult {
                 tool_name: self.tool_name().cloned().unwrap_or_else(|| Arc::from("")),
                 result_fingerprint: self.result_fingerprint,
+                traits: self.traits(),
             },
             _ => Observation::ToolCall {
                 tool_name: self.tool_name().cloned().unwrap_or_else(|| Arc::from("")),
                 call_fingerprint: self.call_fingerprint().copied(),
                 result_fingerprint: self.result_fingerprint().copied(),
+                traits: self.traits(),
             },
         }
     }
@@ -456,6 +474,7 @@ mod tests {
                 tool_name: Arc::from("t"),
                 call_fingerprint: Some([1; 32]),
                 result_fingerprint: None,
+                traits: Default::default(),
             },
             call: CallContext {
                 parent_span_id: parent.into(),
@@ -502,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_kept_event_gives_back_the_event_and_valid_ids_stay_inline() {
-        assert_eq!(std::mem::size_of::<KeptEvent>(), 120);
+        assert_eq!(std::mem::size_of::<KeptEvent>(), 128);
         let key: Arc<str> = Arc::from("r");
         let valid = event(&[1; 8], &[2; 8], None);
         let kept = round_trip(&valid);
@@ -531,6 +550,7 @@ mod tests {
                 tool_name: Arc::from("u"),
                 call_fingerprint: None,
                 result_fingerprint: None,
+                traits: Default::default(),
             },
             ..valid.clone()
         };
@@ -549,16 +569,19 @@ mod tests {
             Observation::ToolResult {
                 tool_name: Arc::from("t"),
                 result_fingerprint: [6; 32],
+                traits: Default::default(),
             },
             Observation::ToolCall {
                 tool_name: Arc::from("t"),
                 call_fingerprint: None,
                 result_fingerprint: Some([0; 32]),
+                traits: Default::default(),
             },
             Observation::ToolCall {
                 tool_name: Arc::from(""),
                 call_fingerprint: Some([0; 32]),
                 result_fingerprint: Some([9; 32]),
+                traits: Default::default(),
             },
         ] {
             let kept = round_trip(&RunEvent {
@@ -594,7 +617,7 @@ mod tests {
         });
         assert!(kept.without_arguments() && kept.result_on_sibling());
         kept.set_without_arguments(false);
-        kept.set_result_fingerprint([4; 32]);
+        kept.set_result_fingerprint([4; 32], Default::default());
         assert!(!kept.without_arguments());
         assert_eq!(
             (kept.call_fingerprint(), kept.result_fingerprint()),

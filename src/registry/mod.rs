@@ -172,6 +172,7 @@ impl RunDetection {
                 call: None,
                 response: None,
                 budget: None,
+                evidence: Default::default(),
             }),
             run_key: Arc::from("run"),
             trace_id: [1; 16].as_slice().into(),

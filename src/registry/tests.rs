@@ -41,6 +41,7 @@ fn call(run: &str, span: u64, start: u64, tool: u8) -> RunEvent {
             tool_name: Arc::from(format!("tool{tool}")),
             call_fingerprint: Some([tool; 32]),
             result_fingerprint: None,
+            traits: Default::default(),
         },
         call: Default::default(),
     }

@@ -31,20 +31,25 @@ impl Registry {
         call_fingerprint: Fingerprint,
     ) -> Option<Vec<WhatIf>> {
         let run = self.runs.get(run_key)?;
-        let result_fingerprint = (0..run.events.len()).rev().find_map(|index| {
+        // The call's latest result and traits (its effect, outcome, signatures) stand for
+        // the result it would get again.
+        let last = (0..run.events.len()).rev().find_map(|index| {
             match merge::observation(&run.events, index) {
                 Observation::ToolCall {
                     call_fingerprint: Some(seen),
                     result_fingerprint,
+                    traits,
                     ..
-                } if seen == call_fingerprint => Some(result_fingerprint),
+                } if seen == call_fingerprint => Some((result_fingerprint, traits)),
                 _ => None,
             }
         });
+        let (result_fingerprint, traits) = last.unwrap_or_default();
         let call = Observation::ToolCall {
             tool_name,
             call_fingerprint: Some(call_fingerprint),
-            result_fingerprint: result_fingerprint.flatten(),
+            result_fingerprint,
+            traits,
         };
         Some(
             run.detectors

@@ -22,6 +22,7 @@ fn read_parts(text: &str) -> Option<Vec<ToolCallPart>> {
                     tool_name: None,
                     call_fingerprint: None,
                     result_fingerprint: Some(Sha256::digest(format!("{response:?}")).into()),
+                    traits: Default::default(),
                 },
                 MessagePart::Call { .. } => unreachable!("input messages hold responses"),
             })

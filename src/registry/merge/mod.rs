@@ -60,7 +60,7 @@ use std::sync::Arc;
 
 use super::kept::KeptEvent;
 use super::{RunEvent, RunState};
-use crate::detector::Observation;
+use crate::detector::{CallTraits, Observation};
 use crate::fingerprint::Fingerprint;
 
 /// The seed of [`CallKey`]'s hash.
@@ -124,6 +124,9 @@ pub struct ToolCallPart {
     pub tool_name: Option<Arc<str>>,
     pub call_fingerprint: Option<Fingerprint>,
     pub result_fingerprint: Option<Fingerprint>,
+    /// The traits read from the part: the arguments' half of a `tool_call` part, the
+    /// result's half of a `tool_call_response` part.
+    pub traits: CallTraits,
 }
 
 /// Per-run parts waiting for their tool call: 8 bytes until a run keeps its first part
@@ -160,6 +163,12 @@ impl CallIndex {
         match parts.pending.get_mut(&part.call_id) {
             Some(kept) => {
                 kept.tool_name = kept.tool_name.take().or(part.tool_name.clone());
+                if kept.call_fingerprint.is_none() && part.call_fingerprint.is_some() {
+                    kept.traits = kept.traits.with_arguments_of(part.traits);
+                }
+                if kept.result_fingerprint.is_none() && part.result_fingerprint.is_some() {
+                    kept.traits = kept.traits.with_result_of(part.traits);
+                }
                 kept.call_fingerprint = kept.call_fingerprint.or(part.call_fingerprint);
                 kept.result_fingerprint = kept.result_fingerprint.or(part.result_fingerprint);
             }
@@ -374,13 +383,16 @@ pub(super) fn observation(events: &[KeptEvent], index: usize) -> Observation {
             .iter()
             .find(|e| split_siblings(event, e));
         if let (
-            Some(result),
+            Some((result, result_traits)),
             Observation::ToolCall {
-                result_fingerprint, ..
+                result_fingerprint,
+                traits,
+                ..
             },
         ) = (next.and_then(|e| e.sibling_result()), &mut observation)
         {
             *result_fingerprint = Some(*result);
+            *traits = traits.with_result_of(result_traits);
         }
     }
     observation
@@ -436,11 +448,11 @@ fn fill(target: &mut KeptEvent, source: &KeptEvent) -> bool {
     }
     let mut changed = false;
     if let (None, Some(&call)) = (target.call_fingerprint(), source.call_fingerprint()) {
-        target.set_call_fingerprint(call);
+        target.set_call_fingerprint(call, source.traits());
         changed = true;
     }
     if let (None, Some(&result)) = (target.result_fingerprint(), source.result_fingerprint()) {
-        target.set_result_fingerprint(result);
+        target.set_result_fingerprint(result, source.traits());
         changed = true;
     }
     changed
@@ -465,11 +477,11 @@ fn fill_from_part(target: &mut KeptEvent, part: &ToolCallPart) -> bool {
         part.call_fingerprint,
         name_matches,
     ) {
-        target.set_call_fingerprint(call);
+        target.set_call_fingerprint(call, part.traits);
         changed = true;
     }
     if let (None, Some(result)) = (target.result_fingerprint(), part.result_fingerprint) {
-        target.set_result_fingerprint(result);
+        target.set_result_fingerprint(result, part.traits);
         changed = true;
     }
     changed

@@ -43,6 +43,7 @@ fn call(id: u8, start: u64, tool: &str, args: u8) -> RunEvent {
             tool_name: Arc::from(tool),
             call_fingerprint: Some([args; 32]),
             result_fingerprint: None,
+            traits: Default::default(),
         },
     );
     event.call.result_on_sibling = true;
@@ -57,6 +58,7 @@ fn result(id: u8, start: u64, tool: &str, result: u8) -> RunEvent {
         Observation::ToolResult {
             tool_name: Arc::from(tool),
             result_fingerprint: [result; 32],
+            traits: Default::default(),
         },
     )
 }
@@ -188,6 +190,7 @@ fn results_pair_by_tool_and_parent_and_a_result_alone_is_no_call() {
             tool_name: Arc::from("a"),
             call_fingerprint: Some([1; 32]),
             result_fingerprint: None,
+            traits: Default::default(),
         }
     );
     assert_eq!(r.run("r").unwrap().tool_calls, 1);

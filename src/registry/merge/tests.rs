@@ -23,6 +23,7 @@ fn tool(span: u8, parent: u8, start: u64, call: Option<u8>, result: Option<u8>) 
             tool_name: Arc::from("t"),
             call_fingerprint: call.map(|c| [c; 32]),
             result_fingerprint: result.map(|r| [r; 32]),
+            traits: Default::default(),
         },
         call: CallContext {
             parent_span_id: if parent == 0 {
@@ -180,6 +181,7 @@ fn late_outer_span_replaces_its_inner_span_and_is_filled_from_it() {
             tool_name: Arc::from("t"),
             call_fingerprint: Some([7; 32]),
             result_fingerprint: Some([9; 32]),
+            traits: Default::default(),
         }
     );
 }
@@ -216,6 +218,7 @@ fn unclaimed_message_parts_are_bounded() {
             tool_name: Some(Arc::from("t")),
             call_fingerprint: Some([1; 32]),
             result_fingerprint: None,
+            traits: Default::default(),
         })
         .collect();
     let response = RunEvent {

@@ -1,0 +1,207 @@
+//! Two small signatures a run keeps per call beside its fingerprints.
+//!
+//! - [`growth`]: the sum of the hashes of a result's lines, digits left out. When a result
+//!   grows by the same block at each call (an edit that prepends instead of replacing, a log
+//!   that gains the same lines), the sums of consecutive results differ by the same amount
+//!   (the block's sum) each time, wherever the block lands and however the line numbers
+//!   around it shift; a result that changes otherwise moves the sum by different amounts.
+//! - [`simhash`]: a 32-bit SimHash of a text's token pairs; texts that share most of their
+//!   token pairs get hashes a few bits apart ([`distance`]).
+
+use std::hash::{BuildHasher, Hasher};
+
+/// The fixed seed of both signatures: the same in every process, as replays compare
+/// signatures computed at different times.
+const SEED: u64 = 0x6c6f_6f70_6772_6f77;
+
+fn hasher() -> impl Hasher {
+    foldhash::fast::FixedState::with_seed(SEED).build_hasher()
+}
+
+/// The growth signature of `text` (24 bits, of which a run keeps 8): the wrapping sum of
+/// its lines' hashes, each line hashed with its runs of ASCII digits folded to one marker.
+pub fn growth(text: &str) -> u32 {
+    let mut sum: u64 = 0;
+    for line in text.split('\n') {
+        let mut h = hasher();
+        let mut in_digits = false;
+        let mut start = 0;
+        let bytes = line.as_bytes();
+        for (i, b) in bytes.iter().enumerate() {
+            let digit = b.is_ascii_digit();
+            if digit && !in_digits {
+                h.write(&bytes[start..i]);
+                h.write_u8(0xFF); // not UTF-8: no text byte equals it
+            } else if !digit && in_digits {
+                start = i;
+            }
+            in_digits = digit;
+        }
+        if !in_digits {
+            h.write(&bytes[start..]);
+        }
+        h.write_u8(0xFE);
+        sum = sum.wrapping_add(h.finish() >> 40);
+    }
+    (sum & 0x00FF_FFFF) as u32
+}
+
+/// The difference between two growth signatures, modulo 2²⁴ (modulo 2⁸ for the 8 bits a
+/// run keeps: the sums are exact modulo any power of two below 2²⁴).
+pub fn growth_delta(from: u32, to: u32) -> u32 {
+    to.wrapping_sub(from) & 0x00FF_FFFF
+}
+
+/// Tokens looked at by [`simhash`] (the start of a long text decides).
+pub const SIMHASH_TOKENS: usize = 256;
+
+/// 32-bit SimHash of `text`: each pair of consecutive tokens (runs of letters and `_`, runs
+/// of digits, which all read as one token, or single other visible characters; the first
+/// [`SIMHASH_TOKENS`]) votes for the bits of its hash.
+pub fn simhash(text: &str) -> u32 {
+    let mut votes = [0i32; 32];
+    let mut previous: Option<&str> = None;
+    let mut any = false;
+    for token in tokens(text).take(SIMHASH_TOKENS) {
+        let token = if token.starts_with(|c: char| c.is_ascii_digit()) {
+            "0"
+        } else {
+            token
+        };
+        let mut h = hasher();
+        if let Some(p) = previous {
+            h.write(p.as_bytes());
+        }
+        h.write_u8(0);
+        h.write(token.as_bytes());
+        let bits = h.finish();
+        for (i, vote) in votes.iter_mut().enumerate() {
+            *vote += if bits >> (i + 16) & 1 == 1 { 1 } else { -1 };
+        }
+        previous = Some(token);
+        any = true;
+    }
+    if !any {
+        return 0;
+    }
+    votes
+        .iter()
+        .enumerate()
+        .fold(0u32, |acc, (i, &v)| if v > 0 { acc | 1 << i } else { acc })
+}
+
+/// Bits in which two SimHashes differ (0 = the same token pairs, about 16 = unrelated).
+pub fn distance(a: u32, b: u32) -> u32 {
+    (a ^ b).count_ones()
+}
+
+/// The shape of a call: a 16-bit hash of `tool` and `text` with every run of ASCII digits
+/// read as one marker and whitespace runs as one space. The same edit again at another
+/// line, port or attempt number has the same shape.
+pub fn shape(tool: &str, text: &str) -> u16 {
+    let mut h = hasher();
+    h.write(tool.as_bytes());
+    h.write_u8(0);
+    let mut previous = 0u8; // 1 digit run, 2 whitespace run
+    for b in text.bytes() {
+        let class = if b.is_ascii_digit() {
+            1
+        } else if b.is_ascii_whitespace() {
+            2
+        } else {
+            0
+        };
+        if class == 0 {
+            h.write_u8(b);
+        } else if class != previous {
+            h.write_u8(if class == 1 { 0xFF } else { b' ' });
+        }
+        previous = class;
+    }
+    (h.finish() >> 48) as u16
+}
+
+fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        rest = rest.trim_start();
+        let first = rest.chars().next()?;
+        let len = if first.is_ascii_digit() {
+            rest.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len())
+        } else if first.is_alphanumeric() || first == '_' {
+            rest.find(|c: char| !(c.is_alphanumeric() || c == '_') || c.is_ascii_digit())
+                .unwrap_or(rest.len())
+        } else {
+            first.len_utf8()
+        };
+        let (token, tail) = rest.split_at(len);
+        rest = tail;
+        Some(token)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_block_added_moves_the_sum_by_the_same_amount() {
+        let block = "class Sub {}\ninterface I {}\n";
+        let numbered = |copies: usize| {
+            let mut text = format!("[File: a.java ({} lines total)]\n", copies * 2 + 1);
+            for i in 0..copies {
+                for (j, line) in block.lines().enumerate() {
+                    text.push_str(&format!("{}:{line}\n", i * 2 + j + 1));
+                }
+            }
+            text + "File updated."
+        };
+        let g: Vec<u32> = (1..5).map(|n| growth(&numbered(n))).collect();
+        let deltas: Vec<u32> = g.windows(2).map(|w| growth_delta(w[0], w[1])).collect();
+        assert!(
+            deltas.iter().all(|&d| d == deltas[0] && d != 0),
+            "{deltas:?}"
+        );
+        // a different change moves it by another amount
+        assert_ne!(
+            growth_delta(g[0], growth(&(numbered(1) + "\nother line"))),
+            deltas[0]
+        );
+        // digits alone do not move it
+        assert_eq!(growth("took 5 steps"), growth("took 17 steps"));
+        assert!(growth("a") < 1 << 24);
+    }
+
+    #[test]
+    fn near_texts_are_near() {
+        let a = simhash("find /usr -name \"java\" 2>/dev/null");
+        let b = simhash("find /opt -name \"java\" 2>/dev/null");
+        let c = simhash("python manage.py test auth --verbosity 2");
+        assert!(distance(a, b) <= 8, "{}", distance(a, b));
+        assert!(distance(a, c) > distance(a, b));
+        assert_eq!(simhash("ls  -la"), simhash("ls -la"));
+        assert_eq!(simhash("head -n 10 a"), simhash("head -n 20 a"));
+        assert_eq!(simhash(""), 0);
+    }
+
+    #[test]
+    fn shapes_leave_out_digits_and_spacing() {
+        let edit = |old: u32, new: u32| {
+            format!(r#"{{"path": "config.yaml", "old": "port: {old}", "new": "port: {new}"}}"#)
+        };
+        assert_eq!(
+            shape("edit_file", &edit(8080, 8081)),
+            shape("edit_file", &edit(8081, 8082))
+        );
+        assert_ne!(
+            shape("edit_file", &edit(1, 2)),
+            shape("write_file", &edit(1, 2))
+        );
+        assert_ne!(
+            shape("bash", "sed -i 's/a/b/' f.py"),
+            shape("bash", "sed -i 's/a/c/' f.py")
+        );
+        assert_eq!(shape("bash", "ls  -la\n"), shape("bash", "ls -la "));
+    }
+}
