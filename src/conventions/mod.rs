@@ -16,6 +16,7 @@
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
+pub mod agents;
 pub mod event;
 pub mod run_key;
 
