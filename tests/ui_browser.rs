@@ -3,7 +3,7 @@
 //! until the looping pydantic-ai run shows up among the latest loops with its repeated
 //! call (tool name and short fingerprint, never the arguments) and the per-agent loop-rate
 //! chart has a line; then a screenshot is saved to
-//! `$CARGO_TARGET_TMPDIR/ui-screenshot.png` (the test artifact; the README's copy is
+//! `$CARGO_TARGET_TMPDIR/ui-screenshot.png` (the test artifact; docs/api.md shows a copy,
 //! `docs/ui.png`).
 
 mod ops_support;

@@ -3,5 +3,6 @@
 
 pub mod explain;
 pub mod explain_agents;
+pub mod inject;
 pub mod replay;
 pub mod scan;

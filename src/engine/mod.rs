@@ -108,6 +108,24 @@ pub struct Processed {
     /// How many synthetic `loop.detected` spans were added to the request (detections
     /// completed by spans of earlier requests).
     pub synthetic_spans: usize,
+    /// Per `service.name`, the latest end time (ns since the Unix epoch) of the request's
+    /// tool calls: how late tool spans arrive (`loopwatch_ingest_lag_seconds`).
+    pub latest_tool_end: Vec<(Option<Arc<str>>, u64)>,
+}
+
+/// [`Processed::latest_tool_end`] of `events`.
+fn latest_tool_ends(events: &[RunEvent]) -> Vec<(Option<Arc<str>>, u64)> {
+    let mut latest: Vec<(Option<Arc<str>>, u64)> = Vec::new();
+    for event in events {
+        if !matches!(event.observation, Observation::ToolCall { .. }) {
+            continue;
+        }
+        match latest.iter_mut().find(|(s, _)| *s == event.service_name) {
+            Some((_, end)) => *end = (*end).max(event.end_time_unix_nano),
+            None => latest.push((event.service_name.clone(), event.end_time_unix_nano)),
+        }
+    }
+    latest
 }
 
 /// Extraction, fingerprinting and detection over a [`Registry`].
@@ -226,6 +244,7 @@ impl Engine {
         let (events, mut located, moves, hops) = self.events_of(spans.iter().cloned());
         let mut detections = self.rehome(moves, now);
         detections.extend(self.registry.relink(&hops));
+        let latest_tool_end = latest_tool_ends(&events);
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&spans, &mut located, &mut detections, now);
         self.add_delegations(&spans, &mut located, &mut detections, now);
@@ -247,6 +266,7 @@ impl Engine {
             detections,
             annotated_spans,
             synthetic_spans,
+            latest_tool_end,
         }
     }
 
@@ -435,6 +455,7 @@ impl Engine {
         let (events, mut located, moves, hops) = self.events_of(inputs.iter().cloned());
         let mut detections = self.rehome(moves, now);
         detections.extend(self.registry.relink(&hops));
+        let latest_tool_end = latest_tool_ends(&events);
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&inputs, &mut located, &mut detections, now);
         self.add_delegations(&inputs, &mut located, &mut detections, now);
@@ -491,6 +512,7 @@ impl Engine {
                 detections,
                 annotated_spans,
                 synthetic_spans,
+                latest_tool_end,
             },
             spans: spans + synthetic_spans as u64,
         })
