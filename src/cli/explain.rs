@@ -29,6 +29,12 @@ pub struct RunExplanation {
     pub budget_figures: Vec<BudgetFigure>,
     /// `[budgets]` detections of the run (empty when none was set or none passed).
     pub budgets: Vec<Fired>,
+    /// Inference spans whose cost could not be found (no recorded cost, no price for their
+    /// model): `max_cost_usd` does not see them.
+    pub unpriced_model_calls: u64,
+    /// The agents the run was handed to and its delegation figures (`None` when it never
+    /// was).
+    pub delegation: Option<crate::cli::explain_agents::DelegationExplanation>,
 }
 
 /// A budget, the run's figure and the limit (durations in ms); `tool` names the busiest
@@ -118,7 +124,8 @@ impl From<&RunDetection> for Fired {
 }
 
 /// Reads `files` as one stream (as `scan` does) and explains every run with a tool call or
-/// model response, runs ordered by their first span's start time (ties: run key), for every
+/// model response, runs ordered by their first span's start time (ties: run key), then the
+/// runs with only budget figures or agent handoffs (by run key), for every
 /// profile or only `profile`. The engine should keep every event of a run
 /// (`registry.max_events_per_run` at least the run's length), or the explanation starts at
 /// the first kept event.
@@ -144,9 +151,23 @@ pub fn explain(
             kb,
         ))
     });
+    let mut run_keys: Vec<String> = runs.into_iter().map(|(_, key)| key).collect();
+    // Runs with budget figures or handed between agents, without a tool call or model
+    // response the registry keeps.
+    let mut more: Vec<String> = Vec::new();
+    if let Some(budgets) = &engine.budgets {
+        more.extend(budgets.run_keys());
+    }
+    if let Some(delegations) = &engine.delegations {
+        more.extend(delegations.run_keys());
+    }
+    more.retain(|key| !run_keys.contains(key));
+    more.sort();
+    more.dedup();
+    run_keys.extend(more);
     let short = |fp: &Fingerprint| engine.fingerprint_key.short(fp);
     let mut out = Vec::new();
-    for (_, run_key) in runs {
+    for run_key in run_keys {
         let events = engine.registry.events(&run_key).unwrap_or_default();
         let detections = engine.registry.detections(&run_key).unwrap_or_default();
         let summary = engine.registry.run(&run_key);
@@ -257,6 +278,7 @@ pub fn explain(
                     ("cycle", settings.cycle),
                     ("max_cycle_period", settings.max_cycle_period),
                     ("repeated_text", settings.repeated_text),
+                    ("delegation_cycle", settings.delegation_cycle),
                 ],
                 steps,
             });
@@ -282,6 +304,13 @@ pub fn explain(
             ),
             _ => (Vec::new(), Vec::new()),
         };
+        let unpriced_model_calls = match (&engine.budgets, profile) {
+            (Some(budgets), None) if budgets.budgets().max_cost_usd > 0.0 => {
+                budgets.unpriced(&run_key)
+            }
+            _ => 0,
+        };
+        let delegation = crate::cli::explain_agents::explain(engine, &run_key, profile);
         out.push(RunExplanation {
             service_name: summary
                 .as_ref()
@@ -291,6 +320,8 @@ pub fn explain(
             profiles,
             budget_figures,
             budgets,
+            unpriced_model_calls,
+            delegation,
         });
     }
     Ok(out)
@@ -342,6 +373,18 @@ pub fn render_text(runs: &[RunExplanation]) -> String {
                 .budget_figures
                 .iter()
                 .map(|f| {
+                    if f.budget == "max_cost_usd" {
+                        let unpriced = match run.unpriced_model_calls {
+                            0 => String::new(),
+                            n => format!(" ({n} model call(s) without a price)"),
+                        };
+                        return format!(
+                            "{} {}/{}{unpriced}",
+                            f.budget,
+                            crate::detector::cost::dollars(f.value),
+                            crate::detector::cost::dollars(f.limit)
+                        );
+                    }
                     let unit = if f.budget == "max_duration" {
                         " ms"
                     } else {
@@ -362,6 +405,9 @@ pub fn render_text(runs: &[RunExplanation]) -> String {
                 "    FIRED budget_exceeded {} on span {}: {}\n",
                 fired.severity, fired.span_id, fired.reason
             ));
+        }
+        if let Some(delegation) = &run.delegation {
+            crate::cli::explain_agents::render_text(delegation, &mut out);
         }
     }
     if runs.is_empty() {

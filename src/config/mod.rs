@@ -431,7 +431,7 @@ impl Config {
     /// [`Config::validate`] reports them; empty when the configuration is valid.
     pub fn problems(&self) -> Vec<ConfigError> {
         let key = |(key, reason)| ConfigError::Key { key, reason };
-        let checks: [&dyn Fn() -> Result<(), ConfigError>; 16] = [
+        let checks: [&dyn Fn() -> Result<(), ConfigError>; 17] = [
             &|| self.detection.run_key_mode().map(drop),
             &|| {
                 validate_log_level(&self.log.level).map_err(|reason| ConfigError::Key {
@@ -487,6 +487,7 @@ impl Config {
                     .map_err(key)
             },
             &|| self.registry.validate().map_err(key),
+            &|| self.budgets.validate().map_err(key),
             &|| self.receiver.validate().map_err(key),
             &|| {
                 if self.server.worker_threads > ServerConfig::MAX_WORKER_THREADS {
