@@ -34,9 +34,17 @@ fn engine() -> Engine {
     let spans = (0..19u8)
         .map(|i| {
             let (tool, arguments, result) = if i % 4 == 0 {
-                ("read_file", r#"{"path":"src/main.rs","lines":[1,200]}"#.to_owned(), "No such file".to_owned())
+                (
+                    "read_file",
+                    r#"{"path":"src/main.rs","lines":[1,200]}"#.to_owned(),
+                    "No such file".to_owned(),
+                )
             } else {
-                ("search", format!(r#"{{"query":"loop detection {i}","limit":10}}"#), format!("{i} results"))
+                (
+                    "search",
+                    format!(r#"{{"query":"loop detection {i}","limit":10}}"#),
+                    format!("{i} results"),
+                )
             };
             Span {
                 trace_id: vec![3; 16],
@@ -78,15 +86,25 @@ fn request(trace: &str, tool: &str, arguments: &str) -> CheckRequest {
 fn benches(c: &mut Criterion) {
     let engine = engine();
     let run = "03030303030303030303030303030303";
-    let firing = request(run, "read_file", r#"{"lines":[1,200],"path":"src/main.rs"}"#);
+    let firing = request(
+        run,
+        "read_file",
+        r#"{"lines":[1,200],"path":"src/main.rs"}"#,
+    );
     let quiet = request(run, "search", r#"{"query":"something new","limit":10}"#);
     let unknown = request("04040404040404040404040404040404", "search", "{}");
     assert_eq!(check(&engine, &firing).unwrap().decision, Decision::Deny);
     assert_eq!(check(&engine, &quiet).unwrap().decision, Decision::Allow);
     let mut group = c.benchmark_group("guard");
-    group.bench_function("check_deny", |b| b.iter(|| check(&engine, black_box(&firing))));
-    group.bench_function("check_allow", |b| b.iter(|| check(&engine, black_box(&quiet))));
-    group.bench_function("check_unknown_run", |b| b.iter(|| check(&engine, black_box(&unknown))));
+    group.bench_function("check_deny", |b| {
+        b.iter(|| check(&engine, black_box(&firing)))
+    });
+    group.bench_function("check_allow", |b| {
+        b.iter(|| check(&engine, black_box(&quiet)))
+    });
+    group.bench_function("check_unknown_run", |b| {
+        b.iter(|| check(&engine, black_box(&unknown)))
+    });
     group.finish();
 }
 

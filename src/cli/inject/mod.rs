@@ -6,9 +6,10 @@
 //! What a pod spec gets ([`inject_pod_spec`]):
 //! - an init container `loopwatch` with OTLP receivers on loopback (`127.0.0.1:4317`/`4318`),
 //!   the admin listener on the pod IP (`0.0.0.0:8787`: probes and Prometheus reach it) behind
-//!   the token of Secret `<secret>` key `admin-token`, the fingerprint key from key
-//!   `fingerprint-key` (both optional: without them loopwatch warns), startup, liveness and
-//!   readiness probes, and a restricted security context;
+//!   the token of Secret `<secret>` key `admin-token` (required: the pod does not start
+//!   without it, as in every shipped manifest), the fingerprint key from key
+//!   `fingerprint-key` (optional: without it loopwatch draws one and warns), startup,
+//!   liveness and readiness probes, and a restricted security context;
 //! - on every app container: `OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317`,
 //!   `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` and `OTEL_BSP_SCHEDULE_DELAY=200` (tool spans within
 //!   200 ms, so a loop is seen in time). An endpoint a container already had becomes
@@ -230,9 +231,9 @@ fn env_var(name: &str, value: &str) -> Value {
     Value::Mapping(m)
 }
 
-fn secret_var(name: &str, secret: &str, key: &str) -> Value {
+fn secret_var(name: &str, secret: &str, key: &str, optional: bool) -> Value {
     let yaml = format!(
-        "name: {name}\nvalueFrom:\n  secretKeyRef:\n    name: {secret}\n    key: {key}\n    optional: true\n"
+        "name: {name}\nvalueFrom:\n  secretKeyRef:\n    name: {secret}\n    key: {key}\n    optional: {optional}\n"
     );
     serde_yaml_ng::from_str(&yaml).expect("a fixed mapping")
 }
@@ -252,11 +253,13 @@ fn sidecar(options: &InjectOptions, downstream: Option<&str>) -> Value {
             "LOOPWATCH_ADMIN__AUTH_TOKEN",
             &options.secret,
             "admin-token",
+            false,
         ));
         env.push(secret_var(
             "LOOPWATCH_DETECTION__FINGERPRINT_KEY",
             &options.secret,
             "fingerprint-key",
+            true,
         ));
     }
     sidecar

@@ -215,3 +215,19 @@ fn an_admission_review_of_a_pod_is_answered_with_a_patch_that_injects_it() {
     );
     assert!(again["response"].get("patch").is_none());
 }
+
+#[test]
+fn the_admin_token_is_required_and_the_fingerprint_key_optional() {
+    let (docs, _) = injected(DEPLOYMENT);
+    let env = docs[0]["spec"]["template"]["spec"]["initContainers"][0]["env"]
+        .as_sequence()
+        .unwrap()
+        .clone();
+    let optional = |name: &str| {
+        env.iter()
+            .find(|e| e["name"].as_str() == Some(name))
+            .and_then(|e| e["valueFrom"]["secretKeyRef"]["optional"].as_bool())
+    };
+    assert_eq!(optional("LOOPWATCH_ADMIN__AUTH_TOKEN"), Some(false));
+    assert_eq!(optional("LOOPWATCH_DETECTION__FINGERPRINT_KEY"), Some(true));
+}
