@@ -3,6 +3,7 @@
 
 use crate::conventions::run_key::RunKeyMode;
 use crate::engine::budget_state::BudgetTracker;
+use crate::engine::delegation_state::DelegationTracker;
 use crate::engine::{Engine, EngineOptions};
 use crate::fingerprint::{FingerprintKey, Fingerprinter};
 use crate::registry::Registry;
@@ -45,6 +46,12 @@ impl Engine {
         engine.tool_fingerprints = config.fingerprint_rules()?;
         engine.comparer = crate::compare::Comparer::new(&config.detection.compare_config());
         engine.comparer.near_signatures = near;
+        engine.delegations = DelegationTracker::new(
+            engine.registry.profiles(),
+            config.budgets.max_handoffs,
+            config.budgets.action,
+            config.registry.max_runs,
+        );
         if config.budgets.any() {
             engine.budgets = Some(BudgetTracker::new(
                 config.budgets.clone(),

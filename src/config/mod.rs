@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub mod engine;
 pub use engine::EngineError;
 pub mod env_names;
+pub mod ui;
 pub mod validate_security;
 
 use crate::conventions::run_key::RunKeyMode;
@@ -51,6 +52,8 @@ pub struct Config {
     pub signals: SignalsConfig,
     /// `[admin]`: HTTP admin API, metrics and health.
     pub admin: AdminConfig,
+    /// `[ui]`: the fleet page (`/ui`): the link to a trace in the user's tracing UI.
+    pub ui: ui::UiConfig,
     /// `[log]`
     pub log: LogConfig,
     /// `[shutdown]`
@@ -463,7 +466,7 @@ impl Config {
     /// [`Config::validate`] reports them; empty when the configuration is valid.
     pub fn problems(&self) -> Vec<ConfigError> {
         let key = |(key, reason)| ConfigError::Key { key, reason };
-        let checks: [&dyn Fn() -> Result<(), ConfigError>; 16] = [
+        let checks: [&dyn Fn() -> Result<(), ConfigError>; 18] = [
             &|| self.detection.run_key_mode().map(drop),
             &|| {
                 validate_log_level(&self.log.level).map_err(|reason| ConfigError::Key {
@@ -519,6 +522,8 @@ impl Config {
                     .map_err(key)
             },
             &|| self.registry.validate().map_err(key),
+            &|| self.ui.validate().map_err(key),
+            &|| self.budgets.validate().map_err(key),
             &|| self.receiver.validate().map_err(key),
             &|| {
                 if self.server.worker_threads > ServerConfig::MAX_WORKER_THREADS {

@@ -241,7 +241,7 @@ mod tests {
             same_outcomes: 0,
             repeated_outcome: 6,
             near_repeats: 0,
-            near_repeat: 4,
+            near_repeat: 6,
             alternations,
             alternating_calls: 3,
             change,

@@ -25,7 +25,9 @@
 
 mod alternating;
 pub mod budget;
+pub mod cost;
 mod cycle;
+pub mod delegation;
 mod escalation;
 pub mod explain;
 mod names;
@@ -124,8 +126,8 @@ pub enum Evidence {
     /// Nothing to say: the results were the same, or changed (progress).
     #[default]
     None,
-    /// The results differed only in volatile noise (timestamps, counters, addresses…),
-    /// removed before they were compared.
+    /// Volatile noise (timestamps, counters, addresses…) was removed from the results
+    /// before they were compared: they may have differed only there.
     Noise,
     /// A result grew by the same block at each call.
     Growth,
@@ -274,6 +276,12 @@ impl Detector {
                     found.progress,
                 ) {
                     severity = fixed;
+                }
+                if severity == Severity::Kill
+                    && found.evidence != Evidence::None
+                    && !self.settings.inferred_kills
+                {
+                    severity = Severity::Warn;
                 }
                 Some(Detection {
                     pattern: found.pattern,

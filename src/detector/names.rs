@@ -19,11 +19,13 @@ pub enum Pattern {
     RepeatedText,
     /// A `[budgets]` limit was passed ([`super::budget`]).
     BudgetExceeded,
+    /// Agents of a run handed the work around the same cycle N times ([`super::delegation`]).
+    DelegationCycle,
 }
 
 impl Pattern {
     /// Every pattern, in the order call patterns are checked (repeated_text last).
-    pub const ALL: [Pattern; 8] = [
+    pub const ALL: [Pattern; 9] = [
         Pattern::RepeatedResult,
         Pattern::RepeatedOutcome,
         Pattern::AlternatingCalls,
@@ -32,6 +34,7 @@ impl Pattern {
         Pattern::NearRepeat,
         Pattern::RepeatedText,
         Pattern::BudgetExceeded,
+        Pattern::DelegationCycle,
     ];
 
     /// The wire name (`loop.pattern`, signals, scan output), e.g. `"repeated_call"`.
@@ -45,6 +48,7 @@ impl Pattern {
             Pattern::NearRepeat => "near_repeat",
             Pattern::RepeatedText => "repeated_text",
             Pattern::BudgetExceeded => "budget_exceeded",
+            Pattern::DelegationCycle => "delegation_cycle",
         }
     }
 }

@@ -121,6 +121,12 @@ pub struct ProfileSettings {
     /// then run the same test again, is work (default true).
     #[serde(default = "yes")]
     pub mutation_resets: bool,
+    /// A detection whose results were compared without their volatile noise
+    /// ([`super::Evidence::Noise`]) or grew by the same block ([`super::Evidence::Growth`])
+    /// may be a kill (default false: at most `warn`, since normalisation can hide a number
+    /// that mattered; a kill rests on results compared as recorded).
+    #[serde(default)]
+    pub inferred_kills: bool,
     /// A,B,A,B… N cycles (A ≠ B).
     pub alternating_calls: usize,
     /// N repeats of a p-call sequence, 3 ≤ p ≤ `max_cycle_period`; may look back
@@ -130,6 +136,10 @@ pub struct ProfileSettings {
     pub max_cycle_period: usize,
     /// N consecutive identical text-only model responses.
     pub repeated_text: usize,
+    /// N times round the same cycle of agents (A hands off to B, B hands back to A: once),
+    /// [`super::delegation`]; 0 = off.
+    #[serde(default)]
+    pub delegation_cycle: usize,
     /// The k-th detection of the same loop (pattern + fingerprints) in a run has severity
     /// `kill`, whatever `action` says; 0 = off, else ≥ 2.
     #[serde(default)]
@@ -172,7 +182,7 @@ impl ProfileSettings {
     pub const BUILT_IN: [&'static str; 2] = ["nudge", "stop"];
 
     /// Built-in `nudge`: window 10, repeated_call 5, repeated_result 3, repeated_outcome 6,
-    /// alternating 3, cycle 3, max period 3, near_repeat 4, repeated_text 3, action warn.
+    /// alternating 3, cycle 3, max period 3, near_repeat 6, repeated_text 3, action warn.
     pub fn nudge() -> Self {
         Self::built_in("nudge").expect("nudge is built in")
     }
@@ -304,7 +314,7 @@ impl ProfileSettings {
     /// `repeated_result` ≤ `window`; `near_repeat_distance` ≤ 16;
     /// 2·`alternating_calls` ≤ `window`; `max_cycle_period` in 3..=8 (a cycle may look
     /// back `max_cycle_period`·`cycle` calls, past the window); `escalate_after` 0 or ≥ 2
-    /// (1 would be `action = "kill"`). The error names the first offending key under
+    /// (1 would be `action = "kill"`); `delegation_cycle` 0 or ≥ 2. The error names the first offending key under
     /// `profiles.<name>.`.
     pub fn validate(&self) -> Result<(), ProfileError> {
         let key = |field: &str| format!("profiles.{}.{field}", self.name);
@@ -323,6 +333,13 @@ impl ProfileSettings {
             return fail(
                 "repeated_text",
                 "must be 0 (off) or at least 2, got 1".into(),
+            );
+        }
+        if self.delegation_cycle == 1 {
+            return fail(
+                "delegation_cycle",
+                "must be 0 (off) or at least 2, got 1 (one hand-back is how a supervisor works)"
+                    .into(),
             );
         }
         if !(3..=8).contains(&self.max_cycle_period) {
@@ -369,7 +386,7 @@ mod tests {
                     alternating_calls: 3,
                     cycle: 3,
                     repeated_outcome: 6,
-                    near_repeat: 4,
+                    near_repeat: 6,
                 }
             )
         );

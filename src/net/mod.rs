@@ -1,8 +1,10 @@
 //! The network edges every listener and client shares: TLS, bearer-token auth, retry
-//! policy, the admin API's error shape and listener hygiene (connection caps, HTTP/2 limits).
+//! policy, the admin API's error shape, listener hygiene (connection caps, HTTP/2 limits)
+//! and the trace-link template of the `/ui` page.
 
 pub mod api_error;
 pub mod auth;
 pub mod listen;
 pub mod retry;
 pub mod tls;
+pub mod trace_url;

@@ -342,7 +342,7 @@ pub fn parse_openmetrics(text: &str) -> Result<Scrape, String> {
             continue;
         }
         // One series per label set without `le` (a labelled histogram has several).
-        let mut series: BTreeMap<Vec<(String, String)>, Vec<(f64, f64)>> = BTreeMap::new();
+        let mut series: BTreeMap<Labels, Vec<(f64, f64)>> = BTreeMap::new();
         for s in scrape
             .samples
             .iter()
@@ -408,6 +408,9 @@ pub async fn get_metrics(admin: SocketAddr, accept: &str) -> (u16, String, Strin
         .to_owned();
     (status, content_type, response.text().await.expect("body"))
 }
+
+/// A series' labels without `le`, in name order.
+type Labels = Vec<(String, String)>;
 
 /// Scrapes `/metrics` as Prometheus does (OpenMetrics) and parses it, asserting 200 and a
 /// valid exposition.

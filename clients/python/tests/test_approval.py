@@ -3,6 +3,8 @@ for approval instead of killing."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import loopwatch
@@ -29,6 +31,9 @@ def loop(guard, calls, limit):
     @guard.tool
     def fetch_url(url: str) -> str:
         calls.append(url)
+        # A real call takes time: a 0 ms tool races the signal's delivery on a loaded
+        # machine (the timeliness figures for 0 ms tools are in tests/test_timeliness.py).
+        time.sleep(0.025)
         return "Error: connection refused"
 
     for _ in range(limit):
