@@ -14,10 +14,14 @@ use loopwatch::engine::Engine;
 type Found = (String, &'static str, Severity, Option<usize>, Evidence);
 
 fn detections(run: &str) -> Vec<Found> {
+    detections_with(run, &Config::default())
+}
+
+fn detections_with(run: &str, config: &Config) -> Vec<Found> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/field")
         .join(run);
-    let engine = Engine::from_config(&Config::default()).expect("default config");
+    let engine = Engine::from_config(config).expect("config");
     loopwatch::cli::scan::scan(&engine, &[path.clone()])
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut found: Vec<Found> = engine
@@ -67,11 +71,38 @@ fn a_volatile_shell_counter_no_longer_hides_a_loop() {
             Evidence::Noise
         )
     );
-    let stop = first(&found, "stop").expect("killed");
+    // `stop` sees the loop at call 12, but results compared without their noise warn: a
+    // kill rests on results compared as recorded, unless `inferred_kills` says otherwise.
+    let stop = first(&found, "stop").expect("stop warned");
     assert_eq!(
         (stop.1, stop.2, stop.3),
-        ("repeated_result", Severity::Kill, Some(12))
+        ("repeated_result", Severity::Warn, Some(12))
     );
+    assert!(found.iter().all(|d| d.2 < Severity::Kill), "{found:?}");
+    let config = Config::from_toml("[profiles.stop]\ninferred_kills = true\n").expect("config");
+    let found = detections_with(
+        "swe-agent/deepseek-chat-v2__fasterxml__jackson-core-729.json",
+        &config,
+    );
+    let stop = first(&found, "stop").expect("killed");
+    assert_eq!(
+        (stop.1, stop.2, stop.3, stop.4),
+        ("repeated_result", Severity::Kill, Some(12), Evidence::Noise)
+    );
+}
+
+#[test]
+fn a_successful_run_is_warned_of_its_noisy_loop_but_not_killed() {
+    // `javac …` 20 times, `/bin/bash: line 62215: javac: command not found`, the counter up
+    // by 15 each time. The run is labelled resolved (its one edit, at call 3, was the fix;
+    // the cost limit submitted it): a loop worth a warning, never a kill by default.
+    let found = detections("swe-agent/deepseek-chat-v2__googlecontainertools__jib-4035.json");
+    let nudge = first(&found, "nudge").expect("warned");
+    assert_eq!(
+        (nudge.1, nudge.2, nudge.3, nudge.4),
+        ("repeated_result", Severity::Warn, Some(8), Evidence::Noise)
+    );
+    assert!(found.iter().all(|d| d.2 < Severity::Kill), "{found:?}");
 }
 
 #[test]
@@ -112,12 +143,14 @@ fn a_result_growing_by_the_same_block_is_no_progress() {
 
 #[test]
 fn near_identical_commands_with_the_same_empty_answer_warn() {
-    // `find /usr -name "java"`, `find /opt -name "java"`, … all empty.
+    // `find /usr -name "java"`, `find /opt -name "java"`, … all empty; from call 30,
+    // `find /var/lib -name "java*"`, `find /run …`, … six in a row by call 36 (nudge's
+    // near_repeat is 6: five different arguments with one answer are quiet, scenario s15).
     let found = detections("swe-agent/doubao-pro-128k__fasterxml__jackson-core-980.json");
     let nudge = first(&found, "nudge").expect("warned");
     assert_eq!(
         (nudge.1, nudge.2, nudge.3),
-        ("near_repeat", Severity::Warn, Some(19))
+        ("near_repeat", Severity::Warn, Some(36))
     );
     assert!(
         found.iter().all(|d| d.2 < Severity::Kill),

@@ -105,7 +105,7 @@ pub fn reason_of(det: &Detection) -> String {
             format!("{sentence}, but the results changed (progress, not a loop)")
         }
         (_, crate::detector::Evidence::Noise) => format!(
-            "{sentence} (the results differed only in volatile noise: counters, times, ids, addresses)"
+            "{sentence} (results compared without their volatile noise: counters, times, ids, addresses)"
         ),
         (_, crate::detector::Evidence::Growth) => format!(
             "{sentence} (the results only grew by the same block at each call: no progress)"
