@@ -2,13 +2,13 @@
 //! every case gives exactly its `expected.json`, for both profiles, through `scan`, and
 //! through the running server over OTLP/gRPC and OTLP/HTTP JSON.
 
-mod common;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{key_of, keys_of, Key};
+use crate::support::spans::{key_of, keys_of, Key};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::Value as Json;
@@ -16,7 +16,7 @@ use serde_json::Value as Json;
 const PROFILES: [&str; 2] = ["nudge", "stop"];
 
 fn cases_dir() -> PathBuf {
-    common::fixtures().join("cases")
+    support::spans::fixtures().join("cases")
 }
 
 /// Case names with their expected answers.
@@ -279,7 +279,7 @@ async fn every_case_through_the_server_over_http_json() {
         .unwrap();
     assert_eq!(response.status(), 200);
     let admin = server.admin_addr.expect("admin listener");
-    let metrics = common::serve_process::scrape(&admin.to_string()).await;
+    let metrics = support::serve_process::scrape(&admin.to_string()).await;
     assert!(
         metrics
             .lines()

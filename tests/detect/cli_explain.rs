@@ -1,12 +1,11 @@
 //! `loopwatch explain` as a platform engineer runs it on a recorded trace: the call
 //! sequence with short ids, where a rule fired and why, and why not elsewhere.
 
-mod common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::support::spans::*;
 use prost::Message;
 
 /// A fixed key, so the short ids in the expected lines are stable.

@@ -1,9 +1,8 @@
 //! Every corpus run gives exactly `expected.json` for both profiles, whatever the order in
 //! which its spans arrive (DESIGN §2 "Order").
 
-mod common;
 
-use common::*;
+use crate::support::spans::*;
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;
 use loopwatch::registry::RunDetection;

@@ -2,9 +2,8 @@
 //! from a config file, loop like any built-in convention; a mapping that can never match is
 //! refused at start-up with its name.
 
-mod common;
 
-use common::{kv, s};
+use crate::support::spans::{kv, s};
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -5,9 +5,9 @@
 //! pattern, the `max_handoffs` budget and the `max_cost_usd` budget, through `loopwatch
 //! scan` on OTLP/JSON and protobuf, in any arrival order, and their config errors.
 
-mod common;
+use crate::support;
 
-use common::{fixtures, loopwatch};
+use crate::support::spans::{fixtures, loopwatch};
 use loopwatch::config::Config;
 use prost::Message;
 use serde_json::Value as Json;
@@ -61,7 +61,7 @@ fn cycle_warning() -> Row {
 fn a_handoff_ping_pong_warns_after_three_round_trips_and_one_handoff_does_not() {
     // Default config: nudge's delegation_cycle is 3, stop's 6 (A goes round 4 times).
     assert_eq!(
-        rows(&common::scan_json("", &path(HANDOFFS))),
+        rows(&support::spans::scan_json("", &path(HANDOFFS))),
         vec![cycle_warning()]
     );
     // The same spans as protobuf (the wire reader), one span per request in reverse
@@ -79,18 +79,18 @@ fn a_handoff_ping_pong_warns_after_three_round_trips_and_one_handoff_does_not() 
         .unwrap();
     }
     assert_eq!(
-        rows(&common::scan_json("", dir.path())),
+        rows(&support::spans::scan_json("", dir.path())),
         vec![cycle_warning()]
     );
     // Off, and a stricter profile.
     assert_eq!(
-        rows(&common::scan_json(
+        rows(&support::spans::scan_json(
             "[profiles.nudge]\ndelegation_cycle = 0\n",
             &path(HANDOFFS)
         )),
         vec![]
     );
-    let strict = rows(&common::scan_json(
+    let strict = rows(&support::spans::scan_json(
         "[profiles.stop]\ndelegation_cycle = 4\n",
         &path(HANDOFFS),
     ));
@@ -104,7 +104,7 @@ fn a_handoff_ping_pong_warns_after_three_round_trips_and_one_handoff_does_not() 
 #[test]
 fn max_handoffs_counts_every_change_of_agent() {
     let config = "[profiles.nudge]\ndelegation_cycle = 0\n[budgets]\nmax_handoffs = 5\n";
-    let found = common::scan_json(config, &path(HANDOFFS));
+    let found = support::spans::scan_json(config, &path(HANDOFFS));
     assert_eq!(
         rows(&found),
         vec![(
@@ -118,7 +118,7 @@ fn max_handoffs_counts_every_change_of_agent() {
     );
     // Trace B's single handoff stays under a limit of 1.
     let one = "[profiles.nudge]\ndelegation_cycle = 0\n[budgets]\nmax_handoffs = 1\n";
-    let traces: Vec<String> = rows(&common::scan_json(one, &path(HANDOFFS)))
+    let traces: Vec<String> = rows(&support::spans::scan_json(one, &path(HANDOFFS)))
         .into_iter()
         .map(|r| r.0)
         .collect();
@@ -133,7 +133,7 @@ fn cost_from_the_price_table_when_spans_record_none() {
     let config = "[profiles.nudge]\ndelegation_cycle = 0\n[budgets]\nmax_cost_usd = 0.002\n\
                   [budgets.prices.\"gpt-4o-mini*\"]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n\
                   [budgets.prices.\"gpt-4o*\"]\ninput_per_mtok = 2.5\noutput_per_mtok = 10.0\n";
-    let found = common::scan_json(config, &path(HANDOFFS));
+    let found = support::spans::scan_json(config, &path(HANDOFFS));
     assert_eq!(
         rows(&found),
         vec![(
@@ -147,7 +147,7 @@ fn cost_from_the_price_table_when_spans_record_none() {
     );
     // Without a price for the model nothing is spent that loopwatch can see.
     let unpriced = "[profiles.nudge]\ndelegation_cycle = 0\n[budgets]\nmax_cost_usd = 0.002\n";
-    assert_eq!(rows(&common::scan_json(unpriced, &path(HANDOFFS))), vec![]);
+    assert_eq!(rows(&support::spans::scan_json(unpriced, &path(HANDOFFS))), vec![]);
     // explain says so.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("c.toml");
@@ -171,7 +171,7 @@ fn recorded_cost_wins_and_the_reason_names_dollars() {
     // table here is deliberately wrong: the recorded figure must win).
     let config = "[budgets]\nmax_cost_usd = 0.01\n[budgets.prices.\"gpt-4o*\"]\n\
                   input_per_mtok = 1000.0\noutput_per_mtok = 1000.0\n";
-    let found = common::scan_json(config, &path(COST));
+    let found = support::spans::scan_json(config, &path(COST));
     assert_eq!(
         rows(&found),
         vec![(

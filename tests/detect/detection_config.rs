@@ -3,14 +3,12 @@
 //! through `loopwatch scan --config` and through the running server (OTLP/gRPC in, the
 //! run's detections out); invalid combinations are start-up errors naming the key.
 
-mod common;
-#[path = "server_support/mod.rs"]
-mod server_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::loopwatch;
+use crate::support::spans::loopwatch;
 use loopwatch::config::Config;
 
 /// (call, pattern, count, severity) of one detection.
@@ -43,7 +41,7 @@ fn answers(entries: &[(&str, &str, Vec<Answer>)]) -> Answers {
 /// `loopwatch scan --config F --format json CASE/`.
 fn by_scan(config: &str, case: &str) -> Answers {
     let mut got = Answers::new();
-    for d in common::scan_json(config, &case_dir(case)) {
+    for d in support::spans::scan_json(config, &case_dir(case)) {
         got.entry((
             d["trace_id"].as_str().unwrap().to_string(),
             d["profile"].as_str().unwrap().to_string(),
@@ -64,15 +62,15 @@ fn by_scan(config: &str, case: &str) -> Answers {
 fn by_server(config: &str, case: &str) -> Answers {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let server = server_support::start_with_toml(config).await;
+        let server = support::server::start_with_toml(config).await;
         let mut files: Vec<PathBuf> = std::fs::read_dir(case_dir(case))
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "pb"))
             .collect();
         files.sort();
-        let requests: Vec<_> = files.iter().map(|f| common::read_pb(f)).collect();
-        server_support::export_all(server.grpc_addr, &requests).await;
+        let requests: Vec<_> = files.iter().map(|f| support::spans::read_pb(f)).collect();
+        support::server::export_all(server.grpc_addr, &requests).await;
         let mut got = Answers::new();
         for trace in [TRACE_A, TRACE_B, C12] {
             let mut detections = server.engine.registry.detections(trace).unwrap_or_default();

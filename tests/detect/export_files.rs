@@ -4,12 +4,12 @@
 //! and whole files gzip- or zstd-compressed. Each must give exactly what the corpus run's
 //! folder of one-request files gives.
 
-mod common;
+use crate::support;
 
 use std::io::Write;
 use std::path::Path;
 
-use common::{corpus_expected, corpus_files, expected_keys, key_of, loopwatch, scan_json};
+use crate::support::spans::{corpus_expected, corpus_files, expected_keys, key_of, loopwatch, scan_json};
 use serde_json::Value as Json;
 
 fn length_prefixed(messages: &[Vec<u8>]) -> Vec<u8> {
@@ -87,7 +87,7 @@ fn export_files_of_several_requests_scan_like_their_folder() {
         if corpus_files(&run, "pb").len() < 2 {
             continue;
         }
-        let folder = scan_json("", &common::fixtures().join("corpus").join(&run));
+        let folder = scan_json("", &support::spans::fixtures().join("corpus").join(&run));
         let nudge: Vec<_> = folder
             .iter()
             .filter(|d| d["profile"] == "nudge")
@@ -189,7 +189,7 @@ fn replay_sends_every_request_of_a_json_lines_file() {
     let path = dir.path().join("traces.jsonl");
     std::fs::write(&path, json_lines(&files)).unwrap();
     let (mut child, listening, _lines) =
-        common::serve_process::spawn_until_listening(common::serve_process::serve_command(None));
+        support::serve_process::spawn_until_listening(support::serve_process::serve_command(None));
     let grpc = listening["grpc"].as_str().unwrap().to_string();
     let admin = listening["admin"].as_str().unwrap().to_string();
     let out = loopwatch()
@@ -205,7 +205,7 @@ fn replay_sends_every_request_of_a_json_lines_file() {
     );
     let metrics = tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(common::serve_process::scrape(&admin));
+        .block_on(support::serve_process::scrape(&admin));
     assert!(
         metrics.contains(&format!("loopwatch_spans_received_total {spans}\n")),
         "{spans} spans not in:\n{metrics}"

@@ -5,9 +5,9 @@
 //! profile must warn `repeated_result` at call 3 (`stop` says nothing); trace `b2…` makes
 //! three distinct calls and must give nothing. Detections are read through `loopwatch scan`.
 
-mod common;
+use crate::support;
 
-use common::{fixtures, Key};
+use crate::support::spans::{fixtures, Key};
 use loopwatch::conventions;
 use loopwatch::conventions::event::{EventKind, SplitSpan};
 use loopwatch::otlp::view::SpanView;
@@ -109,7 +109,7 @@ fn every_tool_span_is_one_call_with_arguments_and_result() {
 /// (trace_id, profile, detection) of every detection `loopwatch scan` prints for `file`
 /// with the default configuration (both built-in profiles), sorted.
 fn scan(file: &str) -> Vec<(String, String, Key)> {
-    common::scan_keys("", &fixtures().join("shapes").join(file))
+    support::spans::scan_keys("", &fixtures().join("shapes").join(file))
 }
 
 /// What a looping fixture gives: `nudge` warns `repeated_result` on `tool` at call 3 of
@@ -238,7 +238,7 @@ fn scan_one_span_per_request(file: &str, order: Order) -> Vec<(String, String, K
         )
         .unwrap();
     }
-    common::scan_keys("", dir.path())
+    support::spans::scan_keys("", dir.path())
 }
 
 #[test]
@@ -273,7 +273,7 @@ fn adk_0_1_result_spans_are_no_calls_for_budgets() {
     // Three calls per trace, six tool spans: `max_tool_calls = 3` holds, 2 is passed.
     let budget = |limit: u32| -> Vec<(String, u64)> {
         let config = format!("[budgets]\nmax_tool_calls = {limit}\n");
-        common::scan_json(&config, &fixtures().join("shapes").join(ADK_SPLIT_PARALLEL))
+        support::spans::scan_json(&config, &fixtures().join("shapes").join(ADK_SPLIT_PARALLEL))
             .iter()
             .filter(|d| d["pattern"] == "budget_exceeded")
             .map(|d| {
@@ -385,7 +385,7 @@ fn haystack_tool_invoker_span_is_one_call_per_tool_call_in_list_order() {
 fn a_call_inside_a_several_call_span_annotates_that_span() {
     for file in [HAYSTACK_OPENINFERENCE, HAYSTACK_TRACER] {
         let found: Vec<(String, String, u64)> =
-            common::scan_json("", &fixtures().join("shapes").join(file))
+            support::spans::scan_json("", &fixtures().join("shapes").join(file))
                 .iter()
                 .map(|d| {
                     (
@@ -417,7 +417,7 @@ fn several_call_spans_hold_when_re_exported_or_reversed() {
         for copy in ["1.json", "2.json"] {
             std::fs::copy(fixtures().join("shapes").join(file), dir.path().join(copy)).unwrap();
         }
-        assert_eq!(common::scan_keys("", dir.path()), want, "{file}: twice");
+        assert_eq!(support::spans::scan_keys("", dir.path()), want, "{file}: twice");
         assert_eq!(
             scan_one_span_per_request(file, |spans| (0..spans.len()).rev().collect()),
             want,
@@ -431,7 +431,7 @@ fn several_call_spans_count_each_call_for_budgets() {
     // Three calls per trace (trace B's in one span): `max_tool_calls = 3` holds, 2 is passed.
     let budget = |limit: u32| -> Vec<(String, u64, String)> {
         let config = format!("[budgets]\nmax_tool_calls = {limit}\n");
-        let mut found: Vec<_> = common::scan_json(
+        let mut found: Vec<_> = support::spans::scan_json(
             &config,
             &fixtures().join("shapes").join(HAYSTACK_OPENINFERENCE),
         )

@@ -1,10 +1,8 @@
 //! The fuzz targets of `fuzz/` (libFuzzer, nightly) as a plain test on stable: seeded
 //! random and mutated inputs from the corpus through the same functions. Nothing may
-//! panic; the functions assert their own invariants (see `fuzz/src/lib.rs`).
+//! panic; the functions assert their own invariants (see `tests/support/fuzz.rs`).
 
-mod common;
-#[path = "../fuzz/src/lib.rs"]
-mod fuzz_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +15,7 @@ use rand::{Rng, SeedableRng};
 /// requests, every convention family the wire reader and the decoders meet). The later
 /// recordings (`tools/record/`) triple the corpus with more of the same shapes and would
 /// make this debug-build run take minutes; they go through the engine in
-/// `tests/recorded_frameworks.rs`.
+/// `tests/detect/recorded_frameworks.rs`.
 const SEED_FRAMEWORKS: [&str; 5] = [
     "google-adk",
     "langchain/openinference",
@@ -163,7 +161,7 @@ fn protobuf_inputs_never_panic() {
     let seeds = corpus("pb");
     let mut rng = StdRng::seed_from_u64(0x10_0b);
     for seed in &seeds {
-        fuzz_support::protobuf_input(seed);
+        support::fuzz::protobuf_input(seed);
     }
     for round in 0..400 {
         let seed = &seeds[rng.random_range(0..seeds.len())];
@@ -174,7 +172,7 @@ fn protobuf_inputs_never_panic() {
             1 | 2 => mutate_request(&mut rng, seed).unwrap_or_default(),
             _ => mutate(&mut rng, &seeds, seed),
         };
-        fuzz_support::protobuf_input(&input);
+        support::fuzz::protobuf_input(&input);
     }
 }
 
@@ -183,7 +181,7 @@ fn json_inputs_never_panic() {
     let seeds = corpus("json");
     let mut rng = StdRng::seed_from_u64(0x15_0b);
     for seed in &seeds {
-        fuzz_support::json_input(seed);
+        support::fuzz::json_input(seed);
     }
     let mut decoded = 0;
     for _ in 0..600 {
@@ -192,7 +190,7 @@ fn json_inputs_never_panic() {
         if loopwatch::receiver::decode::decode_json(&input).is_ok() {
             decoded += 1;
         }
-        fuzz_support::json_input(&input);
+        support::fuzz::json_input(&input);
     }
     assert!(
         decoded > 0,
@@ -216,7 +214,7 @@ fn fingerprint_inputs_never_panic() {
                 mutate(&mut rng, &seeds, &seed)
             }
         });
-        fuzz_support::fingerprint_input(&input);
+        support::fuzz::fingerprint_input(&input);
     }
 }
 
@@ -239,7 +237,7 @@ fn wire_reader_agrees_with_prost() {
     let mut rng = StdRng::seed_from_u64(0x3172e);
     let mut decoded = 0;
     for seed in &seeds {
-        assert!(fuzz_support::wire_input(seed), "corpus requests decode");
+        assert!(support::fuzz::wire_input(seed), "corpus requests decode");
     }
     let mut lossy = 0;
     for round in 0..600 {
@@ -260,7 +258,7 @@ fn wire_reader_agrees_with_prost() {
             }
             _ => mutate(&mut rng, &seeds, seed),
         };
-        if fuzz_support::wire_input(&input) {
+        if support::fuzz::wire_input(&input) {
             decoded += 1;
         }
     }
@@ -276,13 +274,13 @@ fn wire_reader_agrees_with_prost() {
 
 /// The same comparison on requests whose spans are under the pre-1.0
 /// `instrumentation_library_spans` (field 1000, read by the wire reader when a
-/// `ResourceSpans` has no `scope_spans`; by prost as `fuzz_support::migrated_request`
+/// `ResourceSpans` has no `scope_spans`; by prost as `support::fuzz::migrated_request`
 /// reads it): the corpus re-encoded, mutated (bytes flipped, cut, spliced; the requests
 /// mutated first; a string broken), and with a `scope_spans` entry added in front, which
 /// leaves the old field unread.
 #[test]
 fn wire_reader_agrees_with_prost_on_instrumentation_library_spans() {
-    use common::legacy::to_legacy_bytes;
+    use crate::support::legacy::to_legacy_bytes;
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     let seeds: Vec<Vec<u8>> = corpus("pb")
         .iter()
@@ -290,18 +288,18 @@ fn wire_reader_agrees_with_prost_on_instrumentation_library_spans() {
         .collect();
     for seed in &seeds {
         assert!(
-            fuzz_support::wire_input(seed),
+            support::fuzz::wire_input(seed),
             "legacy corpus requests decode"
         );
         let read = loopwatch::otlp::wire::WireRequest::read(seed.clone().into()).unwrap();
         assert!(read.span_count() > 0, "their spans are read");
         // A `scope_spans` entry in a `ResourceSpans`, even an empty one, hides the old field.
-        let mut both = common::legacy::LegacyRequest::decode(seed.as_slice()).unwrap();
+        let mut both = support::legacy::LegacyRequest::decode(seed.as_slice()).unwrap();
         for rs in &mut both.resource_spans {
             rs.scope_spans.push(Default::default());
         }
         let both = both.encode_to_vec();
-        assert!(fuzz_support::wire_input(&both));
+        assert!(support::fuzz::wire_input(&both));
         let read = loopwatch::otlp::wire::WireRequest::read(both.into()).unwrap();
         assert_eq!(read.span_count(), 0);
     }
@@ -319,7 +317,7 @@ fn wire_reader_agrees_with_prost_on_instrumentation_library_spans() {
             }
             _ => break_utf8(&mut rng, seed),
         };
-        if fuzz_support::wire_input(&input) {
+        if support::fuzz::wire_input(&input) {
             decoded += 1;
         }
     }
@@ -332,7 +330,7 @@ fn wire_reader_agrees_with_prost_on_instrumentation_library_spans() {
 /// The current encoding of a legacy request of the corpus (field 1000 read as
 /// `scope_spans`).
 fn corpus_seed_of(legacy: &[u8]) -> Vec<u8> {
-    common::legacy::decode_migrated(legacy).0.encode_to_vec()
+    support::legacy::decode_migrated(legacy).0.encode_to_vec()
 }
 
 /// Found by a longer run of `wire_reader_agrees_with_prost`: a copy of the span that
@@ -340,7 +338,7 @@ fn corpus_seed_of(legacy: &[u8]) -> Vec<u8> {
 /// `loop.detected` event must sit at its own end, on both paths (`check_loop_events`).
 #[test]
 fn a_copy_of_the_completing_span_gets_its_event_at_its_own_end() {
-    use common::{kv, s};
+    use crate::support::spans::{kv, s};
     use opentelemetry_proto::tonic::trace::v1::Span;
     let text = |key: &str, value: &str| kv(key, s(value));
     let call = |id: u8, end: u64| Span {
@@ -367,8 +365,8 @@ fn a_copy_of_the_completing_span_gets_its_event_at_its_own_end() {
         call(3, 3_500),
         call(3, 3_900),
     ];
-    let request = common::request_of(spans);
-    assert!(fuzz_support::wire_input(&request.encode_to_vec()));
+    let request = support::spans::request_of(spans);
+    assert!(support::fuzz::wire_input(&request.encode_to_vec()));
     // Both copies are annotated, so the check above covered two different end times.
     let mut annotated = request.clone();
     let engine = loopwatch::engine::Engine::from_config(&loopwatch::config::Config::default())

@@ -2,11 +2,10 @@
 //! run, never changes its detections — same completing spans, patterns, counts,
 //! severities, call ordinals and occurrences.
 
-mod common;
 
 use std::time::Instant;
 
-use common::{corpus_expected, corpus_files, read_pb};
+use crate::support::spans::{corpus_expected, corpus_files, read_pb};
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

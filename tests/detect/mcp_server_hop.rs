@@ -12,7 +12,7 @@
 //! - `healthy_poll.json`: a poller with the same arguments and a changing result, 3 calls
 //!   (trace c3) and 4 calls (trace d4): nothing.
 
-mod common;
+use crate::support;
 
 use std::time::Instant;
 
@@ -26,7 +26,7 @@ use serde_json::Value as Json;
 type Found = Vec<(String, String, String, Option<usize>, String)>;
 
 fn fixture(name: &str) -> Json {
-    let path = common::fixtures().join("mcp_server_hop").join(name);
+    let path = support::spans::fixtures().join("mcp_server_hop").join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

@@ -6,9 +6,9 @@
 //! calls: nothing). Events and attributes are read through both span paths: the OTLP/JSON
 //! decoder's view of a decoded span and the protobuf wire reader's view of its bytes.
 
-mod common;
+use crate::support;
 
-use common::{fixtures, Key};
+use crate::support::spans::{fixtures, Key};
 use loopwatch::conventions;
 use loopwatch::conventions::event::{CallStatus, EventKind, ExtractedEvent, Payload, ToolCall};
 use loopwatch::otlp::view::SpanView;
@@ -176,7 +176,7 @@ fn loop_at_call_3() -> Vec<(String, String, Key)> {
 fn looping_traces_warn_at_call_3_as_json_and_as_protobuf() {
     for form in FORMS {
         assert_eq!(
-            common::scan_keys("", &path(form.file)),
+            support::spans::scan_keys("", &path(form.file)),
             loop_at_call_3(),
             "{} (OTLP/JSON)",
             form.file
@@ -186,7 +186,7 @@ fn looping_traces_warn_at_call_3_as_json_and_as_protobuf() {
         let pb = dir.path().join("request.pb");
         std::fs::write(&pb, request(form.file).encode_to_vec()).unwrap();
         assert_eq!(
-            common::scan_keys("", &pb),
+            support::spans::scan_keys("", &pb),
             loop_at_call_3(),
             "{} (protobuf)",
             form.file
@@ -237,10 +237,10 @@ fn openai_agents_processor_0_1_tool_spans_are_calls_without_arguments() {
     }
     // Without arguments no pattern can form, but every call counts for budgets.
     assert_eq!(
-        common::scan_keys("", &path("openai_agents_otel_0_1_tool_span.json")),
+        support::spans::scan_keys("", &path("openai_agents_otel_0_1_tool_span.json")),
         vec![]
     );
-    let budget: Vec<u64> = common::scan_json(
+    let budget: Vec<u64> = support::spans::scan_json(
         "[budgets]\nmax_tool_calls = 2\n",
         &path("openai_agents_otel_0_1_tool_span.json"),
     )
@@ -265,7 +265,7 @@ fn an_attribute_wins_over_the_same_payload_in_an_event() {
     for event in &mut span.events {
         for kv in &mut event.attributes {
             kv.value = Some(opentelemetry_proto::tonic::common::v1::AnyValue {
-                value: Some(common::s("from the event")),
+                value: Some(support::spans::s("from the event")),
             });
         }
     }

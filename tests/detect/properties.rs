@@ -4,12 +4,11 @@
 //! - key order and number spelling never change a fingerprint at any depth, and volatile
 //!   keys never matter.
 
-mod common;
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use common::{one_span_per_request, scenario_request};
+use crate::support::spans::{one_span_per_request, scenario_request};
 use loopwatch::config::Config;
 use loopwatch::conventions::event::Payload;
 use loopwatch::engine::Engine;

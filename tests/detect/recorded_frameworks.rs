@@ -9,12 +9,11 @@
 //! capture is off, detect nothing argument-based while counting
 //! `tool_calls_without_arguments`.
 
-mod common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use common::*;
+use crate::support::spans::*;
 use loopwatch::config::Config;
 use loopwatch::conventions;
 use loopwatch::conventions::event::{EventKind, Payload, ToolCall};

@@ -12,9 +12,9 @@
 //! framework's model span with a provider span of the same response nested in it): trace
 //! `a1…` three such calls (warn at response 3), `b2…` two (nothing: one response each).
 
-mod common;
+use crate::support;
 
-use common::{fixtures, Key};
+use crate::support::spans::{fixtures, Key};
 use loopwatch::conventions;
 use loopwatch::conventions::event::EventKind;
 use loopwatch::otlp::view::SpanView;
@@ -94,7 +94,7 @@ fn hex(bytes: &[u8]) -> String {
 /// (trace_id, profile, detection) of every detection `loopwatch scan` prints for `file`
 /// with the default configuration (both built-in profiles), sorted.
 fn scan(file: &str) -> Vec<(String, String, Key)> {
-    common::scan_keys("", &fixtures().join("shapes").join(file))
+    support::spans::scan_keys("", &fixtures().join("shapes").join(file))
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn one_call_traced_by_two_instrumentations_is_one_response() {
         scan(file),
         vec![(TRACE_A.to_owned(), "nudge".to_owned(), warn)],
     );
-    let found = common::scan_json("", &path);
+    let found = support::spans::scan_json("", &path);
     let span_ids: Vec<&str> = found.iter().filter_map(|d| d["span_id"].as_str()).collect();
     // Spans of trace A: the run's root, then (outer, inner) per call.
     assert_eq!(span_ids, vec!["a1a1a1a100000007"]);

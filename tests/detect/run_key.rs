@@ -2,9 +2,9 @@
 //! traces that share a session form one run, and the admin API still finds the run by any
 //! of its trace ids; with `trace_and_agent`, the sub-agents of one trace are separate runs.
 
-mod common;
+use crate::support;
 
-use common::*;
+use crate::support::spans::*;
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
@@ -88,9 +88,6 @@ fn without_the_attribute_each_trace_is_its_own_run() {
 
 // ---------------------------------------------------------------------------------------
 // `detection.run_key = "trace_and_agent"`: two sub-agents interleaving in one trace.
-
-#[path = "server_support/mod.rs"]
-mod server_support;
 
 use std::collections::BTreeSet;
 
@@ -421,7 +418,7 @@ fn the_running_server_keys_runs_by_agent() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         for (mode, config) in [("trace", ""), ("trace_and_agent", TRACE_AND_AGENT)] {
-            let server = server_support::start_with_toml(config).await;
+            let server = support::server::start_with_toml(config).await;
             // One span per request, each agent span after its calls (as exporters send
             // them: an agent span ends last).
             let mut spans = hidden_loop();
@@ -433,7 +430,7 @@ fn the_running_server_keys_runs_by_agent() {
             }
             spans.extend(fake);
             let requests: Vec<_> = spans.into_iter().map(|s| request(vec![s])).collect();
-            server_support::export_all(server.grpc_addr, &requests).await;
+            support::server::export_all(server.grpc_addr, &requests).await;
             let mut detections = Vec::new();
             for run in server.engine.registry.runs() {
                 detections.extend(

@@ -4,7 +4,7 @@
 //! them with upper bounds; not a timed test.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::cell::Cell;
 use std::time::Instant;
 
 use loopwatch::config::Config;
@@ -13,33 +13,42 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 
-mod common;
-use common::{kv, s};
+use crate::support::spans::{kv, s};
 
-/// Live heap bytes of the whole process (requested sizes).
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+thread_local! {
+    /// Live heap bytes (requested sizes) allocated minus freed by this thread. Per thread,
+    /// not per process: this file shares its test binary with other tests that run in
+    /// parallel, and the engine is synchronous, so what one call of `Engine::process`
+    /// keeps is counted on the thread that called it. Const-initialised and without a
+    /// destructor, so the allocator can use it at any time, thread exit included.
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
 
+fn count(bytes: isize) {
+    let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+}
+
+/// Forwards to the system allocator, counting sizes in this thread's `LIVE`. It is the
+/// allocator of the whole `detect` test binary; counting costs the other tests nothing
+/// they measure.
 struct Counting;
 
 // SAFETY: forwards to the system allocator unchanged; only counts sizes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        count(layout.size() as isize);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        count(-(layout.size() as isize));
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        count(layout.size() as isize);
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
+        count(new_size as isize - layout.size() as isize);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -95,7 +104,7 @@ fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
 }
 
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    LIVE.with(Cell::get)
 }
 
 /// Retained bytes per unit after feeding the requests `make` builds (counted from before

@@ -1,9 +1,8 @@
 //! Every oracle scenario, turned into spans, gives exactly its `expected/` answer for both
 //! profiles (`tests/fixtures/oracle`, from `shared/oracle/reference.py`).
 
-mod common;
 
-use common::*;
+use crate::support::spans::*;
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;
 

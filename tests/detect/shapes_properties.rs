@@ -7,9 +7,9 @@
 //! `instrumentation_library_spans` (field 1000), through `scan`, the wire path and the gRPC
 //! receiver.
 
-mod common;
+use crate::support;
 
-use common::*;
+use crate::support::spans::*;
 use loopwatch::config::Config;
 use loopwatch::conventions::event::{CallStatus, EventKind, Payload};
 use loopwatch::engine::Engine;
@@ -129,10 +129,10 @@ fn calls_traced_twice_count_once_whatever_arrives_first() {
         doubled += inners.len();
         // Inner spans after their outer spans (one request at the end)...
         let mut after = requests.clone();
-        after.push(common::request_of(inners.clone()));
+        after.push(support::spans::request_of(inners.clone()));
         check(&run, &expected, &after, "inner MCP spans after");
         // ...before them (the outer span arrives late)...
-        let mut before = vec![common::request_of(inners.clone())];
+        let mut before = vec![support::spans::request_of(inners.clone())];
         before.extend(requests.clone());
         check(&run, &expected, &before, "inner MCP spans first");
         // ...and inside the same request.
@@ -288,7 +288,7 @@ fn otlp_json_with_doubles_in_strings_gives_identical_detections() {
         let mut files = Vec::new();
         for (i, file) in corpus_files(&run, "json").iter().enumerate() {
             let mut value: Json = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
-            assert!(common::add_string_doubles(&mut value) > 0);
+            assert!(support::spans::add_string_doubles(&mut value) > 0);
             let path = dir.path().join(format!("{i}.json"));
             std::fs::write(&path, value.to_string()).unwrap();
             let request =
@@ -299,7 +299,7 @@ fn otlp_json_with_doubles_in_strings_gives_identical_detections() {
                 .flat_map(|rs| &rs.scope_spans)
                 .flat_map(|ss| &ss.spans);
             for span in spans {
-                assert!(common::has_string_doubles(span), "{run}: {}", span.name);
+                assert!(support::spans::has_string_doubles(span), "{run}: {}", span.name);
             }
             files.push(path);
         }
@@ -335,7 +335,7 @@ fn legacy_requests_of(run: &str) -> Vec<(ExportTraceServiceRequest, Vec<u8>)> {
     requests_of(run)
         .into_iter()
         .map(|request| {
-            let legacy = common::legacy::to_legacy_bytes(&request);
+            let legacy = support::legacy::to_legacy_bytes(&request);
             let decoded = ExportTraceServiceRequest::decode(legacy.as_slice()).unwrap();
             assert_eq!(
                 loopwatch::otlp::span_count(&decoded),
@@ -383,7 +383,7 @@ fn protobuf_before_scope_spans_scans_and_annotates_identically() {
                 "{run}"
             );
             let (forwarded, under_field_1000) =
-                common::legacy::decode_migrated(&wire_processed.bytes());
+                support::legacy::decode_migrated(&wire_processed.bytes());
             assert!(under_field_1000, "{run}: spans stay in the old field");
             assert_eq!(forwarded, annotated, "{run}: forwarded request");
             annotated_spans += wire_processed.processed.annotated_spans;

@@ -1,11 +1,11 @@
 //! The `loopwatch` binary as a user runs it: scan, check-config, serve + replay, SIGTERM.
 
-mod common;
+use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::spans::*;
 
 /// Runs `command`, asserts it exits 0 (showing its stderr otherwise), returns its output.
 fn succeeds(command: &mut Command) -> std::process::Output {
@@ -195,8 +195,8 @@ fn spawn_serve() -> (
     String,
     std::sync::mpsc::Receiver<String>,
 ) {
-    let command = common::serve_process::serve_command(None);
-    let (child, listening, lines) = common::serve_process::spawn_until_listening(command);
+    let command = support::serve_process::serve_command(None);
+    let (child, listening, lines) = support::serve_process::spawn_until_listening(command);
     let grpc = listening["grpc"].as_str().unwrap().to_string();
     (child, grpc, lines)
 }
@@ -281,11 +281,11 @@ fn message(line: &serde_json::Value) -> &str {
 fn log_sampling_from_env_leaves_out_lines_past_initial_and_counts_them() {
     // One line per severity and tick, none thereafter: the stuck run's second nudge warn
     // is left out, its kill is still written (kills are sampled apart from warns).
-    let mut command = common::serve_process::serve_command(None);
+    let mut command = support::serve_process::serve_command(None);
     command
         .env("LOOPWATCH_LOG__SAMPLING__INITIAL", "1")
         .env("LOOPWATCH_LOG__SAMPLING__THEREAFTER", "0");
-    let (mut child, listening, lines) = common::serve_process::spawn_until_listening(command);
+    let (mut child, listening, lines) = support::serve_process::spawn_until_listening(command);
     let grpc = listening["grpc"].as_str().unwrap().to_string();
     let admin = listening["admin"].as_str().unwrap().to_string();
     let run = fixtures().join("corpus/pydantic-ai/v5-default/s1_stuck_repeat");
@@ -298,7 +298,7 @@ fn log_sampling_from_env_leaves_out_lines_past_initial_and_counts_them() {
     // All three detections are counted once the sampler has seen the third.
     let deadline = Instant::now() + Duration::from_secs(10);
     let metrics = loop {
-        let text = runtime.block_on(common::serve_process::scrape(&admin));
+        let text = runtime.block_on(support::serve_process::scrape(&admin));
         if text.contains(r#"loopwatch_detection_log_lines_suppressed_total{severity="warn"} 1"#)
             || Instant::now() > deadline
         {
@@ -361,12 +361,12 @@ async fn post_empty_request(http: &str, path: &str) -> u16 {
 #[tokio::test]
 async fn the_http_receiver_serves_the_configured_traces_path_only() {
     // `--traces-url-path`, then `LOOPWATCH_RECEIVER__TRACES_URL_PATH`.
-    let mut by_flag = serve_process::serve_command(None);
+    let mut by_flag = support::serve_process::serve_command(None);
     by_flag.args(["--traces-url-path", "/otlp/v1/traces"]);
-    let mut by_env = serve_process::serve_command(None);
+    let mut by_env = support::serve_process::serve_command(None);
     by_env.env("LOOPWATCH_RECEIVER__TRACES_URL_PATH", "/custom");
     for (command, path) in [(by_flag, "/otlp/v1/traces"), (by_env, "/custom")] {
-        let (mut child, listening, _lines) = serve_process::spawn_until_listening(command);
+        let (mut child, listening, _lines) = support::serve_process::spawn_until_listening(command);
         let http = listening["http"].as_str().unwrap().to_string();
         let statuses = (
             post_empty_request(&http, path).await,
@@ -411,7 +411,7 @@ fn a_webhook_secret_without_a_url_is_refused_and_a_url_without_a_secret_warned()
         "{err}"
     );
     assert!(!err.contains("s3cr3t-value"), "{err}");
-    let mut serve = common::serve_process::serve_command(None);
+    let mut serve = support::serve_process::serve_command(None);
     serve.env("LOOPWATCH_SIGNALS__WEBHOOK__SECRET", "s3cr3t-value");
     let err = fails(&mut serve);
     assert!(err.contains("signals.webhook.secret"), "{err}");
@@ -420,7 +420,7 @@ fn a_webhook_secret_without_a_url_is_refused_and_a_url_without_a_secret_warned()
     // A url without a secret starts, with one warning before the listening line; with a
     // secret, none.
     for (secret, warnings) in [(None, 1), (Some("s3cr3t-value"), 0)] {
-        let mut serve = common::serve_process::serve_command(None);
+        let mut serve = support::serve_process::serve_command(None);
         serve.env("LOOPWATCH_SIGNALS__WEBHOOK__URL", "http://127.0.0.1:9/hook");
         if let Some(secret) = secret {
             serve.env("LOOPWATCH_SIGNALS__WEBHOOK__SECRET", secret);
@@ -463,7 +463,7 @@ fn signal_sinks_unreachable_at_start_up_are_reported_before_any_signal() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let mut command = common::serve_process::serve_command(None);
+    let mut command = support::serve_process::serve_command(None);
     command
         .env(
             "LOOPWATCH_SIGNALS__REDIS__URL",
@@ -474,7 +474,7 @@ fn signal_sinks_unreachable_at_start_up_are_reported_before_any_signal() {
             format!("nats://127.0.0.1:{}", closed()),
         );
     // Every line from the start: the check may finish before the listening line.
-    let (mut child, lines) = common::serve_process::spawn_with_lines(command);
+    let (mut child, lines) = support::serve_process::spawn_with_lines(command);
     let mut reported = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(15);
     while reported.len() < 2 && Instant::now() < deadline {

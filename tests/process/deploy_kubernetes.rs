@@ -10,12 +10,11 @@
 //! `loopwatch check-config` on the shipped config. A missing tool fails every test here
 //! when `CI` is set.
 
-mod ops_support;
 
 use std::path::Path;
 use std::process::Command;
 
-use ops_support::{check_env_accepted, repo, run, tool, validate_manifests, yaml_docs};
+use crate::support::ops::{check_env_accepted, repo, run, tool, validate_manifests, yaml_docs};
 use serde_json::Value as Json;
 
 /// Renders an overlay, validates it, and returns its objects as JSON; `None` (skipped)

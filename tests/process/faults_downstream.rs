@@ -8,18 +8,18 @@
 //!
 //! Each asserts by span id that every acknowledged span was delivered, bounds the
 //! duplicates and prints `FAULT <name> acknowledged=… delivered=… lost=… duplicated=…`.
-//! (Kill -9: tests/faults_persist.rs; a connection broken mid-request: tests/forward.rs;
-//! SIGTERM with the downstream still down: tests/shutdown_process.rs.)
+//! (Kill -9: tests/process/faults_persist.rs; a connection broken mid-request: tests/serve/forward.rs;
+//! SIGTERM with the downstream still down: tests/process/shutdown_process.rs.)
 
-mod common;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::cut_proxy::CutProxy;
-use common::downstream::Downstream;
-use common::fault_load::{
+use crate::support::cut_proxy::CutProxy;
+use crate::support::downstream::Downstream;
+use crate::support::fault_load::{
     figures, metric, request, sigterm, spawn, wait_delivered, wait_exit, Load, Serve,
     SPANS_PER_REQUEST,
 };
@@ -34,7 +34,7 @@ const BATCH_MAX_BYTES: u64 = 16 * 1024;
 /// `loopwatch serve` forwarding to `downstream`, the queue bounded at 256 KiB (full within
 /// a second of load with the downstream down), with the given backoff.
 fn serve(downstream: SocketAddr, initial_backoff: &str, max_backoff: &str) -> Serve {
-    let mut command = common::serve_process::serve_command(Some(downstream));
+    let mut command = support::serve_process::serve_command(Some(downstream));
     command
         .env("LOOPWATCH_EXPORTER__INITIAL_BACKOFF", initial_backoff)
         .env("LOOPWATCH_EXPORTER__MAX_BACKOFF", max_backoff)
@@ -110,7 +110,7 @@ async fn downstream_killed_under_load_then_back_delivers_every_acknowledged_span
     tokio::time::sleep(Duration::from_secs(1)).await;
     let acknowledged = load.stop().await;
     let f = wait_delivered(&acknowledged, &downstream, Duration::from_secs(30)).await;
-    let status = common::fault_load::sigterm_and_wait(&mut serve);
+    let status = support::fault_load::sigterm_and_wait(&mut serve);
     f.print("downstream-killed-5s-under-load");
     let bound = spans_in_flight_bound();
     println!(
@@ -137,7 +137,7 @@ async fn slow_downstream_and_sigterm_under_load_deliver_everything_once() {
     sigterm(&serve.child);
     let status = wait_exit(&mut serve.child, Duration::from_secs(20));
     let acknowledged = load.stop().await;
-    let f = figures(&acknowledged, &common::fault_load::delivered(&downstream));
+    let f = figures(&acknowledged, &support::fault_load::delivered(&downstream));
     let exports = downstream.received.lock().unwrap().len();
     f.print("slow-downstream-300ms-sigterm");
     println!(
@@ -180,7 +180,7 @@ async fn downstream_back_just_before_sigterm_delivers_the_retries_at_once() {
     let status = wait_exit(&mut serve.child, Duration::from_secs(20));
     let took = started.elapsed();
     let acknowledged = load.stop().await;
-    let f = figures(&acknowledged, &common::fault_load::delivered(&downstream));
+    let f = figures(&acknowledged, &support::fault_load::delivered(&downstream));
     f.print("downstream-back-200ms-before-sigterm");
     println!(
         "FAULT downstream-back-200ms-before-sigterm in_backoff_before={in_backoff} exit_after={took:?}"

@@ -3,9 +3,9 @@
 //! streams that never finish, and the memory limiter; each asserts the refusal, that the
 //! process still serves, and its peak resident set (`VmHWM` of `/proc/<pid>/status`).
 //!
-//! Peak RSS figures are printed (`cargo test --test faults_limits -- --nocapture`).
+//! Peak RSS figures are printed (`cargo test --test process faults_limits:: -- --nocapture`).
 
-mod common;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -44,11 +44,11 @@ impl Drop for Serve {
 }
 
 fn serve(env: &[(&str, &str)]) -> Serve {
-    let mut command = common::serve_process::serve_command(None);
+    let mut command = support::serve_process::serve_command(None);
     for (k, v) in env {
         command.env(k, v);
     }
-    let (child, listening, _lines) = common::serve_process::spawn_until_listening(command);
+    let (child, listening, _lines) = support::serve_process::spawn_until_listening(command);
     let addr = |name: &str| -> SocketAddr {
         listening[name]
             .as_str()

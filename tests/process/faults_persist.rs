@@ -12,7 +12,7 @@
 //!
 //! Each run prints a `fault-figures` line (acknowledged / delivered / lost / duplicated).
 
-mod common;
+use crate::support;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -21,8 +21,8 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::downstream::Downstream;
-use common::fault_load::{
+use crate::support::downstream::Downstream;
+use crate::support::fault_load::{
     delivered, figures, metric, request, sigterm_and_wait, spawn, Figures, Load, Serve,
     SPANS_PER_REQUEST,
 };
@@ -35,7 +35,7 @@ const MAX_BYTES: u64 = 256 * 1024;
 /// `loopwatch serve` forwarding to `downstream`, with a short backoff and the queue bounded
 /// by [`MAX_BYTES`] (the request bound is far above); persistent in `directory` if given.
 fn serve(downstream: SocketAddr, directory: Option<&Path>) -> Serve {
-    let mut command = common::serve_process::serve_command(Some(downstream));
+    let mut command = support::serve_process::serve_command(Some(downstream));
     command
         .env("LOOPWATCH_EXPORTER__INITIAL_BACKOFF", "100ms")
         .env("LOOPWATCH_EXPORTER__MAX_BACKOFF", "500ms")
@@ -265,7 +265,7 @@ fn a_directory_that_cannot_hold_the_queue_stops_start_up_with_a_clear_error() {
     let not_a_dir = dir.path().join("file");
     std::fs::write(&not_a_dir, b"x").unwrap();
     let queue_dir = not_a_dir.join("queue");
-    let out = common::serve_process::serve_command(Some(closed_port()))
+    let out = support::serve_process::serve_command(Some(closed_port()))
         .env("LOOPWATCH_EXPORTER__QUEUE__PERSISTENT", "true")
         .env("LOOPWATCH_EXPORTER__QUEUE__DIRECTORY", &queue_dir)
         .output()

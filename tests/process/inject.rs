@@ -2,8 +2,7 @@
 //! agent Deployment through `inject` on stdin, and a real AdmissionReview over HTTPS to the
 //! webhook process.
 
-mod common;
-mod security_support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -13,7 +12,7 @@ use base64::Engine as _;
 use serde_json::json;
 
 fn loopwatch() -> Command {
-    common::loopwatch()
+    support::spans::loopwatch()
 }
 
 #[test]
@@ -73,7 +72,7 @@ fn inject_reads_stdin_writes_the_manifests_and_says_what_it_did() {
 
 #[tokio::test]
 async fn the_webhook_answers_an_admission_review_over_https() {
-    let pki = security_support::Pki::new();
+    let pki = support::security::Pki::new();
     let mut child = loopwatch()
         .args(["webhook", "--listen", "127.0.0.1:0", "--tls-cert"])
         .arg(&pki.server_cert)
@@ -101,7 +100,7 @@ async fn the_webhook_answers_an_admission_review_over_https() {
     };
     let client = reqwest::Client::builder()
         .add_root_certificate(
-            reqwest::Certificate::from_pem(&security_support::Pki::read(&pki.ca)).unwrap(),
+            reqwest::Certificate::from_pem(&support::security::Pki::read(&pki.ca)).unwrap(),
         )
         .build()
         .unwrap();

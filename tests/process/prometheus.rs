@@ -12,18 +12,14 @@
 //! failing, signals dropped, kill storm, per-service kill-rate spike). Every alert links a
 //! runbook page under `docs/runbooks/`, and every dashboard panel uses its variables.
 
-mod common;
-#[path = "ops_support/corpus_server.rs"]
-mod corpus_server;
-mod ops_support;
-mod server_support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use ops_support::{repo, run, tool};
+use crate::support::ops::{repo, run, tool};
 use serde_json::Value;
 
 /// Ends the Prometheus child when the test ends, however it ends.
@@ -319,8 +315,8 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
         .arg(&rules_path));
     assert!(out.contains("SUCCESS"), "{out}");
 
-    let (server, _downstream) = corpus_server::start().await;
-    let runs = corpus_server::feed_corpus(&server).await;
+    let (server, _downstream) = support::corpus_server::start().await;
+    let runs = support::corpus_server::feed_corpus(&server).await;
     let admin = server.admin_addr.unwrap();
     let prom = start_prometheus(&prometheus, admin);
 
@@ -479,12 +475,12 @@ async fn metrics_answers_both_formats_and_promtool_accepts_the_text_one() {
     let Some(promtool) = tool("promtool", &[], "checks the text exposition") else {
         return;
     };
-    let (server, _downstream) = corpus_server::start().await;
-    corpus_server::feed_corpus(&server).await;
+    let (server, _downstream) = support::corpus_server::start().await;
+    support::corpus_server::feed_corpus(&server).await;
     let admin = server.admin_addr.unwrap();
 
     let (status, content_type, om) =
-        server_support::get_metrics(admin, server_support::PROMETHEUS_ACCEPT).await;
+        support::server::get_metrics(admin, support::server::PROMETHEUS_ACCEPT).await;
     assert_eq!(status, 200);
     assert_eq!(
         content_type,
@@ -495,7 +491,7 @@ async fn metrics_answers_both_formats_and_promtool_accepts_the_text_one() {
         om.contains("\n# TYPE loopwatch_spans_received counter\n"),
         "{om}"
     );
-    let om_scrape = server_support::parse_openmetrics(&om).unwrap_or_else(|e| panic!("{e}"));
+    let om_scrape = support::server::parse_openmetrics(&om).unwrap_or_else(|e| panic!("{e}"));
 
     for accept in [
         "text/plain;version=0.0.4",
@@ -503,7 +499,7 @@ async fn metrics_answers_both_formats_and_promtool_accepts_the_text_one() {
         "*/*",
         "",
     ] {
-        let (status, content_type, text) = server_support::get_metrics(admin, accept).await;
+        let (status, content_type, text) = support::server::get_metrics(admin, accept).await;
         assert_eq!(status, 200, "{accept:?}");
         assert_eq!(
             content_type, "text/plain; version=0.0.4; charset=utf-8",
@@ -530,7 +526,7 @@ async fn metrics_answers_both_formats_and_promtool_accepts_the_text_one() {
         }
     }
 
-    let (_, _, text) = server_support::get_metrics(admin, "text/plain;version=0.0.4").await;
+    let (_, _, text) = support::server::get_metrics(admin, "text/plain;version=0.0.4").await;
     let (ok, said) = promtool_check_metrics(&promtool, &text);
     assert!(ok, "promtool check metrics: {said}\n{text}");
     assert_eq!(said.trim(), "", "promtool check metrics found problems");

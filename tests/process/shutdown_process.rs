@@ -3,13 +3,13 @@
 //! exit code is 0; when it is still down the loss is reported at ERROR and the exit code is
 //! non-zero.
 
-mod common;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::downstream::Downstream;
-use common::fault_load::{sigterm, wait_exit};
+use crate::support::downstream::Downstream;
+use crate::support::fault_load::{sigterm, wait_exit};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -24,12 +24,12 @@ struct Serve {
 
 /// `loopwatch serve` forwarding to `downstream` with a 30 s first backoff and a 2 s drain.
 fn serve(downstream: SocketAddr) -> Serve {
-    let mut command = common::serve_process::serve_command(Some(downstream));
+    let mut command = support::serve_process::serve_command(Some(downstream));
     command
         .env("LOOPWATCH_EXPORTER__INITIAL_BACKOFF", "30s")
         .env("LOOPWATCH_EXPORTER__MAX_BACKOFF", "30s")
         .env("LOOPWATCH_SHUTDOWN__DRAIN_TIMEOUT", "2s");
-    let (child, listening, lines) = common::serve_process::spawn_until_listening(command);
+    let (child, listening, lines) = support::serve_process::spawn_until_listening(command);
     Serve {
         child,
         grpc: listening["grpc"].as_str().unwrap().to_string(),
@@ -75,7 +75,7 @@ async fn wait_in_backoff(admin: &str, requests: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let want = format!("loopwatch_forward_in_backoff {requests}\n");
     loop {
-        let body = common::serve_process::scrape(admin).await;
+        let body = support::serve_process::scrape(admin).await;
         if body.contains(&want) {
             return;
         }

@@ -2,17 +2,15 @@
 //! malformed bodies are refused with the OTLP status and nothing reaches downstream; an
 //! oversize request is refused and the next one is still served *and forwarded*; odd
 //! arguments and ids in OTLP/JSON are hashed or left out of detection, never a panic,
-//! and the spans are forwarded. (tests/e2e.rs covers the same arguments over gRPC and
+//! and the spans are forwarded. (tests/serve/e2e.rs covers the same arguments over gRPC and
 //! invalid trace ids over gRPC; tests/receiver_*.rs the receivers alone.)
 
-mod common;
-#[path = "receiver_support/mod.rs"]
-mod receiver_support;
+use crate::support;
 
 use std::time::Duration;
 
-use common::downstream::Downstream;
-use common::*;
+use crate::support::downstream::Downstream;
+use crate::support::spans::*;
 use loopwatch::config::Config;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -304,14 +302,14 @@ async fn trace_ids_in_otlp_json() {
 /// with a recording sink): the prost-based [`Downstream`] would refuse a request carrying
 /// a string that is not valid UTF-8.
 async fn raw_downstream() -> (
-    std::sync::Arc<receiver_support::RecordingSink>,
+    std::sync::Arc<support::receiver::RecordingSink>,
     std::net::SocketAddr,
 ) {
     use loopwatch::receiver::grpc::GrpcReceiver;
     use loopwatch::receiver::{ReceiverOptions, ReceiverStats};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let sink = receiver_support::RecordingSink::new();
+    let sink = support::receiver::RecordingSink::new();
     let receiver = GrpcReceiver::new(
         sink.clone(),
         ReceiverOptions::default(),
@@ -351,7 +349,7 @@ fn looping_request_with_a_bad_string() -> Vec<u8> {
         .map(|i| span(i, "read_file", "{\"path\":\"a.txt\"}"))
         .collect();
     spans.insert(2, span(9, "search", "{\"q\":\"BAD\"}"));
-    let request = common::request_of(spans);
+    let request = support::spans::request_of(spans);
     let mut bytes = request.encode_to_vec();
     let at = bytes.windows(3).position(|w| w == b"BAD").unwrap();
     bytes[at] = 0xff;

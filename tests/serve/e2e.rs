@@ -2,13 +2,12 @@
 //! server. Every span arrives downstream, the completing spans carry loop.*, and nothing
 //! else in the requests changed.
 
-mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use common::downstream::Downstream;
-use common::*;
+use crate::support::downstream::Downstream;
+use crate::support::spans::*;
 use loopwatch::config::Config;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -4,15 +4,12 @@
 //! / `loopwatch_loop_detections_total` metrics agree with the runs and detections the
 //! server reports in `/v1/runs`.
 
-mod common;
-#[path = "ops_support/corpus_server.rs"]
-mod corpus_server;
-mod server_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use server_support::{get_json, scrape};
+use crate::support::server::{get_json, scrape};
 
 fn looping(run: &Value) -> bool {
     run["detections"]
@@ -24,8 +21,8 @@ fn looping(run: &Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fleet_view_counts_the_corpus_runs_loops_and_kills() {
-    let (server, _downstream) = corpus_server::start().await;
-    corpus_server::feed_corpus(&server).await;
+    let (server, _downstream) = support::corpus_server::start().await;
+    support::corpus_server::feed_corpus(&server).await;
     let admin = server.admin_addr.unwrap();
 
     // What the server holds, run by run.

@@ -1,7 +1,6 @@
 //! Forwarder against real downstream OTLP/gRPC servers on real ports.
 
-#[path = "receiver_support/mod.rs"]
-mod common;
+use crate::support;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -10,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{corpus, decode_pb, read, RecordingSink};
+use crate::support::receiver::{corpus, decode_pb, read, RecordingSink};
 use loopwatch::forward::{
     DropReason, ForwardCompression, ForwardQueue, Forwarder, ForwarderConfig,
 };
@@ -555,7 +554,7 @@ fn numbered_requests(n: u32) -> Vec<Vec<u8>> {
     use prost::Message;
     (0..n)
         .map(|i| {
-            let mut request = common::big_request(200);
+            let mut request = support::receiver::big_request(200);
             let span = &mut request.resource_spans[0].scope_spans[0].spans[0];
             span.span_id = [[0u8; 4], i.to_be_bytes()].concat();
             request.encode_to_vec()

@@ -2,12 +2,12 @@
 //! and gRPC `loopwatch.v1.Guard/Check` give the same answer; a `require_approval` profile
 //! signals, and `approve` / `deny` answer it.
 
-mod common;
+use crate::support;
 
 use std::time::Duration;
 
-use common::serve_process::{serve_command, spawn_until_listening};
-use common::{kv, request_of, s};
+use crate::support::serve_process::{serve_command, spawn_until_listening};
+use crate::support::spans::{kv, request_of, s};
 use loopwatch::guard::grpc::proto::CheckRequest;
 use loopwatch::guard::grpc::GuardClient;
 use loopwatch::signals::grpc::proto::WatchRequest;
@@ -223,7 +223,7 @@ async fn a_require_approval_profile_pauses_and_deny_kills() {
     )
     .await;
     assert_eq!(answer["decision"], "allow", "{answer}");
-    let metrics = common::serve_process::scrape(&server.admin).await;
+    let metrics = support::serve_process::scrape(&server.admin).await;
     for decision in ["approve", "deny"] {
         assert!(
             metrics.contains(&format!(

@@ -1,9 +1,9 @@
 //! `/metrics` of a running `loopwatch serve` carries `loopwatch_build_info` and the
 //! standard `process_*` metrics with plausible values.
 
-mod common;
+use crate::support;
 
-use common::serve_process::{scrape, serve_command, spawn_until_listening};
+use crate::support::serve_process::{scrape, serve_command, spawn_until_listening};
 
 fn value(metrics: &str, name: &str) -> f64 {
     metrics
@@ -62,7 +62,7 @@ async fn build_info_and_process_metrics_are_exposed() {
 /// `loopwatch_ingest_lag_seconds` under its service, and one WARN names the SDK setting.
 #[tokio::test]
 async fn late_tool_spans_are_measured_and_warned_about_once() {
-    use common::{kv, s};
+    use crate::support::spans::{kv, s};
     use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
     use opentelemetry_proto::tonic::resource::v1::Resource;
 
@@ -86,7 +86,7 @@ async fn late_tool_spans_are_measured_and_warned_about_once() {
         ],
         ..Default::default()
     };
-    let mut request = common::request_of(vec![span(1, 3_000_000_000), span(2, 3_500_000_000)]);
+    let mut request = support::spans::request_of(vec![span(1, 3_000_000_000), span(2, 3_500_000_000)]);
     request.resource_spans[0].resource = Some(Resource {
         attributes: vec![kv("service.name", s("late-agent"))],
         ..Default::default()

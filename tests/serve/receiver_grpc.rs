@@ -1,7 +1,5 @@
 //! OTLP/gRPC receiver against real tonic clients on a real port.
 
-#[path = "receiver_support/mod.rs"]
-mod common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -9,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{big_request, corpus, decode_pb, read, RecordingSink};
+use crate::support::receiver::{big_request, corpus, decode_pb, read, RecordingSink};
 use http::uri::PathAndQuery;
 use loopwatch::forward::{ExportBody, RawBytesCodec};
 use loopwatch::receiver::grpc::{GrpcReceiver, EXPORT_PATH, TRACE_SERVICE_NAME};

@@ -1,9 +1,7 @@
 //! TLS, mTLS, tokens and connection hygiene through the running server, on loopback with
 //! certificates made in the test (issue 9).
 
-mod security_support;
-mod server_support;
-mod signals_support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,8 +9,8 @@ use std::time::Duration;
 use loopwatch::server::{start, RunningServer};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use prost::Message;
-use security_support::{one_span, Pki};
-use server_support::test_config;
+use crate::support::security::{one_span, Pki};
+use crate::support::server::test_config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
 
@@ -295,7 +293,7 @@ async fn receiver_token_in_a_custom_header() {
 async fn tls_downstream(
     pki: &Pki,
     require_client_cert: bool,
-) -> (security_support::RecordingDownstream, SocketAddr) {
+) -> (support::security::RecordingDownstream, SocketAddr) {
     let mut tls =
         tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(
             Pki::read(&pki.server_cert),
@@ -304,7 +302,7 @@ async fn tls_downstream(
     if require_client_cert {
         tls = tls.client_ca_root(tonic::transport::Certificate::from_pem(Pki::read(&pki.ca)));
     }
-    security_support::RecordingDownstream::start_with(Some(tls)).await
+    support::security::RecordingDownstream::start_with(Some(tls)).await
 }
 
 #[tokio::test]
@@ -320,7 +318,7 @@ async fn downstream_over_tls_and_mtls() {
         server_name: None,
     };
     let server = started(config).await;
-    server_support::export_all(server.grpc_addr, &[one_span(1), one_span(2)]).await;
+    support::server::export_all(server.grpc_addr, &[one_span(1), one_span(2)]).await;
     assert_eq!(
         downstream.wait_for_spans(2, Duration::from_secs(10)).await,
         2
@@ -332,12 +330,12 @@ async fn downstream_over_tls_and_mtls() {
 async fn https_endpoint_is_never_cleartext() {
     // A cleartext downstream behind an https:// endpoint: before the fix, loopwatch sent
     // spans to it in cleartext. Now the TLS handshake fails and nothing arrives.
-    let (plain, addr) = security_support::RecordingDownstream::start_with(None).await;
+    let (plain, addr) = support::security::RecordingDownstream::start_with(None).await;
     let mut config = test_config(None);
     config.exporter.endpoint = Some(format!("https://127.0.0.1:{}", addr.port()));
     config.exporter.timeout = Duration::from_millis(500);
     let server = started(config).await;
-    server_support::export_all(server.grpc_addr, &[one_span(1)]).await;
+    support::server::export_all(server.grpc_addr, &[one_span(1)]).await;
     assert_eq!(plain.wait_for_spans(1, Duration::from_secs(2)).await, 0);
     // And a TLS downstream whose CA is not trusted (no ca_file: system roots) gets nothing.
     let pki = Pki::new();
@@ -346,7 +344,7 @@ async fn https_endpoint_is_never_cleartext() {
     config.exporter.endpoint = Some(format!("https://localhost:{}", tls_addr.port()));
     config.exporter.timeout = Duration::from_millis(500);
     let untrusting = started(config).await;
-    server_support::export_all(untrusting.grpc_addr, &[one_span(2)]).await;
+    support::server::export_all(untrusting.grpc_addr, &[one_span(2)]).await;
     assert_eq!(tls.wait_for_spans(1, Duration::from_secs(2)).await, 0);
     // exporter.tls with an http:// endpoint is a configuration error, not ignored.
     let mut config = test_config(None);
@@ -543,7 +541,7 @@ async fn twenty_thousand_open_streams_are_capped() {
         );
     }
     // The listeners still serve new connections.
-    server_support::export_all(server.grpc_addr, &[one_span(1)]).await;
+    support::server::export_all(server.grpc_addr, &[one_span(1)]).await;
     assert_eq!(server.receiver_stats.accepted_spans(), 1);
     server.shutdown().await.expect("shutdown");
 }
@@ -589,7 +587,7 @@ async fn connection_limit_per_listener_keeps_admin_up() {
         None
     );
     // ... while the admin listener, with its own limit, answers.
-    let (status, _) = server_support::get(server.admin_addr.expect("admin"), "/healthz").await;
+    let (status, _) = support::server::get(server.admin_addr.expect("admin"), "/healthz").await;
     assert_eq!(status, 200);
     // Closing one lets the third in; its request was waiting and is answered.
     drop(second);
@@ -780,7 +778,7 @@ async fn tls_proxy(pki: &Pki, upstream: &'static str) -> SocketAddr {
 #[tokio::test]
 async fn rediss_through_a_tls_terminating_proxy() {
     use futures::StreamExt;
-    use signals_support::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
+    use crate::support::signals::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
     if !service_up(REDIS_ADDR).await {
         return;
     }
@@ -841,7 +839,7 @@ async fn rediss_through_a_tls_terminating_proxy() {
 #[tokio::test]
 async fn nats_over_tls_through_a_tls_terminating_proxy() {
     use futures::StreamExt;
-    use signals_support::{fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL};
+    use crate::support::signals::{fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL};
     if !service_up(NATS_ADDR).await {
         return;
     }

@@ -2,12 +2,12 @@
 //! earlier request: loopwatch forwards a synthetic `loop.detected` child span of it to a
 //! real downstream (DESIGN §5), once, and counts it in `/metrics`.
 
-mod common;
+use crate::support;
 
 use std::time::Duration;
 
-use common::downstream::Downstream;
-use common::{kv, s};
+use crate::support::downstream::Downstream;
+use crate::support::spans::{kv, s};
 use loopwatch::config::Config;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -175,7 +175,7 @@ async fn late_span_completes_a_loop_on_a_forwarded_span(transport: Transport) {
     );
 
     let admin = server.admin_addr.unwrap();
-    let metrics = common::serve_process::scrape(&admin.to_string()).await;
+    let metrics = support::serve_process::scrape(&admin.to_string()).await;
     assert!(
         metrics
             .lines()

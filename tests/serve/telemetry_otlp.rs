@@ -5,7 +5,6 @@
 //! resource names the service `loopwatch`. A config pointing self-telemetry at
 //! loopwatch's own receiver is refused naming the key.
 
-mod server_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +17,7 @@ use opentelemetry_proto::tonic::collector::metrics::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point, Metric};
-use server_support::{export_all, run_requests, span_count, test_config};
+use crate::support::server::{export_all, run_requests, span_count, test_config};
 
 #[derive(Clone, Default)]
 struct Receiver(Arc<Mutex<Vec<ExportMetricsServiceRequest>>>);

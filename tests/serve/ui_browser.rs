@@ -10,8 +10,6 @@
 //! `docs/ui-run.png` when `UPDATE_SCREENSHOTS=1`. A missing browser or driver fails the
 //! test under `CI`.
 
-mod ops_support;
-mod server_support;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -19,9 +17,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use ops_support::{repo, tool};
+use crate::support::ops::{repo, tool};
 use serde_json::{json, Value};
-use server_support::{run_requests, test_config, trace_id_of};
+use crate::support::server::{run_requests, test_config, trace_id_of};
 
 /// The looping run the page must show: `fetch_url` six times with the same arguments and
 /// the same error.

@@ -2,7 +2,7 @@
 //! server at 127.0.0.1:4222 (the Redis sink 127.0.0.1:6379) through a TCP proxy that is
 //! cut (port closed, connections dropped) and restored; the subscriber / consumer talks to
 //! the server directly, so it sees exactly what the sink got through. Counted by signal id.
-//! (Redis down from the start: tests/signals_down.rs.)
+//! (Redis down from the start: tests/signals/down.rs.)
 //!
 //! - core NATS, down from the start: nothing can be sent, every attempt fails at connect;
 //!   once back, every signal is delivered once, in order.
@@ -15,18 +15,16 @@
 //!   retried `MULTI`/`EXEC` delivers every signal; a copy may arrive twice (at most one
 //!   extra per signal), none is lost.
 
-mod common;
-mod signals_support;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull};
-use common::cut_proxy::CutProxy;
+use crate::support::cut_proxy::CutProxy;
 use futures::StreamExt;
 use loopwatch::signals::{Signal, SignalHub, SignalsConfig, SinkStats};
-use signals_support::{
+use crate::support::signals::{
     eventually, fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL, REDIS_ADDR,
     REDIS_URL,
 };

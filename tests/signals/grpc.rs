@@ -1,14 +1,13 @@
 //! gRPC `loopwatch.v1.Signals/Watch` served by tonic on port 0, driven by the generated
 //! tonic client.
 
-mod signals_support;
 
 use std::time::{Duration, Instant};
 
 use loopwatch::signals::grpc::proto::WatchRequest;
 use loopwatch::signals::grpc::SignalsClient;
 use loopwatch::signals::{signals_service, Signal, SignalHub};
-use signals_support::{signal, unique, Action};
+use crate::support::signals::{signal, unique, Action};
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::Streaming;

@@ -1,10 +1,9 @@
 //! HTTP `GET /v1/signals?trace_id=…&since=…&action=…` served by axum on port 0.
 
-mod signals_support;
 
 use loopwatch::signals::http::{router, SignalsResponse};
 use loopwatch::signals::SignalHub;
-use signals_support::{signal, unique, Action};
+use crate::support::signals::{signal, unique, Action};
 
 /// Serves `GET /v1/signals` from `hub` on a free loopback port.
 async fn serve(hub: &SignalHub) -> std::net::SocketAddr {

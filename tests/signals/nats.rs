@@ -1,13 +1,12 @@
 //! NATS sink against the real server (JetStream enabled) at 127.0.0.1:4222.
 
-mod signals_support;
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull};
 use futures::StreamExt;
 use loopwatch::signals::{Signal, SignalHub, SignalsConfig};
-use signals_support::{
+use crate::support::signals::{
     eventually, fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL,
 };
 

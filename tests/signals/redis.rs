@@ -1,13 +1,12 @@
 //! Redis sink against the real server at 127.0.0.1:6379: PUBLISH order and exact JSON,
 //! the kill flag key with its TTL, no key for warn.
 
-mod signals_support;
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use loopwatch::signals::{SignalHub, SignalsConfig};
-use signals_support::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
+use crate::support::signals::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
 
 fn config(channel: &str, key_prefix: &str) -> SignalsConfig {
     let mut config = SignalsConfig::default();

@@ -4,15 +4,12 @@
 //! `GET /v1/signals` on the admin port. Also: per-profile switch, a sink that is down
 //! while spans flow, and the detection-to-signal latency on loopback.
 
-mod common;
-mod server_support;
-mod signals_support;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::downstream::Downstream;
+use crate::support::downstream::Downstream;
 use futures::StreamExt;
 use loopwatch::config::Config;
 use loopwatch::signals::grpc::proto::WatchRequest;
@@ -21,8 +18,8 @@ use loopwatch::signals::Signal;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use server_support::*;
-use signals_support::{
+use crate::support::server::*;
+use crate::support::signals::{
     fast_retry, service_up, unique, Action, NATS_ADDR, NATS_URL, REDIS_ADDR, REDIS_URL,
 };
 

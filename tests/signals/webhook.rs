@@ -1,7 +1,6 @@
 //! Webhook sink against a real axum server on port 0: HMAC signature, retries on 5xx
 //! and timeouts, no retry on 4xx.
 
-mod signals_support;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -15,7 +14,7 @@ use axum::Router;
 use hmac::{Hmac, Mac};
 use loopwatch::signals::{SignalHub, SignalsConfig, SinkStats};
 use sha2::Sha256;
-use signals_support::{eventually, fast_retry, signal, unique, Action};
+use crate::support::signals::{eventually, fast_retry, signal, unique, Action};
 
 /// One request as the server saw it.
 #[derive(Clone, Debug)]

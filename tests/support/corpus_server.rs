@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use loopwatch::server::RunningServer;
 
-use crate::common::downstream::Downstream;
-use crate::server_support::{export_all, run_requests, test_config};
+use crate::support::downstream::Downstream;
+use crate::support::server::{export_all, run_requests, test_config};
 
 /// Every corpus run name in `expected.json`.
 pub fn corpus_runs() -> Vec<String> {
-    crate::common::corpus_expected()
+    crate::support::spans::corpus_expected()
         .into_iter()
         .map(|(run, _)| run)
         .collect()

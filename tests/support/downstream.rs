@@ -1,5 +1,4 @@
 //! A real OTLP/gRPC downstream for end-to-end tests: records every request it accepts.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! The fault suite's bookkeeping (tests/faults_*.rs): clients under load that record which
+//! The fault suite's bookkeeping (tests/process/faults_*.rs): clients under load that record which
 //! span ids were acknowledged, the span ids a downstream received, and the figures
 //! (acknowledged / delivered / lost / duplicated) compared by span id.
 

@@ -1,5 +1,6 @@
-//! What the fuzz targets run, shared with `tests/fuzz_inputs.rs` (which includes this file
-//! and feeds it seeded, mutated corpus bytes on stable Rust).
+//! What the fuzz targets run: the library of the `fuzz/` crate (its `[lib] path`), and the
+//! module `support::fuzz` of the `detect` test binary, which `tests/detect/fuzz_inputs.rs`
+//! feeds with seeded, mutated corpus bytes on stable Rust.
 //!
 //! Every function here must return normally for any input: a panic is the bug the fuzzer
 //! looks for. Assertions check invariants that hold for every input (every span kept,

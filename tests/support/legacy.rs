@@ -4,7 +4,6 @@
 //! `version`), as opentelemetry-proto v0.9–v0.18 defined it and the Collector still reads it
 //! (`pdata/internal/otlp/traces.go`, `MigrateTraces`). opentelemetry-proto 0.33 no longer has
 //! the field, so these test-only messages define it.
-#![allow(dead_code)]
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::resource::v1::Resource;

@@ -1,7 +1,6 @@
 //! Helpers of the operations tests (deploy manifests, Prometheus, browser): finding the
 //! external tools they drive. A missing tool skips the test with a message, and fails it
 //! when `CI` is set (`.ci/run` installs every one of them).
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

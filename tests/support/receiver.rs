@@ -1,5 +1,4 @@
 //! Helpers shared by the receiver/forwarder integration tests.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};

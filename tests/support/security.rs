@@ -1,7 +1,6 @@
 //! Certificates made in the test with `rcgen` (a CA, a server certificate for
 //! `localhost`/127.0.0.1, a client certificate, and a stranger CA with its own client),
 //! written as PEM files; and a one-span OTLP request.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 

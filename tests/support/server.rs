@@ -1,6 +1,5 @@
 //! Helpers of the tests that drive the whole server in-process: config on port 0, corpus
 //! runs over gRPC, the admin API over HTTP and a strict OpenMetrics text parser.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,5 +1,4 @@
 //! Shared helpers of the `signals_*` integration tests (real servers, no mocks).
-#![allow(dead_code)]
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,11 +1,5 @@
-//! Shared test helpers: the corpus and the oracle scenarios as OTLP requests.
-#![allow(dead_code)]
-
-pub mod cut_proxy;
-pub mod downstream;
-pub mod fault_load;
-pub mod legacy;
-pub mod serve_process;
+//! The corpus and the oracle scenarios as OTLP requests, span and attribute builders, and
+//! the built `loopwatch` binary run on them (`scan`).
 
 use std::path::{Path, PathBuf};
 
