@@ -7,7 +7,7 @@ use anyhow::Context;
 use loopwatch::otlp::ExportTraceServiceRequest;
 use prost::Message;
 
-use crate::synthetic;
+use synthetic_traffic as synthetic;
 
 /// One request as bytes, with the offsets of its trace ids (to rewrite per send).
 pub struct Template {

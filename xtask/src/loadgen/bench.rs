@@ -1,4 +1,4 @@
-//! `loopwatch-loadgen bench`: loopwatch, the plain pass-through and (when given) rotel as
+//! `cargo xtask loadgen bench`: loopwatch, the plain pass-through and (when given) rotel as
 //! separate server processes pinned to their own CPUs, loaded by the same clients and
 //! counted by the same sink in this process, over a matrix of cells; the median of
 //! interleaved rounds goes into a markdown table (`report.rs`).
@@ -12,15 +12,16 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::client::{measure, Load, Outcome};
-use crate::procfs;
-use crate::servers::start_sink;
-use crate::traffic::{self, Run};
+use crate::loadgen::client::{measure, Load, Outcome};
+use crate::loadgen::procfs;
+use crate::loadgen::servers::start_sink;
+use crate::loadgen::traffic::{self, Run};
 
 /// Options of `bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// The loopwatch binary (default: `loopwatch` beside this executable).
+    /// The loopwatch binary (default: `loopwatch` beside this executable, as `cargo build`
+    /// puts the two binaries of the workspace).
     #[arg(long)]
     pub loopwatch: Option<PathBuf>,
     /// rotel's `rotel-agent` binary (from `pip install rotel`: `rotel/rotel-agent` in the
@@ -37,7 +38,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// CPUs the servers are pinned to (`taskset -c` list); empty = not pinned. Run this
-    /// command itself on the other CPUs (`taskset -c 1 loopwatch-loadgen bench`).
+    /// command itself on the other CPUs (`taskset -c 1 xtask loadgen bench`).
     #[arg(long, default_value = "0")]
     pub server_cpus: String,
     /// CPUs of the worker-thread scaling cells (`taskset -c` list): a server with n worker
@@ -60,12 +61,12 @@ pub struct BenchArgs {
     pub no_latency: bool,
     /// Offered load of the latency step, as a fraction of loopwatch's closed-loop maximum
     /// spans/s for the same traffic.
-    #[arg(long, default_value_t = 0.5, value_parser = crate::latency::parse_fraction)]
+    #[arg(long, default_value_t = 0.5, value_parser = crate::loadgen::latency::parse_fraction)]
     pub latency_load: f64,
     /// What loopwatch's maximum is in the latency step: its best closed-loop spans/s, or
     /// its best spans per server CPU-second (the rate a fully busy server CPU would carry).
     #[arg(long, value_enum, default_value = "closed-loop")]
-    pub latency_basis: crate::latency::Basis,
+    pub latency_basis: crate::loadgen::latency::Basis,
     /// Concurrent senders of the latency step (each one connection, one request in flight).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub latency_senders: u32,
@@ -76,7 +77,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 100_000)]
     pub idle_runs: u64,
     /// Folder of recorded OTLP requests for the corpus cells.
-    #[arg(long, default_value = crate::DEFAULT_CORPUS)]
+    #[arg(long, default_value = crate::loadgen::DEFAULT_CORPUS)]
     pub corpus: PathBuf,
     /// Write the markdown report here (default: standard output).
     #[arg(long)]
@@ -202,14 +203,14 @@ pub struct MemoryRow {
 pub struct BenchReport {
     pub command: String,
     pub date: String,
-    pub machine: crate::report::Machine,
+    pub machine: crate::loadgen::report::Machine,
     pub rounds: u32,
     pub duration_seconds: f64,
     pub server_cpus: String,
     pub corpus_spans_per_request: f64,
     pub rows: Vec<Row>,
     /// The latency step (empty with `--no-latency`), and the seconds of each paced load.
-    pub latency: Vec<crate::latency::LatencyRow>,
+    pub latency: Vec<crate::loadgen::latency::LatencyRow>,
     pub latency_duration_seconds: f64,
     pub memory: Vec<MemoryRow>,
     /// CPUs this process (clients and sink) may run on (`Cpus_allowed_list`).
@@ -296,7 +297,7 @@ impl Binaries {
             match self.start_once(setup, sink, cpus, worker_threads) {
                 Ok(server) => return Ok(server),
                 Err(e) if attempt < 3 => {
-                    eprintln!("loopwatch-loadgen: {e:#}; starting it again");
+                    eprintln!("loadgen: {e:#}; starting it again");
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -332,7 +333,7 @@ impl Binaries {
             }
             Setup::Passthrough | Setup::RawPassthrough => {
                 let mut c = self.command(&self.loadgen, cpus);
-                c.args(["passthrough", "--listen", &addr.to_string()])
+                c.args(["loadgen", "passthrough", "--listen", &addr.to_string()])
                     .args(["--downstream", &downstream]);
                 if setup == Setup::RawPassthrough {
                     c.arg("--raw");
@@ -540,7 +541,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
         args.idle_runs = args.idle_runs.min(2_000);
         args.latency_duration.get_or_insert(Duration::from_secs(1));
     }
-    let here = std::env::current_exe().context("locating loopwatch-loadgen")?;
+    let here = std::env::current_exe().context("locating the xtask binary")?;
     let beside = |name: &str| here.with_file_name(name);
     let taskset = Command::new("taskset")
         .arg("-V")
@@ -549,7 +550,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
         .status()
         .is_ok_and(|s| s.success());
     if !taskset {
-        eprintln!("loopwatch-loadgen: taskset not found: servers are not pinned");
+        eprintln!("loadgen: taskset not found: servers are not pinned");
         args.server_cpus.clear();
         args.scaling_cpus.clear();
     }
@@ -708,7 +709,7 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
     let latency = if args.no_latency {
         Vec::new()
     } else {
-        let step = crate::latency::Step {
+        let step = crate::loadgen::latency::Step {
             bins: &bins,
             cpus: &args.server_cpus,
             rounds: args.rounds,
@@ -732,8 +733,8 @@ pub async fn run(mut args: BenchArgs, command: String) -> anyhow::Result<BenchRe
     }
     Ok(BenchReport {
         command,
-        date: crate::report::utc_now(),
-        machine: crate::report::Machine::read(),
+        date: crate::loadgen::report::utc_now(),
+        machine: crate::loadgen::report::Machine::read(),
         rounds: args.rounds,
         duration_seconds: args.duration.as_secs_f64(),
         server_cpus: args.server_cpus.clone(),

@@ -1,5 +1,6 @@
-//! Synthetic GenAI `execute_tool` requests (the load generator's tool-call traffic; also
-//! included by `benches/support` so the instruction counts use the same spans).
+//! Synthetic GenAI `execute_tool` requests: the benchmarks' (`benches/support`) and the
+//! load generator's tool-call traffic (this file is also the library of `xtask/`,
+//! `synthetic_traffic`), so the instruction counts use the same spans.
 
 use loopwatch::otlp::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};

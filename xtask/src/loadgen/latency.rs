@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::bench::{measure_once, median, Binaries, Row, Setup, Traffic};
-use crate::client::Load;
-use crate::open_loop::{measure_paced, Pace};
-use crate::servers::start_sink;
-use crate::traffic::{self, Run};
+use crate::loadgen::bench::{measure_once, median, Binaries, Row, Setup, Traffic};
+use crate::loadgen::client::Load;
+use crate::loadgen::open_loop::{measure_paced, Pace};
+use crate::loadgen::servers::start_sink;
+use crate::loadgen::traffic::{self, Run};
 
 /// Spans per request of the synthetic latency traffic.
 const SYNTHETIC_SPANS: usize = 10;
@@ -42,7 +42,7 @@ pub enum Basis {
 }
 
 impl Basis {
-    fn of(self, sample: &crate::bench::Sample) -> f64 {
+    fn of(self, sample: &crate::loadgen::bench::Sample) -> f64 {
         match self {
             Basis::ClosedLoop => sample.spans_per_second,
             Basis::Cpu => sample.spans_per_cpu_second,
@@ -330,7 +330,7 @@ mod tests {
 
     fn row(setup: Setup, traffic: Traffic, clients: u32, spans_per_second: f64) -> Row {
         Row {
-            cell: crate::bench::Cell {
+            cell: crate::loadgen::bench::Cell {
                 traffic,
                 spans_per_request: 10.0,
                 clients,
@@ -341,7 +341,7 @@ mod tests {
             },
             setup,
             rounds: 1,
-            median: crate::bench::Sample {
+            median: crate::loadgen::bench::Sample {
                 spans_per_second,
                 spans_per_cpu_second: 4.0 * spans_per_second,
                 ..Default::default()

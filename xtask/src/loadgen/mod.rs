@@ -1,4 +1,4 @@
-//! `loopwatch-loadgen`: loopback throughput of loopwatch next to a plain OTLP pass-through.
+//! `cargo xtask loadgen`: loopback throughput of loopwatch next to a plain OTLP pass-through.
 //!
 //! - Default command (`inproc.rs`): in one process, a counting OTLP/gRPC sink, then one
 //!   after the other **loopwatch** (`loopwatch::server::start` forwarding to the sink:
@@ -6,7 +6,7 @@
 //!   forwards each decoded request to the sink: decode + re-encode, nothing else). A quick
 //!   ratio; exit status 0 when every acknowledged span reached the sink in both setups, 1
 //!   when a setup lost spans, 2 on a set-up error.
-//! - `bench` (`bench.rs`, driven by `bench/run.sh`): loopwatch, the pass-through and rotel
+//! - `bench` (`bench.rs`, driven by `cargo xtask bench`): loopwatch, the pass-through and rotel
 //!   as separate processes pinned to their own CPUs, a matrix of traffic × clients, the
 //!   median of interleaved rounds, spans per server CPU-second, memory; a markdown table.
 //!   Its latency step (`latency.rs`) offers loopwatch and the pass-through the same
@@ -29,29 +29,23 @@ mod open_loop;
 mod procfs;
 mod report;
 mod servers;
-mod synthetic;
 mod traffic;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 
-/// The recorded corpus in this repository.
-const DEFAULT_CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/corpus");
+/// The recorded corpus in this repository (the workspace root is `xtask/..`).
+const DEFAULT_CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/corpus");
 
 /// Any free port on 127.0.0.1.
 const ANY_LOOPBACK_PORT: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
 
 /// Loopback load generator: spans/s and latency of loopwatch vs a plain OTLP pass-through.
-#[derive(Parser, Debug)]
-#[command(
-    name = "loopwatch-loadgen",
-    version,
-    about = "Loopback load generator: spans/s and latency of loopwatch vs a plain OTLP/gRPC pass-through",
-    args_conflicts_with_subcommands = true
-)]
-struct Cli {
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
     #[command(flatten)]
@@ -74,8 +68,9 @@ fn runtime(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime::Run
     builder.enable_all().build()
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// Runs the load generator as `cli` says; the exit code: 0 when every acknowledged span
+/// reached the sink, 1 when a setup lost spans, 2 on a set-up error.
+pub fn run(cli: Cli) -> ExitCode {
     let threads = match &cli.command {
         Some(Cmd::Passthrough(a)) => a.worker_threads,
         _ => None,
@@ -83,7 +78,7 @@ fn main() -> ExitCode {
     let runtime = match runtime(threads) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("loopwatch-loadgen: runtime: {e}");
+            eprintln!("loadgen: runtime: {e}");
             return ExitCode::from(2);
         }
     };
@@ -98,7 +93,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("loopwatch-loadgen: {e:#}");
+            eprintln!("loadgen: {e:#}");
             ExitCode::from(2)
         }
     }
@@ -127,7 +122,7 @@ async fn run_inproc(args: inproc::Args) -> ExitCode {
                 match serde_json::to_string_pretty(&report) {
                     Ok(s) => println!("{s}"),
                     Err(e) => {
-                        eprintln!("loopwatch-loadgen: {e}");
+                        eprintln!("loadgen: {e}");
                         return ExitCode::from(2);
                     }
                 }
@@ -141,7 +136,7 @@ async fn run_inproc(args: inproc::Args) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("loopwatch-loadgen: {e:#}");
+            eprintln!("loadgen: {e:#}");
             ExitCode::from(2)
         }
     }

@@ -88,7 +88,7 @@ impl TraceService for Passthrough {
 pub async fn start_sink() -> anyhow::Result<(Sink, SocketAddr, watch::Sender<bool>)> {
     let (stop, stop_rx) = watch::channel(false);
     let sink = Sink::default();
-    let addr = serve(sink.clone(), crate::ANY_LOOPBACK_PORT, stop_rx).await?;
+    let addr = serve(sink.clone(), crate::loadgen::ANY_LOOPBACK_PORT, stop_rx).await?;
     Ok((sink, addr, stop))
 }
 
@@ -144,7 +144,7 @@ where
             )
             .await;
         if let Err(e) = result {
-            eprintln!("loopwatch-loadgen: server on {addr}: {e}");
+            eprintln!("loadgen: server on {addr}: {e}");
         }
     });
     Ok(addr)
@@ -240,7 +240,7 @@ pub async fn serve_raw(
     serve_grpc(service, listen, stop).await
 }
 
-/// `loopwatch-loadgen passthrough`: the pass-through as its own process (for `bench`).
+/// `xtask loadgen passthrough`: the pass-through as its own process (for `bench`).
 #[derive(clap::Args, Debug)]
 pub struct PassthroughArgs {
     /// Address to serve OTLP/gRPC on.

@@ -1,17 +1,74 @@
-//! `loopwatch-loadgen` runs end to end on loopback: both setups deliver spans, and every
+//! `cargo xtask loadgen` runs end to end on loopback: both setups deliver spans, and every
 //! span loopwatch acknowledged reached the sink (nothing lost).
 
+use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
+/// The product's `loopwatch` binary (debug), built by the cargo running these tests: it is
+/// another package of the workspace, so cargo does not hand its path to xtask's tests.
+/// Built with the product's test targets, so cargo resolves features as `cargo test` does
+/// (dev-dependencies included): under `cargo test --workspace` everything is already up to
+/// date and cargo answers at once. Without the variables cargo sets for this test process
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*` …): build scripts that watch them (ring's) would run
+/// again and rebuild what the outer `cargo test` built. Once per test process.
+fn loopwatch_binary() -> &'static PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+        let mut build = Command::new(cargo);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .iter()
+            .any(|set_by_cargo| name.starts_with(set_by_cargo))
+            {
+                build.env_remove(name.as_ref());
+            }
+        }
+        let out = build
+            .args([
+                "build",
+                "--package",
+                "loopwatch",
+                "--bin",
+                "loopwatch",
+                "--tests",
+            ])
+            .arg("--message-format=json-render-diagnostics")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "cargo build --bin loopwatch --tests: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            // The binary itself, not the test harnesses of the lib and bin named the same.
+            .filter(|m| m["target"]["name"] == "loopwatch" && m["target"]["kind"][0] == "bin")
+            .filter(|m| m["profile"]["test"] == false)
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("cargo reports the loopwatch executable")
+    })
+}
+
 fn loadgen(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch-loadgen"))
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .env_remove("RUST_LOG")
-        .arg("--json")
+        .args(["loadgen", "--json"])
         .args(args)
         .output()
-        .expect("loopwatch-loadgen starts");
+        .expect("xtask loadgen starts");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -22,23 +79,24 @@ fn loadgen(args: &[&str]) -> Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
-/// Runs `loopwatch-loadgen bench` with `args` (not pinned: the test machine's CPUs are
+/// Runs `xtask loadgen bench` with `args` (not pinned: the test machine's CPUs are
 /// unknown; no rotel), writing `bench.md` and `bench.json` in `dir`; the JSON report.
 fn bench(dir: &std::path::Path, args: &[&[&str]]) -> Value {
     let json = dir.join("bench.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_loopwatch-loadgen"))
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .env_remove("RUST_LOG")
         .env_remove("ROTEL")
-        .arg("bench")
+        .args(["loadgen", "bench"])
         .args(args.iter().flat_map(|a| a.iter()))
         .args(["--server-cpus", "", "--scaling-cpus", ""])
-        .args(["--loopwatch", env!("CARGO_BIN_EXE_loopwatch")])
+        .arg("--loopwatch")
+        .arg(loopwatch_binary())
         .arg("--out")
         .arg(dir.join("bench.md"))
         .arg("--json")
         .arg(&json)
         .output()
-        .expect("loopwatch-loadgen bench starts");
+        .expect("xtask loadgen bench starts");
     assert!(
         out.status.success(),
         "exit {:?}\nstderr: {}",
@@ -111,7 +169,7 @@ fn request_bound_sends_the_same_requests_to_both_setups_and_loops_are_annotated(
 
 #[test]
 fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
-    // The reduced matrix of `bench/run.sh --quick`: one client count, one synthetic size,
+    // The reduced matrix of `cargo xtask bench --quick`: one client count, one synthetic size,
     // both worker-thread cells, no rotel; not pinned (the test machine's CPUs are unknown).
     let dir = tempfile::tempdir().unwrap();
     let report = bench(

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use loopwatch::forward::{ExportClient, ForwardCompression};
 
-use crate::client::{drain, is_refusal, with_fresh_trace_ids};
-use crate::servers::Sink;
-use crate::traffic::Run;
+use crate::loadgen::client::{drain, is_refusal, with_fresh_trace_ids};
+use crate::loadgen::servers::Sink;
+use crate::loadgen::traffic::Run;
 
 /// A paced load.
 #[derive(Clone, Copy, Debug)]
@@ -72,7 +72,7 @@ impl PacedOutcome {
 
     /// Latency percentile `p` (0–100) in milliseconds, nearest rank; 0 without samples.
     pub fn percentile_ms(&self, p: f64) -> f64 {
-        crate::client::percentile_ms(&self.latencies, p)
+        crate::loadgen::client::percentile_ms(&self.latencies, p)
     }
 }
 
@@ -162,7 +162,7 @@ async fn sender(index: u32, mut export: ExportClient, schedule: Arc<Schedule>) -
                 }
                 Err(status) => {
                     if result.failed == 0 {
-                        eprintln!("loopwatch-loadgen: paced export failed: {status}");
+                        eprintln!("loadgen: paced export failed: {status}");
                     }
                     result.failed += 1;
                 }

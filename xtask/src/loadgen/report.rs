@@ -5,9 +5,9 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::bench::{BenchReport, Row, Setup};
-use crate::latency::{Basis, LatencyRow};
-use crate::procfs::cpu_list;
+use crate::loadgen::bench::{BenchReport, Row, Setup};
+use crate::loadgen::latency::{Basis, LatencyRow};
+use crate::loadgen::procfs::cpu_list;
 
 /// The machine the figures come from.
 #[derive(Debug, Serialize)]

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use loopwatch::forward::{ExportClient, ForwardCompression};
 
-use crate::servers::Sink;
-use crate::traffic::{Run, Template};
+use crate::loadgen::servers::Sink;
+use crate::loadgen::traffic::{Run, Template};
 
 /// How to load a target.
 #[derive(Clone, Copy, Debug)]
@@ -148,7 +148,7 @@ async fn client(index: u32, shared: Arc<Shared>) -> ClientResult {
     ) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("loopwatch-loadgen: client: {e}");
+            eprintln!("loadgen: client: {e}");
             result.failed += 1;
             return result;
         }
@@ -188,7 +188,7 @@ async fn client(index: u32, shared: Arc<Shared>) -> ClientResult {
                     }
                     Err(status) => {
                         if result.failed == 0 {
-                            eprintln!("loopwatch-loadgen: export failed: {status}");
+                            eprintln!("loadgen: export failed: {status}");
                         }
                         result.failed += 1;
                         break;
@@ -228,7 +228,7 @@ pub async fn measure(target: SocketAddr, sink: &Sink, runs: &Arc<Vec<Run>>, load
                 total.failed += r.failed;
             }
             Err(e) => {
-                eprintln!("loopwatch-loadgen: client task: {e}");
+                eprintln!("loadgen: client task: {e}");
                 total.failed += 1;
             }
         }

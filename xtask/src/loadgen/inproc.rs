@@ -10,9 +10,9 @@ use anyhow::Context;
 use loopwatch::config::Config;
 use serde::Serialize;
 
-use crate::client::{measure, Load, Outcome};
-use crate::servers::{serve, start_sink, Passthrough};
-use crate::traffic::{load_corpus, Run};
+use crate::loadgen::client::{measure, Load, Outcome};
+use crate::loadgen::servers::{serve, start_sink, Passthrough};
+use crate::loadgen::traffic::{load_corpus, Run};
 
 /// Options of the in-process comparison.
 #[derive(clap::Args, Debug)]
@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long)]
     pub requests: Option<u64>,
     /// Folder of recorded OTLP requests (`req-*.pb`, one folder per run).
-    #[arg(long, default_value = crate::DEFAULT_CORPUS)]
+    #[arg(long, default_value = crate::loadgen::DEFAULT_CORPUS)]
     pub corpus: PathBuf,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -127,8 +127,8 @@ fn load(args: &Args) -> Load {
 async fn run_loopwatch(runs: &Arc<Vec<Run>>, args: &Args) -> anyhow::Result<SetupReport> {
     let (sink, sink_addr, stop) = start_sink().await?;
     let mut config = Config::default();
-    config.receiver.grpc_listen = crate::ANY_LOOPBACK_PORT;
-    config.receiver.http_listen = crate::ANY_LOOPBACK_PORT;
+    config.receiver.grpc_listen = crate::loadgen::ANY_LOOPBACK_PORT;
+    config.receiver.http_listen = crate::loadgen::ANY_LOOPBACK_PORT;
     config.admin.listen = String::new();
     config.exporter.endpoint = Some(format!("http://{sink_addr}"));
     config.detection.fingerprint_key = Some("loopwatch-loadgen".into());
@@ -154,7 +154,12 @@ async fn run_loopwatch(runs: &Arc<Vec<Run>>, args: &Args) -> anyhow::Result<Setu
 async fn run_passthrough(runs: &Arc<Vec<Run>>, args: &Args) -> anyhow::Result<SetupReport> {
     let (sink, sink_addr, stop) = start_sink().await?;
     let passthrough = Passthrough::new(&format!("http://{sink_addr}"))?;
-    let addr = serve(passthrough, crate::ANY_LOOPBACK_PORT, stop.subscribe()).await?;
+    let addr = serve(
+        passthrough,
+        crate::loadgen::ANY_LOOPBACK_PORT,
+        stop.subscribe(),
+    )
+    .await?;
     let outcome = measure(addr, &sink, runs, load(args)).await;
     let _ = stop.send(true);
     Ok(SetupReport::new("passthrough", &outcome))
