@@ -21,4 +21,5 @@ mod process {
     mod prometheus;
     mod rust_version;
     mod shutdown_process;
+    mod test_binaries;
 }
