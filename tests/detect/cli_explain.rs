@@ -1,7 +1,6 @@
 //! `loopwatch explain` as a platform engineer runs it on a recorded trace: the call
 //! sequence with short ids, where a rule fired and why, and why not elsewhere.
 
-
 use std::path::Path;
 use std::process::Command;
 

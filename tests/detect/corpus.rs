@@ -1,7 +1,6 @@
 //! Every corpus run gives exactly `expected.json` for both profiles, whatever the order in
 //! which its spans arrive (DESIGN §2 "Order").
 
-
 use crate::support::spans::*;
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;

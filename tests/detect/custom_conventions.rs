@@ -2,7 +2,6 @@
 //! from a config file, loop like any built-in convention; a mapping that can never match is
 //! refused at start-up with its name.
 
-
 use crate::support::spans::{kv, s};
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;

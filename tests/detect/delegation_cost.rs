@@ -147,7 +147,10 @@ fn cost_from_the_price_table_when_spans_record_none() {
     );
     // Without a price for the model nothing is spent that loopwatch can see.
     let unpriced = "[profiles.nudge]\ndelegation_cycle = 0\n[budgets]\nmax_cost_usd = 0.002\n";
-    assert_eq!(rows(&support::spans::scan_json(unpriced, &path(HANDOFFS))), vec![]);
+    assert_eq!(
+        rows(&support::spans::scan_json(unpriced, &path(HANDOFFS))),
+        vec![]
+    );
     // explain says so.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("c.toml");

@@ -9,7 +9,9 @@ use crate::support;
 use std::io::Write;
 use std::path::Path;
 
-use crate::support::spans::{corpus_expected, corpus_files, expected_keys, key_of, loopwatch, scan_json};
+use crate::support::spans::{
+    corpus_expected, corpus_files, expected_keys, key_of, loopwatch, scan_json,
+};
 use serde_json::Value as Json;
 
 fn length_prefixed(messages: &[Vec<u8>]) -> Vec<u8> {

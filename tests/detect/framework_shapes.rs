@@ -417,7 +417,11 @@ fn several_call_spans_hold_when_re_exported_or_reversed() {
         for copy in ["1.json", "2.json"] {
             std::fs::copy(fixtures().join("shapes").join(file), dir.path().join(copy)).unwrap();
         }
-        assert_eq!(support::spans::scan_keys("", dir.path()), want, "{file}: twice");
+        assert_eq!(
+            support::spans::scan_keys("", dir.path()),
+            want,
+            "{file}: twice"
+        );
         assert_eq!(
             scan_one_span_per_request(file, |spans| (0..spans.len()).rev().collect()),
             want,

@@ -2,7 +2,6 @@
 //! run, never changes its detections — same completing spans, patterns, counts,
 //! severities, call ordinals and occurrences.
 
-
 use std::time::Instant;
 
 use crate::support::spans::{corpus_expected, corpus_files, read_pb};

@@ -4,7 +4,6 @@
 //! - key order and number spelling never change a fingerprint at any depth, and volatile
 //!   keys never matter.
 
-
 use std::collections::HashMap;
 use std::time::Instant;
 

@@ -9,7 +9,6 @@
 //! capture is off, detect nothing argument-based while counting
 //! `tool_calls_without_arguments`.
 
-
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 

@@ -1,7 +1,6 @@
 //! Every oracle scenario, turned into spans, gives exactly its `expected/` answer for both
 //! profiles (`tests/fixtures/oracle`, from `shared/oracle/reference.py`).
 
-
 use crate::support::spans::*;
 use loopwatch::config::Config;
 use loopwatch::engine::Engine;

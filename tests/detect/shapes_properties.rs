@@ -299,7 +299,11 @@ fn otlp_json_with_doubles_in_strings_gives_identical_detections() {
                 .flat_map(|rs| &rs.scope_spans)
                 .flat_map(|ss| &ss.spans);
             for span in spans {
-                assert!(support::spans::has_string_doubles(span), "{run}: {}", span.name);
+                assert!(
+                    support::spans::has_string_doubles(span),
+                    "{run}: {}",
+                    span.name
+                );
             }
             files.push(path);
         }

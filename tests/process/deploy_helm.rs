@@ -12,11 +12,12 @@
 //!
 //! A missing tool fails every test here when `CI` is set.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::ops::{check_env_accepted, in_ci, repo, run, tool, validate_manifests, yaml_docs};
+use crate::support::ops::{
+    check_env_accepted, in_ci, repo, run, tool, validate_manifests, yaml_docs,
+};
 use serde_json::{json, Value as Json};
 
 fn chart() -> PathBuf {

@@ -10,7 +10,6 @@
 //! `loopwatch check-config` on the shipped config. A missing tool fails every test here
 //! when `CI` is set.
 
-
 use std::path::Path;
 use std::process::Command;
 

@@ -3,15 +3,14 @@
 //! `/readyz` and the gRPC health service are checked against values computed here
 //! independently from `tests/fixtures/corpus/runs.json` and `expected.json`.
 
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::support::downstream::Downstream;
+use crate::support::server::*;
 use hmac::{Hmac, Mac};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::{json, Value};
-use crate::support::server::*;
 use sha2::{Digest, Sha256};
 
 const KEY: &str = "admin-api-test-fingerprint-key";

@@ -1,11 +1,11 @@
 //! Admission before decoding, readiness from local state, and `loopwatch_exporter_up`,
 //! through the running server with a real downstream on loopback (issues 8, 9, 10).
 
-
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use crate::support::downstream::Downstream;
+use crate::support::server::*;
+use bytes::Bytes;
 use http::uri::PathAndQuery;
 use loopwatch::forward::{ExportBody, RawBytesCodec};
 use loopwatch::receiver::rpc_status::retry_delay;
@@ -13,7 +13,6 @@ use loopwatch::receiver::RejectReason;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use crate::support::server::*;
 use tonic::Code;
 
 /// A request with one (non-tool) span `n`.

@@ -2,7 +2,6 @@
 //! server. Every span arrives downstream, the completing spans carry loop.*, and nothing
 //! else in the requests changed.
 
-
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 

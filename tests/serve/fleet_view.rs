@@ -8,8 +8,8 @@ use crate::support;
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use crate::support::server::{get_json, scrape};
+use serde_json::Value;
 
 fn looping(run: &Value) -> bool {
     run["detections"]

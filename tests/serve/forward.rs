@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use crate::support::receiver::{corpus, decode_pb, read, RecordingSink};
+use bytes::Bytes;
 use loopwatch::forward::{
     DropReason, ForwardCompression, ForwardQueue, Forwarder, ForwarderConfig,
 };

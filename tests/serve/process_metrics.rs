@@ -86,7 +86,8 @@ async fn late_tool_spans_are_measured_and_warned_about_once() {
         ],
         ..Default::default()
     };
-    let mut request = support::spans::request_of(vec![span(1, 3_000_000_000), span(2, 3_500_000_000)]);
+    let mut request =
+        support::spans::request_of(vec![span(1, 3_000_000_000), span(2, 3_500_000_000)]);
     request.resource_spans[0].resource = Some(Resource {
         attributes: vec![kv("service.name", s("late-agent"))],
         ..Default::default()

@@ -1,13 +1,12 @@
 //! OTLP/gRPC receiver against real tonic clients on a real port.
 
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use crate::support::receiver::{big_request, corpus, decode_pb, read, RecordingSink};
+use bytes::Bytes;
 use http::uri::PathAndQuery;
 use loopwatch::forward::{ExportBody, RawBytesCodec};
 use loopwatch::receiver::grpc::{GrpcReceiver, EXPORT_PATH, TRACE_SERVICE_NAME};

@@ -1,11 +1,12 @@
 //! OTLP/HTTP receiver against a real HTTP client on a real port.
 
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::receiver::{big_request, corpus, decode_pb, deflate, gzip, read, zstd, RecordingSink};
+use crate::support::receiver::{
+    big_request, corpus, decode_pb, deflate, gzip, read, zstd, RecordingSink,
+};
 use loopwatch::receiver::decode::decode_json;
 use loopwatch::receiver::rpc_status::RpcStatus;
 use loopwatch::receiver::{serve_http, ReceiverOptions, ReceiverStats, RejectReason};

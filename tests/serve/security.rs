@@ -6,11 +6,11 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::support::security::{one_span, Pki};
+use crate::support::server::test_config;
 use loopwatch::server::{start, RunningServer};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use prost::Message;
-use crate::support::security::{one_span, Pki};
-use crate::support::server::test_config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
 
@@ -777,8 +777,10 @@ async fn tls_proxy(pki: &Pki, upstream: &'static str) -> SocketAddr {
 
 #[tokio::test]
 async fn rediss_through_a_tls_terminating_proxy() {
+    use crate::support::signals::{
+        fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL,
+    };
     use futures::StreamExt;
-    use crate::support::signals::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
     if !service_up(REDIS_ADDR).await {
         return;
     }
@@ -838,8 +840,10 @@ async fn rediss_through_a_tls_terminating_proxy() {
 
 #[tokio::test]
 async fn nats_over_tls_through_a_tls_terminating_proxy() {
+    use crate::support::signals::{
+        fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL,
+    };
     use futures::StreamExt;
-    use crate::support::signals::{fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL};
     if !service_up(NATS_ADDR).await {
         return;
     }

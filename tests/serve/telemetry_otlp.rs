@@ -5,10 +5,10 @@
 //! resource names the service `loopwatch`. A config pointing self-telemetry at
 //! loopwatch's own receiver is refused naming the key.
 
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::server::{export_all, run_requests, span_count, test_config};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
     MetricsService, MetricsServiceServer,
 };
@@ -17,7 +17,6 @@ use opentelemetry_proto::tonic::collector::metrics::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point, Metric};
-use crate::support::server::{export_all, run_requests, span_count, test_config};
 
 #[derive(Clone, Default)]
 struct Receiver(Arc<Mutex<Vec<ExportMetricsServiceRequest>>>);

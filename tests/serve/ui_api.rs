@@ -7,15 +7,14 @@
 //! - The run drill-down `GET /v1/runs/{run_key}` and the filters of `/v1/runs` and
 //!   `/v1/fleet`, against the corpus run's spans and `expected.json`.
 
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::support::security::Pki;
+use crate::support::server::test_config;
 use reqwest::header::{HeaderMap, COOKIE, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
 use reqwest::redirect::Policy;
 use reqwest::{Client, StatusCode};
-use crate::support::security::Pki;
-use crate::support::server::test_config;
 
 const TOKEN: &str = "ui-session-test-token-5f1c";
 
@@ -411,8 +410,8 @@ fn short_fingerprint(key: &str, tool: &str, args: &serde_json::Value) -> String 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_drill_down_and_filters() {
-    use serde_json::{json, Value};
     use crate::support::server::{export_all, get, get_json, run_requests, trace_id_of};
+    use serde_json::{json, Value};
     const RUN: &str = "pydantic-ai/v5-default/s1_stuck_repeat";
     const OTHER: &str = "strands/default/s4_healthy";
     const KEY: &str = "ui-api-test-fingerprint-key";

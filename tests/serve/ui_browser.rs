@@ -10,16 +10,15 @@
 //! `docs/ui-run.png` when `UPDATE_SCREENSHOTS=1`. A missing browser or driver fails the
 //! test under `CI`.
 
-
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
 use crate::support::ops::{repo, tool};
-use serde_json::{json, Value};
 use crate::support::server::{run_requests, test_config, trace_id_of};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
 
 /// The looping run the page must show: `fetch_url` six times with the same arguments and
 /// the same error.

@@ -4,18 +4,17 @@
 //! "Down" is a local TCP port with nothing listening; "up" is a proxy started on that
 //! port that forwards to the real Redis at 127.0.0.1:6379.
 
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::signals::{
+    eventually, fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL,
+};
 use axum::routing::post;
 use axum::Router;
 use futures::StreamExt;
 use loopwatch::signals::{Signal, SignalHub, SignalsConfig, SinkStats};
-use crate::support::signals::{
-    eventually, fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL,
-};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 

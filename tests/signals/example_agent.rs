@@ -12,19 +12,20 @@
 //! Needs `python3` ≥ 3.11 with `venv` (or `$PYTHON`) and PyPI access; Redis and NATS as
 //! the other signal tests (skipped when unreachable, a failure when `CI` is set).
 
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::support::downstream::Downstream;
+use crate::support::signals::{
+    fast_retry, service_up, unique, NATS_ADDR, NATS_URL, REDIS_ADDR, REDIS_URL,
+};
 use loopwatch::config::Config;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
-use crate::support::signals::{fast_retry, service_up, unique, NATS_ADDR, NATS_URL, REDIS_ADDR, REDIS_URL};
 
 /// Longest the agent may run: pip is done by then, the agent itself needs a few seconds.
 const AGENT_TIMEOUT: Duration = Duration::from_secs(180);

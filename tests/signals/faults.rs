@@ -15,19 +15,18 @@
 //!   retried `MULTI`/`EXEC` delivers every signal; a copy may arrive twice (at most one
 //!   extra per signal), none is lost.
 
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull};
 use crate::support::cut_proxy::CutProxy;
-use futures::StreamExt;
-use loopwatch::signals::{Signal, SignalHub, SignalsConfig, SinkStats};
 use crate::support::signals::{
     eventually, fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL, REDIS_ADDR,
     REDIS_URL,
 };
+use async_nats::jetstream::{self, consumer::pull};
+use futures::StreamExt;
+use loopwatch::signals::{Signal, SignalHub, SignalsConfig, SinkStats};
 
 /// Signals published during an outage.
 const N: u32 = 20;

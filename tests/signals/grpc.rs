@@ -1,13 +1,12 @@
 //! gRPC `loopwatch.v1.Signals/Watch` served by tonic on port 0, driven by the generated
 //! tonic client.
 
-
 use std::time::{Duration, Instant};
 
+use crate::support::signals::{signal, unique, Action};
 use loopwatch::signals::grpc::proto::WatchRequest;
 use loopwatch::signals::grpc::SignalsClient;
 use loopwatch::signals::{signals_service, Signal, SignalHub};
-use crate::support::signals::{signal, unique, Action};
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::Streaming;

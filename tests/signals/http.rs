@@ -1,9 +1,8 @@
 //! HTTP `GET /v1/signals?trace_id=…&since=…&action=…` served by axum on port 0.
 
-
+use crate::support::signals::{signal, unique, Action};
 use loopwatch::signals::http::{router, SignalsResponse};
 use loopwatch::signals::SignalHub;
-use crate::support::signals::{signal, unique, Action};
 
 /// Serves `GET /v1/signals` from `hub` on a free loopback port.
 async fn serve(hub: &SignalHub) -> std::net::SocketAddr {

@@ -1,14 +1,13 @@
 //! NATS sink against the real server (JetStream enabled) at 127.0.0.1:4222.
 
-
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull};
-use futures::StreamExt;
-use loopwatch::signals::{Signal, SignalHub, SignalsConfig};
 use crate::support::signals::{
     eventually, fast_retry, service_up, signal, unique, Action, NATS_ADDR, NATS_URL,
 };
+use async_nats::jetstream::{self, consumer::pull};
+use futures::StreamExt;
+use loopwatch::signals::{Signal, SignalHub, SignalsConfig};
 
 fn config(prefix: &str, jetstream: bool, stream: &str) -> SignalsConfig {
     let mut config = SignalsConfig::default();

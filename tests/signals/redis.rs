@@ -1,12 +1,13 @@
 //! Redis sink against the real server at 127.0.0.1:6379: PUBLISH order and exact JSON,
 //! the kill flag key with its TTL, no key for warn.
 
-
 use std::time::Duration;
 
+use crate::support::signals::{
+    fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL,
+};
 use futures::StreamExt;
 use loopwatch::signals::{SignalHub, SignalsConfig};
-use crate::support::signals::{fast_retry, service_up, signal, unique, Action, REDIS_ADDR, REDIS_URL};
 
 fn config(channel: &str, key_prefix: &str) -> SignalsConfig {
     let mut config = SignalsConfig::default();

@@ -4,12 +4,15 @@
 //! `GET /v1/signals` on the admin port. Also: per-profile switch, a sink that is down
 //! while spans flow, and the detection-to-signal latency on loopback.
 
-
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::support::downstream::Downstream;
+use crate::support::server::*;
+use crate::support::signals::{
+    fast_retry, service_up, unique, Action, NATS_ADDR, NATS_URL, REDIS_ADDR, REDIS_URL,
+};
 use futures::StreamExt;
 use loopwatch::config::Config;
 use loopwatch::signals::grpc::proto::WatchRequest;
@@ -18,10 +21,6 @@ use loopwatch::signals::Signal;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use crate::support::server::*;
-use crate::support::signals::{
-    fast_retry, service_up, unique, Action, NATS_ADDR, NATS_URL, REDIS_ADDR, REDIS_URL,
-};
 
 const STUCK: &str = "pydantic-ai/v5-default/s1_stuck_repeat";
 const SERVICE: &str = "corpus-pydantic-ai";

@@ -1,11 +1,11 @@
 //! Webhook sink against a real axum server on port 0: HMAC signature, retries on 5xx
 //! and timeouts, no retry on 4xx.
 
-
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::signals::{eventually, fast_retry, signal, unique, Action};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -14,7 +14,6 @@ use axum::Router;
 use hmac::{Hmac, Mac};
 use loopwatch::signals::{SignalHub, SignalsConfig, SinkStats};
 use sha2::Sha256;
-use crate::support::signals::{eventually, fast_retry, signal, unique, Action};
 
 /// One request as the server saw it.
 #[derive(Clone, Debug)]
