@@ -6,6 +6,8 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 
+from opentelemetry import trace
+
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -56,6 +58,37 @@ def read_answer(answer: Any) -> bool:
     if isinstance(answer, str) and answer.lower() in ("deny", "denied"):
         return False
     raise ConfigError(f"approval hook must return True/False or 'approve'/'deny', got {answer!r}")
+
+
+#: Name of the span event recording an approval hook's answer.
+APPROVAL_EVENT = "loopwatch.approval"
+
+
+def record_answer(request: ApprovalRequest, approved: bool) -> None:
+    """Records the answer to `request` as the span event `loopwatch.approval` on the current
+    span, else (no recording span current) on the run's root span, else nowhere.
+
+    Attributes: `loopwatch.approval.decision` (`approve` | `deny`; also `deny` when no hook
+    is set), `loopwatch.run_key`, `loop.pattern` and `loop.profile` (loopwatch's names for
+    the detection's pattern and profile, `docs/DESIGN.md` §5), `loopwatch.signal.id` when a
+    signal asked, `gen_ai.tool.name` when a pre-execution check asked.
+    """
+    span = trace.get_current_span()
+    if not span.is_recording():
+        span = request.run.span
+        if not span.is_recording():
+            return
+    attributes: dict[str, str] = {
+        "loopwatch.approval.decision": "approve" if approved else "deny",
+        "loopwatch.run_key": request.run.run_key,
+        "loop.pattern": request.pattern,
+        "loop.profile": request.profile,
+    }
+    if request.signal is not None:
+        attributes["loopwatch.signal.id"] = request.signal.id
+    if request.tool_name is not None:
+        attributes["gen_ai.tool.name"] = request.tool_name
+    span.add_event(APPROVAL_EVENT, attributes)
 
 
 def call_sync(hook: ApprovalHook, request: ApprovalRequest) -> bool:
