@@ -66,7 +66,8 @@ APPROVAL_EVENT = "loopwatch.approval"
 
 def record_answer(request: ApprovalRequest, approved: bool) -> None:
     """Records the answer to `request` as the span event `loopwatch.approval` on the current
-    span, else (no recording span current) on the run's root span, else nowhere.
+    span when it is recording and of the run's trace, else on the run's root span (when
+    recording), else nowhere.
 
     Attributes: `loopwatch.approval.decision` (`approve` | `deny`; also `deny` when no hook
     is set), `loopwatch.run_key`, `loop.pattern` and `loop.profile` (loopwatch's names for
@@ -74,7 +75,7 @@ def record_answer(request: ApprovalRequest, approved: bool) -> None:
     signal asked, `gen_ai.tool.name` when a pre-execution check asked.
     """
     span = trace.get_current_span()
-    if not span.is_recording():
+    if not span.is_recording() or format(span.get_span_context().trace_id, "032x") != request.run.trace_id:
         span = request.run.span
         if not span.is_recording():
             return
