@@ -14,7 +14,7 @@ from opentelemetry import trace
 from . import approval as approval_mod
 from . import config
 from .check import Checker, CheckResult
-from .errors import AdminError, ConfigError, LoopDetected, LoopwatchError, TransportError
+from .errors import ConfigError, LoopDetected, LoopwatchError, TransportError
 from .run import Run, RunScope, current_run
 from .signal import Signal
 from .tracing import current_instrumentation
@@ -412,48 +412,14 @@ class Guard:
             self._answer(request, ask(request))
 
     def _ask_sync(self, request: approval_mod.ApprovalRequest) -> bool:
-        if self.on_approval is None:
-            log.warning("loopwatch: require_approval without an on_approval hook: denying")
-            return False
         return approval_mod.call_sync(self.on_approval, request)
 
     async def _ask_async(self, request: approval_mod.ApprovalRequest) -> bool:
-        if self.on_approval is None:
-            log.warning("loopwatch: require_approval without an on_approval hook: denying")
-            return False
         return await approval_mod.call_async(self.on_approval, request)
 
     def _answer(self, request: approval_mod.ApprovalRequest, approved: bool) -> None:
-        """Records the answer (span event `loopwatch.approval`, see `approval.record_answer`)
-        and posts it to loopwatch; a refusal stops the run (raises LoopDetected)."""
-        run = request.run
-        approval_mod.record_answer(request, approved)
-        if approved:
-            try:
-                self.approve(run.run_key)
-            except LoopwatchError as err:
-                log.warning("loopwatch: could not record the approval of %s: %s", run.run_key, err)
-            return
-        try:
-            self.deny(run.run_key)
-        except AdminError as err:
-            # 409: nothing awaits (a pre-execution check asked, no detection happened yet).
-            if err.status not in (404, 409):
-                log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
-        except LoopwatchError as err:
-            log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
-        exc = LoopDetected(
-            request.message or "approval refused",
-            action="approval_denied",
-            run_key=run.run_key,
-            trace_id=run.trace_id,
-            pattern=request.pattern,
-            tool_name=request.tool_name,
-            signal=request.signal,
-            check=request.check,
-        )
-        self._stop(run, exc, cancel=False)
-        run.raise_if_stopped()
+        """Records and posts the answer; a refusal stops the run (`approval.apply_answer`)."""
+        approval_mod.apply_answer(self, request, approved)
 
     # --- admin ------------------------------------------------------------------------
 
