@@ -22,7 +22,7 @@ fn detections_with(run: &str, config: &Config) -> Vec<Found> {
         .join("tests/fixtures/field")
         .join(run);
     let engine = Engine::from_config(config).expect("config");
-    loopwatch::cli::scan::scan(&engine, &[path.clone()])
+    loopwatch::cli::scan::scan(&engine, std::slice::from_ref(&path))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut found: Vec<Found> = engine
         .registry
