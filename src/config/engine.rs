@@ -38,9 +38,9 @@ impl Engine {
             custom_conventions: config.conventions.custom.clone(),
         };
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
-        engine.tool_fingerprints = config.fingerprint_rules()?;
+        engine.tool_fingerprints = arc_swap::ArcSwap::from_pointee(config.fingerprint_rules()?);
         engine.delegations = DelegationTracker::new(
-            engine.registry.profiles(),
+            &engine.registry.profiles(),
             config.budgets.max_handoffs,
             config.budgets.action,
             config.registry.max_runs,
@@ -52,5 +52,34 @@ impl Engine {
             ));
         }
         Ok(engine)
+    }
+
+    /// Applies the detection rules of `config` to this running engine (a config reload):
+    /// its profiles (thresholds, presets, actions, per-profile tool rules) and the
+    /// `[[tools]]` fingerprint rules. Runs in progress keep their events and reported
+    /// detections ([`Registry::set_profiles`]). Returns the settings that changed but
+    /// cannot take effect without a restart (turning delegation detection on where it was
+    /// off at start-up), as dotted keys.
+    ///
+    /// # Errors
+    /// A profile or tool rule that does not validate; nothing is applied then.
+    pub fn reload_detection(&self, config: &Config) -> Result<Vec<String>, ConfigError> {
+        let profiles = config.profiles()?;
+        let rules = config.fingerprint_rules()?;
+        let mut needs_restart = Vec::new();
+        if self.delegations.is_none() {
+            needs_restart.extend(
+                profiles
+                    .iter()
+                    .filter(|p| p.delegation_cycle > 0)
+                    .map(|p| format!("profiles.{}.delegation_cycle", p.name)),
+            );
+        }
+        self.registry.set_profiles(profiles);
+        self.tool_fingerprints.store(std::sync::Arc::new(rules));
+        if let Some(delegations) = &self.delegations {
+            delegations.set_profiles(&self.registry.profiles());
+        }
+        Ok(needs_restart)
     }
 }

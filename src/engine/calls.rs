@@ -80,6 +80,7 @@ impl Engine {
                         name,
                         &arguments,
                         self.tool_fingerprints
+                            .load()
                             .treatment(name)
                             .map(|rule| &rule.volatile_keys),
                         wrappers::python_literal_arguments,

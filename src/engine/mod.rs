@@ -136,7 +136,8 @@ pub struct Engine {
     pub options: EngineOptions,
     pub stats: EngineStats,
     /// `[[tools]]` volatile keys and transient errors (empty: none).
-    pub tool_fingerprints: FingerprintRules,
+    /// Swapped whole by a config reload ([`Engine::reload_detection`]).
+    pub tool_fingerprints: arc_swap::ArcSwap<FingerprintRules>,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
     /// Delegation cycles and the `max_handoffs` budget (`None` when no profile sets
@@ -193,7 +194,7 @@ impl Engine {
             Mutex::new(AgentIndex::new(limits.max_runs, limits.max_events_per_run))
         });
         let delegations = DelegationTracker::new(
-            registry.profiles(),
+            &registry.profiles(),
             0,
             crate::detector::budget::BudgetAction::Warn,
             registry.config().max_runs,
@@ -204,7 +205,7 @@ impl Engine {
             fingerprint_key,
             options,
             stats: EngineStats::default(),
-            tool_fingerprints: FingerprintRules::default(),
+            tool_fingerprints: arc_swap::ArcSwap::from_pointee(FingerprintRules::default()),
             budgets: None,
             delegations,
             names: crate::engine::intern::Interner::default(),
@@ -746,6 +747,7 @@ impl Engine {
                     tool_name,
                     arguments,
                     self.tool_fingerprints
+                        .load()
                         .treatment(tool_name)
                         .map(|rule| &rule.volatile_keys),
                     conventions::wrappers::python_literal_arguments,
@@ -768,7 +770,8 @@ impl Engine {
     ) -> Observation {
         match kind {
             EventKind::ToolCall(call) => {
-                let rule = self.tool_fingerprints.treatment(&call.tool_name);
+                let rules = self.tool_fingerprints.load();
+                let rule = rules.treatment(&call.tool_name);
                 let remembered = match &call.arguments {
                     Some(Payload::Text(text)) => recent.arguments(&call.tool_name, text),
                     _ => None,

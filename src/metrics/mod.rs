@@ -10,6 +10,7 @@ pub mod exposition;
 pub mod fleet;
 pub mod ingest_lag;
 pub mod process;
+pub mod reload;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -78,6 +79,8 @@ pub struct Metrics {
     /// self-telemetry (a prometheus-client family cannot be read back).
     detection_counts: std::sync::Mutex<std::collections::BTreeMap<DetectionKey, u64>>,
     signals_published_count: std::sync::atomic::AtomicU64,
+    /// Config reloads of `loopwatch serve` ([`reload`]).
+    pub config_reloads: reload::ConfigReloads,
 }
 
 /// (profile, pattern, severity, service.name, gen_ai.agent.name).
@@ -97,6 +100,7 @@ impl Default for Metrics {
             forward_queue_max_bytes: Default::default(),
             detection_counts: Default::default(),
             signals_published_count: Default::default(),
+            config_reloads: Default::default(),
         }
     }
 }
@@ -594,6 +598,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
     render_fleet(&mut r, state.metrics);
+    state.metrics.config_reloads.register(&mut r);
     process::register_build_info(&mut r);
     let mut unprefixed = Registry::default();
     process::register_process(&mut unprefixed);

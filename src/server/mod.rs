@@ -5,6 +5,7 @@
 //! own `shutdown.drain_timeout` deadline). A `CancellationToken` is the stop signal.
 
 pub mod lifecycle;
+pub mod reload;
 pub mod security;
 pub mod startup;
 
@@ -92,6 +93,8 @@ pub struct RunningServer {
     pub engine: Arc<Engine>,
     pub signals: SignalHub,
     pub receiver_stats: Arc<ReceiverStats>,
+    /// What `/metrics` renders from (config reloads are counted here).
+    pub metrics: Arc<Metrics>,
     /// Cancelled when the server stops: asked to, or because a serving task failed.
     cancel: CancellationToken,
     done: tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -114,13 +117,27 @@ impl RunningServer {
     }
 }
 
-/// Runs `loopwatch serve` until `shutdown` resolves.
+/// Runs `loopwatch serve` until `shutdown` resolves. With a `reload` source (the
+/// `--config` file), the detection config is reloaded on SIGHUP and when the file changes
+/// ([`reload`]).
 pub async fn run(
     config: Config,
+    reload: Option<reload::ReloadSource>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let summary = crate::server::startup::StartupSummary::of(&config)?;
+    let running = config.clone();
     let server = start(config).await?;
+    if let Some(source) = reload {
+        let cancel = server.cancel.clone();
+        tokio::spawn(reload::watch(
+            source,
+            running,
+            server.engine.clone(),
+            server.metrics.clone(),
+            async move { cancel.cancelled().await },
+        ));
+    }
     tracing::info!(
         grpc = %server.grpc_addr,
         http = %server.http_addr,
@@ -166,7 +183,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             "signals.webhook.secret is not set: webhook posts carry no X-Loopwatch-Signature, so the receiver cannot tell them from forged ones"
         );
     }
-    let signal_profiles = config.profiles()?.iter().map(|p| p.signals).collect();
     let metrics = Arc::new(Metrics::default());
     let signals = SignalHub::start(config.signals.clone());
 
@@ -214,7 +230,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         engine: engine.clone(),
         forward: forwarder.as_ref().map(|f| f.queue()),
         signals: Some(signals.clone()),
-        signal_profiles,
         metrics: metrics.clone(),
         limits: resource_limits.clone(),
         reports: Arc::new(crate::pipeline::reporter::ReportQueue::new(
@@ -454,6 +469,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         engine,
         signals,
         receiver_stats,
+        metrics,
         cancel,
         done,
     })
