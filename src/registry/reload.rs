@@ -106,3 +106,89 @@ fn rebased(base: &Detectors, profiles: &[Arc<ProfileSettings>]) -> Detectors {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::super::{Registry, RegistryConfig, RunEvent};
+    use crate::detector::{Observation, ProfileSettings};
+
+    /// A profile named `name` where only repeated_call can fire (calls without results):
+    /// `n` of the same call in a window of 10.
+    fn repeated_call(name: &str, n: usize) -> ProfileSettings {
+        ProfileSettings {
+            name: name.into(),
+            window: 10,
+            repeated_call: n,
+            ..ProfileSettings::nudge()
+        }
+    }
+
+    /// The same tool call (no result), span `span`, starting at `10·span`.
+    fn call(span: u64) -> RunEvent {
+        RunEvent {
+            run_key: Arc::from("run"),
+            trace_id: [7; 16].into(),
+            span_id: span.to_be_bytes().into(),
+            start_time_unix_nano: 10 * span,
+            end_time_unix_nano: 10 * span + 1,
+            service_name: None,
+            agent_name: None,
+            observation: Observation::ToolCall {
+                tool_name: Arc::from("search"),
+                call_fingerprint: Some([1; 32]),
+                result_fingerprint: None,
+            },
+            call: Default::default(),
+        }
+    }
+
+    /// (profile, completing span, occurrence) of each detection.
+    fn shape(detections: &[super::RunDetection]) -> Vec<(String, u64, u32)> {
+        detections
+            .iter()
+            .map(|d| {
+                let span = u64::from_be_bytes(d.span_id.as_slice().try_into().unwrap());
+                (d.profile.name.clone(), span, d.occurrence)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_lowered_threshold_judges_the_run_in_progress_on_its_next_span() {
+        let r = Registry::new(vec![repeated_call("p", 3)], RegistryConfig::default());
+        let now = Instant::now();
+        assert!(r.observe(vec![call(1), call(2)], now).is_empty());
+        r.set_profiles(vec![repeated_call("p", 2)]);
+        // Calls 1 and 2 now make a loop: reported when the run's next span arrives.
+        let found = r.observe(vec![call(3)], now);
+        assert_eq!(shape(&found), [("p".to_string(), 2, 1)]);
+        // The loop goes on under the new threshold, and nothing is reported twice.
+        let found = r.observe(vec![call(4)], now);
+        assert_eq!(shape(&found), [("p".to_string(), 4, 2)]);
+        assert_eq!(r.profiles()[0].repeated_call, 2);
+    }
+
+    #[test]
+    fn reported_detections_follow_their_profile_by_name_and_a_removed_profile_is_dropped() {
+        let profiles = vec![repeated_call("a", 3), repeated_call("b", 3)];
+        let r = Registry::new(profiles, RegistryConfig::default());
+        let now = Instant::now();
+        let found = r.observe(vec![call(1), call(2), call(3)], now);
+        assert_eq!(
+            shape(&found),
+            [("a".to_string(), 3, 1), ("b".to_string(), 3, 1)]
+        );
+        // `a` goes, `b` moves to index 0: its detection at span 3 stays reported.
+        r.set_profiles(vec![repeated_call("b", 3)]);
+        assert!(r.observe(vec![call(3)], now).is_empty(), "a duplicate span");
+        let kept = r.detections("run").unwrap();
+        assert_eq!(shape(&kept), [("b".to_string(), 3, 1)]);
+        assert_eq!(kept[0].profile_index, 0);
+        // And it counts on: the next loop of `b` is its second occurrence.
+        let found = r.observe(vec![call(4), call(5), call(6)], now);
+        assert_eq!(shape(&found), [("b".to_string(), 6, 2)]);
+    }
+}
