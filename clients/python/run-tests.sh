@@ -29,7 +29,15 @@ venv() {  # venv DIR EXTRAS: creates DIR if missing and installs the package wit
     "$PYTHON" -m venv "$dir" || return 1
     "$dir/bin/python" -m pip install -q --upgrade pip || return 1
   fi
-  "$dir/bin/python" -m pip install -q --upgrade "$HERE[$extras]" || return 1
+  # Large wheels (CrewAI pulls chromadb, ~20 MB) sometimes break off mid-download: pip's
+  # own retries, then the whole install again, before calling it a failure.
+  local attempt
+  for attempt in 1 2 3; do
+    "$dir/bin/python" -m pip install -q --retries 10 --timeout 60 --upgrade "$HERE[$extras]" && return 0
+    echo "run-tests.sh: pip install into $dir failed (attempt $attempt of 3)" >&2
+    sleep $((attempt * 5))
+  done
+  return 1
 }
 
 status=0
