@@ -40,7 +40,11 @@ work=$(mktemp -d)
 storage=(--storage-driver vfs --root "$work/storage" --runroot "$work/run")
 server_pid=
 cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  if [ -n "$server_pid" ]; then
+    # The server, whichever way it runs (unshare's child dies with it: --kill-child).
+    pkill -KILL -P "$server_pid" 2>/dev/null || true
+    kill -KILL "$server_pid" 2>/dev/null || true
+  fi
   if [ -z "${LOOPWATCH_IMAGE_KEEP:-}" ]; then
     buildah "${storage[@]}" rm --all >/dev/null 2>&1 || true
     buildah "${storage[@]}" rmi --all --force >/dev/null 2>&1 || true
@@ -118,12 +122,15 @@ else
   [ -s "$work/podman.err" ] && say "podman run cannot start containers here ($(tail -1 "$work/podman.err")); running the image's root filesystem in namespaces instead"
   need unshare "util-linux"
   need chroot "coreutils"
+  need pkill "procps"
   how="unshare + chroot of the image's root filesystem"
   run_ctr=$(buildah "${storage[@]}" from "$image")
   mnt=$(buildah "${storage[@]}" mount "$run_ctr")
-  entrypoint=$(buildah "${storage[@]}" inspect --format '{{join .OCIv1.Config.Entrypoint " "}}' "$image")
-  user=$(buildah "${storage[@]}" inspect --format '{{.OCIv1.Config.User}}' "$image")
-  unshare --fork --pid --mount --uts --ipc --kill-child=SIGTERM \
+  # The image's own entrypoint and user, from its OCI config.
+  config=$(buildah "${storage[@]}" inspect --type image "$image")
+  entrypoint=$(python3 -c 'import json,sys; print(" ".join(json.loads(sys.argv[1])["OCIv1"]["config"]["Entrypoint"]))' "$config")
+  user=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["OCIv1"]["config"]["User"])' "$config")
+  unshare --fork --pid --mount --uts --ipc --kill-child=SIGKILL \
     chroot --userspec="$user" "$mnt" $entrypoint serve "${args[@]}" >"$log" 2>&1 &
   server_pid=$!
 fi
@@ -139,10 +146,11 @@ curl -fsS "http://127.0.0.1:$admin/metrics" | grep -q "loopwatch_build_info{.*ve
 if [ "$how" = "podman run" ]; then
   podman "${storage[@]}" stop --time 15 loopwatch-artifacts >/dev/null
 else
-  kill -TERM "$server_pid"
+  # unshare --fork ignores SIGTERM while it waits for its child: signal loopwatch itself
+  # (the child of unshare, by parent pid).
+  pkill -TERM -P "$server_pid" || die "no loopwatch process under unshare ($server_pid)"
 fi
-# unshare passes SIGTERM on to loopwatch (--kill-child) and exits at once: wait for the
-# drain's last line rather than for the process.
+# Wait for the drain's last line, then for the process.
 stopped=
 for _ in $(seq 1 75); do
   if grep -q "loopwatch stopped" "$log"; then stopped=1; break; fi
