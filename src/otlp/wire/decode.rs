@@ -1,6 +1,5 @@
-//! Resource attributes as opentelemetry-proto types (read through the span view), the
-//! [`ValueBudget`] of a request, and the field readers the span view shares
-//! ([`super::view`]).
+//! Resource attributes as opentelemetry-proto types (read through the span view), and the
+//! raw bytes of single fields (`key_of`, `bytes_field`).
 //!
 //! Semantics follow prost's decoding (a repeated field appends, a scalar field seen twice
 //! keeps the last value, a nested message seen twice is merged, an `AnyValue` oneof of the
@@ -13,7 +12,7 @@ use std::ops::Range;
 
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
-use super::reader::{Field, Fields, Value, WireError};
+use super::reader::{bytes_of, Fields, ValueBudget, WireError};
 
 /// Lossy UTF-8 (U+FFFD for invalid sequences). Valid text (the usual case) takes the
 /// standard library's fast validation and one copy.
@@ -21,24 +20,6 @@ pub fn lossy(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => text.to_owned(),
         Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    }
-}
-
-pub(super) fn bytes_of<'a>(buf: &'a [u8], field: &Field) -> &'a [u8] {
-    field.len_range().map_or(&[][..], |r| &buf[r])
-}
-
-pub(super) fn varint(field: &Field) -> u64 {
-    match field.value {
-        Value::Varint(v) => v,
-        _ => 0,
-    }
-}
-
-pub(super) fn fixed64(field: &Field) -> u64 {
-    match field.value {
-        Value::Fixed64(v) => v,
-        _ => 0,
     }
 }
 
@@ -60,39 +41,6 @@ pub fn bytes_field(buf: &[u8], range: Range<usize>, number: u32) -> Result<&[u8]
         }
     }
     Ok(found)
-}
-
-/// How many values one request may still materialise: every `KeyValue` (span, event and
-/// kvlist attributes), every array element and every event counts one. Empty ones cost two
-/// bytes on the wire but 32–80 bytes once built, so without a bound a 16 MB request of
-/// empty attributes would build half a gigabyte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ValueBudget {
-    left: usize,
-    limit: usize,
-}
-
-impl ValueBudget {
-    /// A budget of `limit` values.
-    pub fn new(limit: usize) -> Self {
-        Self { left: limit, limit }
-    }
-
-    /// Values left to take.
-    pub(super) fn left(&self) -> usize {
-        self.left
-    }
-
-    /// Takes one value, or fails with [`WireError::TooManyValues`].
-    pub(super) fn take(&mut self) -> Result<(), WireError> {
-        match self.left.checked_sub(1) {
-            Some(left) => {
-                self.left = left;
-                Ok(())
-            }
-            None => Err(WireError::TooManyValues { limit: self.limit }),
-        }
-    }
 }
 
 /// Decodes a `KeyValue`, validating it as [`super::schema::check`] would; `budget` is

@@ -254,6 +254,60 @@ pub fn put_len_key(number: u32, out: &mut Vec<u8>) {
     prost::encoding::encode_key(number, WireType::LengthDelimited, out);
 }
 
+/// The bytes of a length-delimited `field` (empty for any other wire type).
+pub(super) fn bytes_of<'a>(buf: &'a [u8], field: &Field) -> &'a [u8] {
+    field.len_range().map_or(&[][..], |r| &buf[r])
+}
+
+/// The value of a varint `field` (0 for any other wire type).
+pub(super) fn varint(field: &Field) -> u64 {
+    match field.value {
+        Value::Varint(v) => v,
+        _ => 0,
+    }
+}
+
+/// The value of a fixed64 `field` (0 for any other wire type).
+pub(super) fn fixed64(field: &Field) -> u64 {
+    match field.value {
+        Value::Fixed64(v) => v,
+        _ => 0,
+    }
+}
+
+/// How many values one request may still materialise: every `KeyValue` (span, event and
+/// kvlist attributes), every array element and every event counts one. Empty ones cost two
+/// bytes on the wire but 32–80 bytes once built, so without a bound a 16 MB request of
+/// empty attributes would build half a gigabyte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueBudget {
+    left: usize,
+    limit: usize,
+}
+
+impl ValueBudget {
+    /// A budget of `limit` values.
+    pub fn new(limit: usize) -> Self {
+        Self { left: limit, limit }
+    }
+
+    /// Values left to take.
+    pub(super) fn left(&self) -> usize {
+        self.left
+    }
+
+    /// Takes one value, or fails with [`WireError::TooManyValues`].
+    pub(super) fn take(&mut self) -> Result<(), WireError> {
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(WireError::TooManyValues { limit: self.limit }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use super::decode;
-use super::reader::{Fields, WireError, RECURSION_LIMIT};
+use super::reader::{Fields, ValueBudget, WireError, RECURSION_LIMIT};
 use super::schema::{check, check_field, Msg, INSTRUMENTATION_LIBRARY_SPANS};
 use super::view;
 use crate::otlp::view::SpanView;
@@ -128,14 +128,14 @@ impl WireRequest {
     }
 
     /// As [`WireRequest::read`], building at most `limits.max_spans` span views and
-    /// `limits.max_values` attribute values ([`decode::ValueBudget`]): past either, reading
+    /// `limits.max_values` attribute values ([`ValueBudget`]): past either, reading
     /// stops with [`WireError::TooManySpans`] / [`WireError::TooManyValues`] before the
     /// next one is built. A span view costs a few hundred bytes and a value 32–80 even when
     /// empty (two bytes on the wire), so the caps bound what one request can make the
     /// reader allocate.
     pub fn read_limited(bytes: Bytes, limits: ReadLimits) -> Result<WireRequest, WireError> {
         let max_spans = limits.max_spans;
-        let mut values = decode::ValueBudget::new(limits.max_values);
+        let mut values = ValueBudget::new(limits.max_values);
         let mut resources = Vec::new();
         let parsed = Parsed::try_new(bytes.clone(), |bytes| {
             walk(bytes, max_spans, &mut values, &mut resources)
@@ -192,7 +192,7 @@ impl WireRequest {
 fn walk<'a>(
     bytes: &'a Bytes,
     max_spans: usize,
-    values: &mut decode::ValueBudget,
+    values: &mut ValueBudget,
     resources: &mut Vec<WireResource>,
 ) -> Result<Read<'a>, WireError> {
     let buf = bytes.as_ref();
@@ -277,7 +277,7 @@ fn scope_spans<'a>(
     budget: u32,
     (resource, (r, s)): (usize, (usize, usize)),
     max_spans: usize,
-    values: &mut decode::ValueBudget,
+    values: &mut ValueBudget,
     arena: &mut view::ViewArena<'a>,
     spans: &mut Vec<ReadSpan<'a>>,
 ) -> Result<(), WireError> {
