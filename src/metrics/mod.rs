@@ -289,6 +289,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     );
     counter(
         &mut r,
+        "otlp_strings_replaced",
+        "OTLP/JSON strings with invalid UTF-8 or a lone surrogate escape read with U+FFFD (the request accepted, with a partial_success warning)",
+        rs.replaced_strings(),
+    );
+    counter(
+        &mut r,
         "otlp_json_unknown_fields",
         "Fields in OTLP/JSON requests that OTLP does not define (ignored)",
         rs.otlp_json_unknown_fields.total(),
@@ -443,6 +449,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 fs.forwarded_requests(),
             ),
             ("forward_retries", "Retried export attempts", fs.retries()),
+            (
+                "forward_downstream_rejected_spans",
+                "Spans the downstream reported rejecting in an accepted export (OTLP partial_success.rejected_spans)",
+                fs.downstream_rejected_spans(),
+            ),
         ];
         for (name, help, value) in forward_counters {
             counter(&mut r, name, help, value);

@@ -4,5 +4,6 @@
 pub mod api_error;
 pub mod auth;
 pub mod listen;
+pub mod log_limit;
 pub mod retry;
 pub mod tls;

@@ -53,6 +53,11 @@ pub enum WireError {
         /// The cap.
         limit: usize,
     },
+    /// Not malformed, but what reading it builds does not fit the decoded-bytes budget now
+    /// ([`super::decode::ValueBudget::with_memory`]): reading stopped before building it;
+    /// the receiver refuses the request retryably.
+    #[error("the request's decoded size does not fit the decoded-bytes budget now")]
+    OverBudget,
 }
 
 /// A field's value: scalars decoded, length-delimited values as absolute byte ranges.
