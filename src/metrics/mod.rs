@@ -74,6 +74,32 @@ pub struct Metrics {
     /// self-telemetry (a prometheus-client family cannot be read back).
     detection_counts: std::sync::Mutex<std::collections::BTreeMap<DetectionKey, u64>>,
     signals_published_count: std::sync::atomic::AtomicU64,
+    /// Each listener's connection counters (open, evicted to make room).
+    listeners: std::sync::Mutex<Vec<std::sync::Arc<crate::net::listen::ListenerStats>>>,
+}
+
+impl Metrics {
+    /// The connection counters of listener `name` (`receiver.grpc`, `receiver.http`,
+    /// `admin`), created and rendered from now on.
+    pub fn listener(
+        &self,
+        name: &'static str,
+    ) -> std::sync::Arc<crate::net::listen::ListenerStats> {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = listeners.iter().find(|l| l.name == name) {
+            return std::sync::Arc::clone(found);
+        }
+        let stats = std::sync::Arc::new(crate::net::listen::ListenerStats::new(name));
+        listeners.push(std::sync::Arc::clone(&stats));
+        stats
+    }
+
+    fn listeners(&self) -> Vec<std::sync::Arc<crate::net::listen::ListenerStats>> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// (profile, pattern, severity, service.name, gen_ai.agent.name).
@@ -92,6 +118,7 @@ impl Default for Metrics {
             forward_queue_max_bytes: Default::default(),
             detection_counts: Default::default(),
             signals_published_count: Default::default(),
+            listeners: Default::default(),
         }
     }
 }
@@ -549,6 +576,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 ("failed_attempt", s.failed_attempts),
                 ("dropped", s.dropped),
                 ("rejected", s.rejected),
+                ("coalesced", s.coalesced),
             ]
             .into_iter()
             .map(|(outcome, value)| {
@@ -594,6 +622,22 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
+    let listeners = state.metrics.listeners();
+    let open: Family<Labels, Gauge> = Family::default();
+    for l in &listeners {
+        open.get_or_create(&label("listener", l.name))
+            .set(l.open.load(Relaxed) as i64);
+    }
+    r.register("connections_open", "Connections open per listener", open);
+    labelled_counter(
+        &mut r,
+        "connections_evicted",
+        "Connections closed to make room for a new client at the listener's max_connections (the one idle longest)",
+        listeners
+            .iter()
+            .map(|l| (label("listener", l.name), l.evicted.load(Relaxed)))
+            .collect(),
+    );
     render_fleet(&mut r, state.metrics);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &r)?;

@@ -61,6 +61,11 @@ pub enum ReceiveError {
         /// What was wrong with it.
         message: String,
     },
+    /// Not one span of the request could be read (each was malformed on its own): the
+    /// request is refused, naming the first (had any been read, the request would have
+    /// been accepted with the others, the bad ones reported in `partial_success`).
+    #[error("invalid OTLP request: no span could be read: {0}")]
+    NoReadableSpan(String),
     /// The request body could not be read from the connection.
     #[error("could not read the request body: {0}")]
     Body(String),
@@ -100,6 +105,7 @@ impl ReceiveError {
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
             | Self::InvalidJson { .. }
+            | Self::NoReadableSpan(_)
             | Self::Body(_) => RejectReason::InvalidPayload,
             Self::Refused(AcceptError::QueueFull) => RejectReason::QueueFull,
             Self::Refused(AcceptError::ShuttingDown) => RejectReason::ShuttingDown,
@@ -148,6 +154,7 @@ impl ReceiveError {
             | Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
+            | Self::NoReadableSpan(_)
             | Self::InvalidJson { .. } => tonic::Code::InvalidArgument,
         }
     }
@@ -172,6 +179,7 @@ impl ReceiveError {
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
             | Self::InvalidJson { .. }
+            | Self::NoReadableSpan(_)
             | Self::Body(_) => S::BAD_REQUEST,
         }
     }

@@ -180,12 +180,24 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
     // The body first, whole, under the slow-client rules; a compressed message may be a
     // little larger than the limit it decompresses within.
     let (parts, body) = req.into_parts();
-    let mut decoded = shared.sink.reserve_decoded(0).await;
+    let mut decoded = match super::reserve_decoded(shared.sink.as_ref(), &shared.options, 0).await {
+        Ok(decoded) => decoded,
+        Err(refused) => {
+            let err = ReceiveError::Refused(refused);
+            shared.stats.record_rejected(err.reason(), 0);
+            return to_status(&err, &shared.options).into_http();
+        }
+    };
     let raw_limit = limit.saturating_add(limit / 64).saturating_add(1024);
     let rules = shared.options.body_rules(raw_limit);
     let body = match super::body::read_body(body, &rules, &mut decoded).await {
         Ok(body) => body,
         Err(err) => {
+            // The limit the client configured against is the decompressed one.
+            let err = match err {
+                ReceiveError::TooLarge { .. } => ReceiveError::TooLarge { limit },
+                err => err,
+            };
             shared.stats.record_rejected(err.reason(), 0);
             return to_status(&err, &shared.options).into_http();
         }
@@ -326,6 +338,7 @@ async fn export(
     super::heavy::run_request(raw.len(), move || {
         let request: WireRequest =
             read_protobuf_budgeted(raw, limits, &mut decoded).map_err(|e| (e, 0))?;
+        super::partial::some_span_read(&request).map_err(|e| (e, 0))?;
         let spans = request.span_count();
         let partial = Partial {
             rejected: request.rejected().to_vec(),

@@ -132,7 +132,10 @@ async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: B
     // The body first, whole, under the slow-client rules (deadline, minimum rate, counted
     // in the decoded-bytes budget), and only then a forward-queue slot: a stalled client
     // holds none, and a refusal costs no decoding.
-    let mut decoded = state.sink.reserve_decoded(0).await;
+    let mut decoded = match super::reserve_decoded(state.sink.as_ref(), &state.options, 0).await {
+        Ok(decoded) => decoded,
+        Err(refused) => return reject(&state, format, &ReceiveError::Refused(refused), 0),
+    };
     let limit = state.options.max_recv_msg_size;
     let rules = state.options.body_rules(limit);
     let body = match super::body::read_body(body, &rules, &mut decoded).await {
@@ -215,6 +218,7 @@ async fn read_request(
     let read = match format {
         Format::Protobuf => {
             let request = read_protobuf_budgeted(bytes, limits, &mut decoded)?;
+            super::partial::some_span_read(&request)?;
             let partial = Partial {
                 rejected: request.rejected().to_vec(),
                 replaced_strings: 0,

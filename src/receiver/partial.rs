@@ -101,7 +101,28 @@ pub fn decode_json_partial(bytes: &[u8]) -> Result<JsonDecoded, ReceiveError> {
             unknown,
             partial: Partial::default(),
         }),
-        Err(first) => decode_lenient(bytes).map_err(|_| first),
+        Err(first) => match decode_lenient(bytes) {
+            // Not one span read: the request is refused as it was, naming the fault.
+            Ok(decoded)
+                if !decoded.partial.rejected.is_empty()
+                    && crate::otlp::span_count(&decoded.request) == 0 =>
+            {
+                Err(first)
+            }
+            Ok(decoded) => Ok(decoded),
+            Err(_) => Err(first),
+        },
+    }
+}
+
+/// [`ReceiveError::NoReadableSpan`] when spans of `request` were left out and none was
+/// read: a request made only of unreadable spans is refused, not accepted empty.
+pub fn some_span_read(request: &crate::otlp::wire::WireRequest) -> Result<(), ReceiveError> {
+    match request.rejected().first() {
+        Some(first) if request.span_count() == 0 => {
+            Err(ReceiveError::NoReadableSpan(first.describe()))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -132,9 +153,15 @@ fn decode_lenient(bytes: &[u8]) -> Result<JsonDecoded, ReceiveError> {
     let mut rejected = Vec::new();
     for_each_span(&mut value, |index, span| {
         if let Err(e) = serde_path_to_error::deserialize::<_, Span>(&*span) {
+            let path = e.path().to_string();
+            let hint = if path.ends_with("Id") {
+                " (OTLP/JSON ids are hex strings, not base64)"
+            } else {
+                ""
+            };
             rejected.push(RejectedSpan {
                 index,
-                reason: format!("at `{}`: {}", e.path(), e.inner()),
+                reason: format!(".{path}: {}{hint}", e.inner()),
             });
             *span = Value::Object(Default::default());
         }
@@ -208,8 +235,13 @@ fn for_each_span(value: &mut Value, mut visit: impl FnMut((usize, usize, usize),
 /// Why `span`'s ids cannot be OTLP ids (trace 16 bytes, span 8, empty allowed), if so.
 fn bad_id(span: &Span) -> Option<String> {
     let check = |name: &str, id: &[u8], len: usize| {
-        (!id.is_empty() && id.len() != len)
-            .then(|| format!("{name} has {} bytes, expected {len}", id.len()))
+        (!id.is_empty() && id.len() != len).then(|| {
+            format!(
+                ".{name}: id has {} bytes, expected {len} (hex-encoded: {} characters)",
+                id.len(),
+                len * 2
+            )
+        })
     };
     check("traceId", &span.trace_id, 16)
         .or_else(|| check("spanId", &span.span_id, 8))
@@ -357,6 +389,17 @@ mod tests {
         let otlp = decoded.partial.to_otlp().unwrap_or_default();
         assert_eq!(otlp.rejected_spans, 0);
         assert!(otlp.error_message.contains("U+FFFD"));
+    }
+
+    #[test]
+    fn a_request_of_unreadable_spans_only_is_refused_as_before() {
+        let body = spans_json(&[r#"{"name":"short","traceId":"0102"}"#]);
+        match decode_json_partial(body.as_bytes()) {
+            Err(ReceiveError::InvalidJson { path, .. }) => {
+                assert_eq!(path, "resourceSpans[0].scopeSpans[0].spans[0].traceId")
+            }
+            other => panic!("expected InvalidJson, got {other:?}"),
+        }
     }
 
     #[test]

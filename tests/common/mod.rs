@@ -1,6 +1,7 @@
 //! Shared test helpers: the corpus and the oracle scenarios as OTLP requests.
 #![allow(dead_code)]
 
+pub mod attack;
 pub mod cut_proxy;
 pub mod downstream;
 pub mod fault_load;

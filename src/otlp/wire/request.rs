@@ -76,11 +76,17 @@ pub struct RejectedSpan {
 }
 
 impl RejectedSpan {
-    /// `resourceSpans[r].scopeSpans[s].spans[i]: reason`, for the partial-success message.
+    /// `resourceSpans[r].scopeSpans[s].spans[i]: reason` (a reason starting with `.` names
+    /// a field of the span and follows without the colon), for the partial-success message.
     pub fn describe(&self) -> String {
         let (r, s, i) = self.index;
+        let sep = if self.reason.starts_with('.') {
+            ""
+        } else {
+            ": "
+        };
         format!(
-            "resourceSpans[{r}].scopeSpans[{s}].spans[{i}]: {}",
+            "resourceSpans[{r}].scopeSpans[{s}].spans[{i}]{sep}{}",
             self.reason
         )
     }
