@@ -7,6 +7,23 @@
 use std::error::Error;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // `loopwatch_build_info{revision}`: the git revision, when built from a checkout.
+    let revision = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=LOOPWATCH_REVISION={revision}");
+    // Only paths that exist: a missing one would rerun this script on every build.
+    for path in [".git/HEAD", ".git/refs/heads"] {
+        if std::path::Path::new(path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
     if std::env::var_os("PROTOC").is_none() {
         let protoc = protoc_bin_vendored::protoc_bin_path()?;
         std::env::set_var("PROTOC", protoc);

@@ -1,4 +1,5 @@
-//! `loopwatch` command line: `serve`, `scan`, `explain`, `replay`, `check-config`.
+//! `loopwatch` command line: `serve`, `scan`, `explain`, `replay`, `check-config`,
+//! `inject`, `webhook`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +36,65 @@ enum Command {
         /// The TOML config file.
         file: PathBuf,
     },
+    /// Add loopwatch as a native sidecar to every pod spec of Kubernetes manifests (files or
+    /// `-` for stdin; multi-document YAML) and print them: `kubectl get deploy -o yaml |
+    /// loopwatch inject - | kubectl apply -f -`.
+    Inject(InjectArgs),
+    /// Serve the same injection as a Kubernetes mutating admission webhook (HTTPS,
+    /// AdmissionReview v1, `POST /mutate`).
+    Webhook(WebhookArgs),
+}
+
+/// What the injected sidecar is made of.
+#[derive(clap::Args, Debug)]
+struct SidecarArgs {
+    /// loopwatch's container image.
+    #[arg(long, default_value = concat!("loopwatch:", env!("CARGO_PKG_VERSION")))]
+    image: String,
+    /// Downstream OTLP endpoint for loopwatch to forward to (default: the endpoint the
+    /// app containers had, else none).
+    #[arg(long)]
+    exporter_endpoint: Option<String>,
+    /// Secret in the pod's namespace with keys `admin-token` and `fingerprint-key`.
+    #[arg(long, default_value = "loopwatch")]
+    secret: String,
+    /// Redis URL for signals, e.g. redis://redis.agents:6379.
+    #[arg(long)]
+    redis_url: Option<String>,
+}
+
+impl SidecarArgs {
+    fn options(self) -> loopwatch::cli::inject::InjectOptions {
+        loopwatch::cli::inject::InjectOptions {
+            image: self.image,
+            exporter_endpoint: self.exporter_endpoint,
+            secret: self.secret,
+            redis_url: self.redis_url,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+struct InjectArgs {
+    #[command(flatten)]
+    sidecar: SidecarArgs,
+    /// Manifest files; `-` (or none) reads stdin.
+    paths: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct WebhookArgs {
+    #[command(flatten)]
+    sidecar: SidecarArgs,
+    /// HTTPS listen address.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// PEM certificate chain of the webhook's Service name.
+    #[arg(long)]
+    tls_cert: PathBuf,
+    /// PEM private key of the certificate.
+    #[arg(long)]
+    tls_key: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -134,6 +194,8 @@ fn main() -> ExitCode {
         Command::Explain(args) => run_explain(args),
         Command::Replay(args) => replay(args),
         Command::CheckConfig { file } => check_config(file),
+        Command::Inject(args) => inject(args),
+        Command::Webhook(args) => webhook(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -211,9 +273,15 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 }
 
 fn check_config(file: PathBuf) -> anyhow::Result<()> {
-    let config = Config::load(Some(&file), &[])?;
+    let (config, problems) = Config::load_with_problems(Some(&file), &[])?;
     for warning in loopwatch::config::env_names::unread_env_key_warnings() {
         eprintln!("warning: {warning}");
+    }
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("error: {problem}");
+        }
+        anyhow::bail!("{}: {} error(s)", file.display(), problems.len());
     }
     let profiles = config.profiles()?;
     let mut out = format!("{}: ok\n", file.display());
@@ -287,4 +355,52 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         args.endpoint
     );
     Ok(())
+}
+
+fn inject(args: InjectArgs) -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut text = String::new();
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        args.paths
+    };
+    for path in &paths {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        if !text.is_empty() {
+            text.push_str("---\n");
+        }
+        if path.as_os_str() == "-" {
+            std::io::stdin().read_to_string(&mut text)?;
+        } else {
+            text.push_str(
+                &std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            );
+        }
+    }
+    let (out, summary) = loopwatch::cli::inject::inject_yaml(&text, &args.sidecar.options())?;
+    write_stdout(&out)?;
+    eprintln!(
+        "loopwatch inject: {} pod spec(s) injected, {} already had loopwatch or opted out, {} other object(s) unchanged",
+        summary.injected, summary.skipped, summary.other
+    );
+    Ok(())
+}
+
+fn webhook(args: WebhookArgs) -> anyhow::Result<()> {
+    let tls = loopwatch::net::tls::ServerTlsConfig {
+        cert_file: Some(args.tls_cert),
+        key_file: Some(args.tls_key),
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        // SIGTERM (a pod stopping) or SIGINT.
+        let shutdown = loopwatch::server::shutdown_signal();
+        loopwatch::cli::inject::webhook::serve(args.listen, &tls, args.sidecar.options(), shutdown)
+            .await
+    })
 }

@@ -147,6 +147,26 @@ fn check_config_accepts_the_example_and_names_bad_keys() {
 }
 
 #[test]
+fn check_config_reports_every_error_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(
+        &file,
+        "[profiles.nudge]\nrepeated_call = 1\n[exporter]\nendpoint = \"not a url\"\n[server]\nworker_threads = 5000\n",
+    )
+    .unwrap();
+    let err = fails(loopwatch().arg("check-config").arg(&file));
+    for key in [
+        "profiles.nudge.repeated_call",
+        "exporter.endpoint",
+        "server.worker_threads",
+    ] {
+        assert!(err.contains(key), "{err}");
+    }
+    assert!(err.contains(": 3 error(s)"), "{err}");
+}
+
+#[test]
 fn check_config_warns_of_a_variable_spelled_with_single_underscores() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("ok.toml");

@@ -68,11 +68,11 @@ fn a_repeated_result_fires_on_the_third_call_and_stop_stays_below() {
     let out = explain(dir.path(), CONFIG, &[]);
     assert_eq!(lines(&out), [
         "run c0020000000000000000000000000002  service turn2-bugs  3 tool call(s)",
-        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3",
+        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3, delegation_cycle 3",
         "    call 1   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 1/5, repeated_result 1/3",
         "    call 2   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 2/5, repeated_result 2/3",
         "    call 3   lookup_ticket  args e266dca5  result abfdb64c  FIRED repeated_result warn on span 620000000000001e (occurrence 1): lookup_ticket returned the same result 3 times in a row for the same arguments",
-        "  profile stop: window 20, repeated_call 10, repeated_result 6, alternating_calls 6, cycle 6, max_cycle_period 3, repeated_text 6",
+        "  profile stop: window 20, repeated_call 10, repeated_result 6, alternating_calls 6, cycle 6, max_cycle_period 3, repeated_text 6, delegation_cycle 6",
         "    call 1   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 1/10, repeated_result 1/6",
         "    call 2   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 2/10, repeated_result 2/6",
         "    call 3   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 3/10, repeated_result 3/6",
@@ -86,7 +86,7 @@ fn a_repeated_call_with_changing_results_is_progress() {
     let out = explain(dir.path(), CONFIG, &["--profile", "nudge"]);
     assert_eq!(lines(&out), [
         "run 11111111111111111111111111111111  service scenario-agent  5 tool call(s)",
-        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3",
+        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3, delegation_cycle 3",
         "    call 1   read_file  args e41e7524  result 9c0e089d  below threshold: repeated_call 1/5, repeated_result 1/3",
         "    call 2   read_file  args e41e7524  result 90a4d0db  below threshold: repeated_call 2/5, repeated_result 1/3 (result changed: progress)",
         "    call 3   read_file  args e41e7524  result 4ecfbc5a  below threshold: repeated_call 3/5, repeated_result 1/3 (result changed: progress)",
@@ -114,7 +114,7 @@ fn an_ignored_tool_is_shown_and_left_out_of_the_count() {
     let out = explain(dir.path(), &config, &["--profile", "nudge"]);
     assert_eq!(lines(&out), [
         "run 11111111111111111111111111111111  service scenario-agent  6 tool call(s)",
-        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3",
+        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3, delegation_cycle 3",
         "    call 1   read_file       args e41e7524  result 91c3d7ea  below threshold: repeated_call 1/5, repeated_result 1/3",
         "    call -   wait_for_build  args ff43dd53  result 122fb4c6  ignored by [[tools]] (removed from the sequence)",
         "    call 2   read_file       args e41e7524  result 91c3d7ea  below threshold: repeated_call 2/5, repeated_result 2/3",
@@ -210,7 +210,7 @@ fn an_adk_result_span_gives_its_call_the_result_and_is_no_call() {
     let out = explain(dir.path(), CONFIG, &["--profile", "nudge"]);
     assert_eq!(lines(&out)[..8], [
         "run a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1  service probe  3 tool call(s)",
-        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3",
+        "  profile nudge: window 10, repeated_call 5, repeated_result 3, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3, delegation_cycle 3",
         "    call 1   get_weather  args 11f64daf  result e9b7cbce  below threshold: repeated_call 1/5, repeated_result 1/3",
         "    result   get_weather  args -         result e9b7cbce  result span of the call before it (no call of its own)",
         "    call 2   get_weather  args 11f64daf  result e9b7cbce  below threshold: repeated_call 2/5, repeated_result 2/3",

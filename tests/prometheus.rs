@@ -1,13 +1,16 @@
-//! `deploy/prometheus/rules.yaml` and `deploy/grafana/loopwatch.json` against the real
-//! Prometheus (Debian's `prometheus` and `promtool`): the rules pass `promtool check
-//! rules`; a Prometheus started here scrapes a running loopwatch fed with the corpus and
-//! loads the rules; then every dashboard expression returns data through the query API,
-//! every metric an alert reads exists (an alert on a metric loopwatch does not export
-//! fails here), every alert expression evaluates, and the sink-failing alert (a webhook
-//! sink pointed at a closed port) goes pending. `promtool test rules` runs the rules' unit
-//! tests (`deploy/prometheus/rules.test.yaml`): series where only
-//! `loopwatch_requests_rejected_total{reason="queue_full"}` grows (a full queue refuses
-//! before reading, so no span count) fire the refusal alert.
+//! `deploy/prometheus/rules.yaml`, its runbooks and `deploy/grafana/loopwatch.json`
+//! against the real Prometheus (Debian's `prometheus` and `promtool`): the rules pass
+//! `promtool check rules`; a Prometheus started here scrapes a running loopwatch fed with
+//! the corpus and loads the rules; then every dashboard expression returns data through
+//! the query API with the dashboard's `$service`/`$agent` at All, only the chosen
+//! service's series for one service and nothing for an unknown one; every metric an alert
+//! reads exists (an alert on a metric loopwatch does not export fails here), every alert
+//! expression evaluates, and the sink-failing alert (a webhook sink pointed at a closed
+//! port) goes pending. `promtool test rules` runs the rules' unit tests
+//! (`deploy/prometheus/rules.test.yaml`, one case or more per alert: down, absent,
+//! restarting, spans dropped, requests refused, queue near full, downstream down, sink
+//! failing, signals dropped, kill storm, per-service kill-rate spike). Every alert links a
+//! runbook page under `docs/runbooks/`, and every dashboard panel uses its variables.
 
 mod common;
 #[path = "ops_support/corpus_server.rs"]
@@ -109,28 +112,178 @@ async fn wait_for(timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> bo
     false
 }
 
-/// Grafana's interval variables, as Grafana would fill them for a short range.
-fn grafana_expr(expr: &str) -> String {
+/// Grafana's interval variables, as Grafana would fill them for a short range, and the
+/// dashboard's `$service` / `$agent` as Grafana sends them (`.*` for All, the value's regex
+/// for one).
+fn grafana_expr(expr: &str, service: &str, agent: &str) -> String {
     expr.replace("$__rate_interval", "1m")
         .replace("$__interval", "1s")
         .replace("$__range", "5m")
+        .replace("$service", service)
+        .replace("$agent", agent)
 }
 
-/// `loopwatch_…` metric names an expression reads (counter names as exposed, `_total`).
+/// Metric names an expression reads: `loopwatch_…` (counters as exposed, `_total`),
+/// `process_…`, and `up`.
 fn metric_names(expr: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     let bytes = expr.as_bytes();
-    let mut i = 0;
-    while let Some(at) = expr[i..].find("loopwatch_") {
-        let start = i + at;
-        let mut end = start;
-        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-            end += 1;
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    for prefix in ["loopwatch_", "process_", "up{"] {
+        let mut i = 0;
+        while let Some(at) = expr[i..].find(prefix) {
+            let start = i + at;
+            let mut end = start;
+            while end < bytes.len() && word(bytes[end]) {
+                end += 1;
+            }
+            if start == 0 || !word(bytes[start - 1]) {
+                names.insert(expr[start..end].to_string());
+            }
+            i = end.max(start + 1);
         }
-        names.insert(expr[start..end].to_string());
-        i = end;
     }
     names
+}
+
+/// `value` as a PromQL string holding an RE2 regex that matches it literally.
+fn regex_escape(value: &str) -> String {
+    let mut out = String::new();
+    for c in value.chars() {
+        if c == '\\' {
+            out.push_str("\\\\\\\\");
+            continue;
+        }
+        if ".+*?()|[]{}^$".contains(c) {
+            out.push_str("\\\\");
+        }
+        if c == '"' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The base of every alert's `runbook_url`: the pages of `docs/runbooks/`.
+const RUNBOOK_BASE: &str = "https://github.com/loopwatch/loopwatch/blob/main/docs/runbooks/";
+
+/// The alerting rules of `deploy/prometheus/rules.yaml`, as JSON.
+fn alert_rules() -> Vec<Value> {
+    let rules = run(Command::new("python3")
+        .arg("-c")
+        .arg("import json, sys, yaml\nprint(json.dumps(yaml.safe_load(open(sys.argv[1]))))")
+        .arg(repo().join("deploy/prometheus/rules.yaml")));
+    let rules: Value = serde_json::from_str(&rules).unwrap();
+    rules["groups"][0]["rules"].as_array().unwrap().clone()
+}
+
+/// Every alert links its own runbook page, and every page has the four parts a person on
+/// call reads (meaning, impact, diagnosis, fix), names a metric the alert reads, and is
+/// listed in the index; no page is left without its alert.
+#[test]
+fn every_alert_links_a_runbook_that_explains_it() {
+    let dir = repo().join("docs/runbooks");
+    let index = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let mut alerts = BTreeSet::new();
+    for rule in alert_rules() {
+        let alert = rule["alert"].as_str().unwrap();
+        assert_eq!(
+            rule["annotations"]["runbook_url"],
+            format!("{RUNBOOK_BASE}{alert}.md"),
+            "{alert}"
+        );
+        assert!(
+            rule["annotations"]["summary"].is_string(),
+            "{alert}: summary"
+        );
+        let page = std::fs::read_to_string(dir.join(format!("{alert}.md")))
+            .unwrap_or_else(|e| panic!("docs/runbooks/{alert}.md: {e}"));
+        assert!(page.starts_with(&format!("# {alert}\n")), "{alert}: title");
+        for part in ["## Meaning", "## Impact", "## Diagnose", "## Fix"] {
+            assert!(page.contains(part), "{alert}.md has no {part:?}");
+        }
+        let names = metric_names(rule["expr"].as_str().unwrap());
+        assert!(
+            names.iter().any(|n| page.contains(n.trim_end_matches('{'))),
+            "{alert}.md names none of {names:?}"
+        );
+        assert!(
+            index.contains(&format!("[{alert}]({alert}.md)")),
+            "index: {alert}"
+        );
+        alerts.insert(format!("{alert}.md"));
+    }
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            name == "README.md" || alerts.contains(&name),
+            "docs/runbooks/{name} has no alert"
+        );
+    }
+    assert!(alerts.len() >= 12, "{alerts:?}");
+}
+
+/// The dashboard's variables (data source, service, agent) are used by every panel, and
+/// it links the fleet page.
+#[test]
+fn dashboard_panels_use_its_variables_and_link_the_fleet_page() {
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("deploy/grafana/loopwatch.json")).unwrap(),
+    )
+    .unwrap();
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    for wanted in ["datasource", "service", "agent", "ui_url"] {
+        assert!(
+            variables.contains(&wanted),
+            "no variable {wanted}: {variables:?}"
+        );
+    }
+    let mut targets = 0;
+    for panel in dashboard_panels(&dashboard) {
+        assert_eq!(
+            panel["datasource"]["uid"], "${datasource}",
+            "{}",
+            panel["title"]
+        );
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            assert!(
+                expr.contains("$service") && expr.contains("$agent"),
+                "panel {}: {expr} ignores $service or $agent",
+                panel["title"]
+            );
+            assert_eq!(target["datasource"]["uid"], "${datasource}");
+            targets += 1;
+        }
+    }
+    assert!(targets >= 20, "{targets}");
+    assert!(
+        dashboard["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["url"]
+                .as_str()
+                .unwrap()
+                .starts_with("${ui_url}/ui?service=")),
+        "no link to the fleet page"
+    );
+}
+
+/// The dashboard's panels with queries (row panels left out).
+fn dashboard_panels(dashboard: &Value) -> Vec<&Value> {
+    dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] != "row")
+        .collect()
 }
 
 #[test]
@@ -196,15 +349,28 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
         "runs started: {started}, corpus runs: {runs}"
     );
 
-    // Every dashboard expression returns data.
+    // Every dashboard expression returns data for All; for one service, the agent panels
+    // show that service only; for a service nobody runs, nothing.
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(repo().join("deploy/grafana/loopwatch.json")).unwrap(),
     )
     .unwrap();
+    // The service with the most kill detections, so its kill panels have data too.
+    let services = query(
+        prom.addr,
+        "topk(1, sum by (service_name) (loopwatch_loop_detections_total{severity=\"kill\"}))",
+    )
+    .await;
+    let service = services[0]["metric"]["service_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let one = regex_escape(&service);
     let mut checked = 0;
-    for panel in dashboard["panels"].as_array().unwrap() {
+    for panel in dashboard_panels(&dashboard) {
         for target in panel["targets"].as_array().unwrap() {
-            let expr = grafana_expr(target["expr"].as_str().unwrap());
+            let raw = target["expr"].as_str().unwrap();
+            let expr = grafana_expr(raw, ".*", ".*");
             for name in metric_names(&expr) {
                 assert!(
                     !query(prom.addr, &format!("count({{__name__=\"{name}\"}})"))
@@ -220,23 +386,39 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
                 "panel {:?}: {expr} returned no data",
                 panel["title"]
             );
+            let filtered = query(prom.addr, &grafana_expr(raw, &one, ".*")).await;
+            assert!(
+                !filtered.is_empty(),
+                "panel {:?} for {service}: no data",
+                panel["title"]
+            );
+            for series in &filtered {
+                if let Some(s) = series["metric"]["service_name"].as_str() {
+                    assert_eq!(s, service, "panel {:?}: {series}", panel["title"]);
+                }
+            }
+            let none = query(prom.addr, &grafana_expr(raw, "no-such-service", ".*")).await;
+            assert!(
+                none.is_empty(),
+                "panel {:?} ignores $service: {none:?}",
+                panel["title"]
+            );
             checked += 1;
         }
     }
-    assert!(checked >= 10, "dashboard expressions checked: {checked}");
+    assert!(checked >= 20, "dashboard expressions checked: {checked}");
 
     // Every alert reads metrics loopwatch exports, and evaluates.
-    let rules = run(Command::new("python3")
-        .arg("-c")
-        .arg("import json, sys, yaml\nprint(json.dumps(yaml.safe_load(open(sys.argv[1]))))")
-        .arg(&rules_path));
-    let rules: Value = serde_json::from_str(&rules).unwrap();
     let mut alerts = BTreeSet::new();
-    for rule in rules["groups"][0]["rules"].as_array().unwrap() {
+    for rule in &alert_rules() {
         let alert = rule["alert"].as_str().unwrap();
         let expr = rule["expr"].as_str().unwrap();
         let names = metric_names(expr);
         assert!(!names.is_empty(), "{alert}: reads no loopwatch metric");
+        let names: BTreeSet<String> = names
+            .into_iter()
+            .map(|n| n.trim_end_matches('{').to_string())
+            .collect();
         for name in names {
             assert!(
                 !query(prom.addr, &format!("count({{__name__=\"{name}\"}})"))
@@ -256,6 +438,11 @@ async fn dashboard_and_alerts_query_a_real_prometheus_scraping_loopwatch() {
         "LoopwatchSignalSinkFailing",
         "LoopwatchKillStorm",
         "LoopwatchRunsEvictedEarly",
+        "LoopwatchDown",
+        "LoopwatchAbsent",
+        "LoopwatchRestarting",
+        "LoopwatchSignalsDropped",
+        "LoopwatchKillRateSpike",
     ] {
         assert!(alerts.contains(wanted), "no alert {wanted}");
     }

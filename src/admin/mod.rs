@@ -1,13 +1,21 @@
 //! HTTP admin API (DESIGN §7, axum): run queries, signals, Prometheus metrics and health.
 //!
 //! - `GET /v1/traces/{trace_id}/loops` → `{"data":[{"fingerprint","hits","step_indices","tool_name"}]}`
-//! - `GET /v1/runs?looping=true&limit=N` → recent runs with their detections
+//! - `GET /v1/runs?looping=true&service=…&agent=…&limit=N` → recent runs with their detections
+//! - `GET /v1/runs/{run_key}` → one run's steps, detections and trace links ([`run_detail`])
 //! - `GET /v1/summary` → runs, loop runs, loop rate, detections by pattern, per service and agent
+//! - `GET /v1/fleet?service=…&agent=…` → the fleet view of the matching (service, agent) groups
 //! - `GET /v1/signals?trace_id=…&since=…` → recent signals
-//! - `GET /ui` → the built-in fleet page ([`crate::admin::ui`])
+//! - `GET /ui` → the built-in fleet page ([`crate::admin::ui`]), `POST /ui/login`, `POST /ui/logout`
+//!
+//! With `admin.auth_token` set, [`access::protect`] guards every route but the probes and
+//! the login form: the bearer token, or a `/ui` session cookie ([`session`]) for reads.
 //! - `GET /metrics` (OpenMetrics or Prometheus text 0.0.4, by `Accept`), `GET /healthz` (alive), `GET /readyz` (local state
 //!   only: serving, listeners up, forward queue below its high-water mark)
 
+pub mod access;
+pub mod run_detail;
+pub mod session;
 pub mod ui;
 
 use std::collections::BTreeMap;
@@ -50,6 +58,10 @@ pub struct AdminState {
     pub reports: Option<Arc<crate::pipeline::reporter::ReportQueue>>,
     /// `[log.sampling]` (its left-out lines are a counter).
     pub log_sampling: Option<Arc<crate::pipeline::log_sampling::DetectionLogSampler>>,
+    /// The admin token and the `/ui` login sessions, when `admin.auth_token` is set.
+    pub auth: Option<Arc<access::AdminAuth>>,
+    /// `[ui] trace_url`: links from a run to its traces.
+    pub trace_url: Option<crate::net::trace_url::TraceUrl>,
 }
 
 impl AdminState {
@@ -80,7 +92,9 @@ pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/v1/traces/{trace_id}/loops", get(trace_loops))
         .route("/v1/runs", get(runs))
+        .route("/v1/runs/{run_key}", get(run_detail::run_detail))
         .route("/v1/summary", get(summary))
+        .route("/v1/fleet", get(fleet))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -157,7 +171,16 @@ async fn trace_loops(
 #[serde(deny_unknown_fields)]
 struct RunsQuery {
     looping: Option<bool>,
+    /// Only runs of this `service.name` (`unknown`: runs without one).
+    service: Option<String>,
+    /// Only runs of this agent name (`unknown`: runs without one).
+    agent: Option<String>,
     limit: Option<usize>,
+}
+
+/// True when `name` (absent = `unknown`) is `wanted`, or nothing is wanted.
+fn name_matches(wanted: Option<&str>, name: Option<&str>) -> bool {
+    wanted.is_none_or(|w| w == name.unwrap_or(crate::metrics::fleet::UNKNOWN))
 }
 
 /// A run as `/v1/runs` lists it.
@@ -174,7 +197,7 @@ pub struct ApiRun {
 }
 
 /// A run loops when it has a warn or kill detection (info = progress).
-fn is_looping(run: &RunSummary) -> bool {
+pub(crate) fn is_looping(run: &RunSummary) -> bool {
     run.detections
         .iter()
         .any(|d| d.detection.severity != crate::detector::Severity::Info)
@@ -187,6 +210,8 @@ async fn runs(State(state): State<AdminState>, ApiQuery(query): ApiQuery<RunsQue
     let data: Vec<ApiRun> = runs
         .iter()
         .filter(|r| query.looping.is_none_or(|l| is_looping(r) == l))
+        .filter(|r| name_matches(query.service.as_deref(), r.service_name.as_deref()))
+        .filter(|r| name_matches(query.agent.as_deref(), r.agent_name.as_deref()))
         .take(limit)
         .map(|r| ApiRun {
             run_key: r.run_key.to_string(),
@@ -262,6 +287,31 @@ async fn summary(State(state): State<AdminState>) -> Json<Summary> {
     fleet.sample(&state.engine.registry, now);
     s.fleet = fleet.view(now);
     Json(s)
+}
+
+/// `/v1/fleet?service=…&agent=…`: the fleet view ([`crate::metrics::fleet::FleetView`]) of
+/// the groups matching both (either absent = any).
+async fn fleet(
+    State(state): State<AdminState>,
+    ApiQuery(filter): ApiQuery<FleetQuery>,
+) -> Json<crate::metrics::fleet::FleetView> {
+    let now = crate::metrics::fleet::now_unix();
+    let fleet = &state.metrics.fleet;
+    fleet.sample(&state.engine.registry, now);
+    Json(fleet.view_of(
+        now,
+        &crate::metrics::fleet::GroupFilter {
+            service: filter.service,
+            agent: filter.agent,
+        },
+    ))
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FleetQuery {
+    service: Option<String>,
+    agent: Option<String>,
 }
 
 /// OpenMetrics when the `Accept` header asks for it (Prometheus does), else the Prometheus

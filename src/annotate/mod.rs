@@ -42,6 +42,10 @@ pub fn message(det: &Detection, action: Action) -> String {
         Action::RequireApproval => {
             format!("loopwatch paused this run until someone approves it: {reason}.")
         }
+        Action::Warn if det.pattern == Pattern::DelegationCycle => format!(
+            "You seem to be stuck in a loop: {reason}. Do not hand the task back again; \
+             finish it with what you have, or stop and report what is blocking you."
+        ),
         Action::Warn => format!(
             "You seem to be stuck in a loop: {reason}. Do not call {tool} with the same arguments again; \
              try a different approach, or stop and report what is blocking you."
@@ -81,6 +85,11 @@ pub fn reason_of(det: &Detection) -> String {
             Some(exceeded) => exceeded.reason(),
             None => "a run budget was exceeded".to_string(),
         },
+        Pattern::DelegationCycle => format!(
+            "the agents {} → {first} handed the run around the same cycle {} times",
+            joined(tools, " → "),
+            det.count
+        ),
     };
     if det.severity == crate::detector::Severity::Info {
         format!("{sentence}, but the results changed (progress, not a loop)")

@@ -29,6 +29,12 @@ pub struct RunExplanation {
     pub budget_figures: Vec<BudgetFigure>,
     /// `[budgets]` detections of the run (empty when none was set or none passed).
     pub budgets: Vec<Fired>,
+    /// Inference spans whose cost could not be found (no recorded cost, no price for their
+    /// model): `max_cost_usd` does not see them.
+    pub unpriced_model_calls: u64,
+    /// The agents the run was handed to and its delegation figures (`None` when it never
+    /// was).
+    pub delegation: Option<crate::cli::explain_agents::DelegationExplanation>,
 }
 
 /// A budget, the run's figure and the limit (durations in ms); `tool` names the busiest
@@ -118,7 +124,8 @@ impl From<&RunDetection> for Fired {
 }
 
 /// Reads `files` as one stream (as `scan` does) and explains every run with a tool call or
-/// model response, runs ordered by their first span's start time (ties: run key), for every
+/// model response, runs ordered by their first span's start time (ties: run key), then the
+/// runs with only budget figures or agent handoffs (by run key), for every
 /// profile or only `profile`. The engine should keep every event of a run
 /// (`registry.max_events_per_run` at least the run's length), or the explanation starts at
 /// the first kept event.
@@ -144,156 +151,188 @@ pub fn explain(
             kb,
         ))
     });
+    let mut run_keys: Vec<String> = runs.into_iter().map(|(_, key)| key).collect();
+    // Runs with budget figures or handed between agents, without a tool call or model
+    // response the registry keeps.
+    let mut more: Vec<String> = Vec::new();
+    if let Some(budgets) = &engine.budgets {
+        more.extend(budgets.run_keys());
+    }
+    if let Some(delegations) = &engine.delegations {
+        more.extend(delegations.run_keys());
+    }
+    more.retain(|key| !run_keys.contains(key));
+    more.sort();
+    more.dedup();
+    run_keys.extend(more);
+    Ok(run_keys
+        .into_iter()
+        .map(|run_key| explain_run(engine, &run_key, profile))
+        .collect())
+}
+
+/// One run, explained for every profile or only `profile`: the kept events the engine's
+/// registry holds replayed through fresh detectors of each profile (so a run that forgot
+/// events past `registry.max_events_per_run`, or was approved, is explained from its first
+/// kept event with fresh counts), its budgets and its agent handoffs. A run the engine
+/// does not know comes back with no steps. Read by `loopwatch explain` and the admin API's
+/// run drill-down (`GET /v1/runs/{run_key}`).
+pub fn explain_run(engine: &Engine, run_key: &str, profile: Option<&str>) -> RunExplanation {
     let short = |fp: &Fingerprint| engine.fingerprint_key.short(fp);
-    let mut out = Vec::new();
-    for (_, run_key) in runs {
-        let events = engine.registry.events(&run_key).unwrap_or_default();
-        let detections = engine.registry.detections(&run_key).unwrap_or_default();
-        let summary = engine.registry.run(&run_key);
-        let mut profiles = Vec::new();
-        for (index, settings) in engine.registry.profiles().iter().enumerate() {
-            if profile.is_some_and(|p| p != settings.name) {
-                continue;
-            }
-            let mut detector = Detector::new(settings.clone());
-            let (mut calls, mut texts) = (0, 0);
-            let steps = events
-                .iter()
-                .map(|event| {
-                    let step = detector.explain(&event.observation);
-                    let mut line = StepExplanation {
-                        span_id: hex_id(&event.span_id),
-                        kind: "tool_call",
-                        ordinal: None,
-                        tool: None,
-                        arguments: None,
-                        result: None,
-                        text: None,
-                        verdict: "",
-                        counts: Vec::new(),
-                        fired: None,
-                    };
-                    match &event.observation {
-                        Observation::ToolCall {
-                            tool_name,
-                            call_fingerprint,
-                            result_fingerprint,
-                        } => {
-                            line.tool = Some(tool_name.to_string());
-                            line.arguments = call_fingerprint.as_ref().map(short);
-                            line.result = result_fingerprint.as_ref().map(short);
-                            if step.verdict != Verdict::Ignored {
-                                calls += 1;
-                                line.ordinal = Some(calls);
-                            }
-                        }
-                        Observation::TextResponse { text_fingerprint } => {
-                            texts += 1;
-                            line.kind = "text_response";
-                            line.ordinal = Some(texts);
-                            line.text = Some(short(text_fingerprint));
-                        }
-                        Observation::ToolCallResponse => line.kind = "tool_call_response",
-                        Observation::OuterResponse => line.kind = "outer_response",
-                        Observation::ToolResult {
-                            tool_name,
-                            result_fingerprint,
-                        } => {
-                            line.kind = "tool_result";
-                            line.tool = Some(tool_name.to_string());
-                            line.result = Some(short(result_fingerprint));
+    let run_key = run_key.to_string();
+    let events = engine.registry.events(&run_key).unwrap_or_default();
+    let detections = engine.registry.detections(&run_key).unwrap_or_default();
+    let summary = engine.registry.run(&run_key);
+    let mut profiles = Vec::new();
+    for (index, settings) in engine.registry.profiles().iter().enumerate() {
+        if profile.is_some_and(|p| p != settings.name) {
+            continue;
+        }
+        let mut detector = Detector::new(settings.clone());
+        let (mut calls, mut texts) = (0, 0);
+        let steps = events
+            .iter()
+            .map(|event| {
+                let step = detector.explain(&event.observation);
+                let mut line = StepExplanation {
+                    span_id: hex_id(&event.span_id),
+                    kind: "tool_call",
+                    ordinal: None,
+                    tool: None,
+                    arguments: None,
+                    result: None,
+                    text: None,
+                    verdict: "",
+                    counts: Vec::new(),
+                    fired: None,
+                };
+                match &event.observation {
+                    Observation::ToolCall {
+                        tool_name,
+                        call_fingerprint,
+                        result_fingerprint,
+                    } => {
+                        line.tool = Some(tool_name.to_string());
+                        line.arguments = call_fingerprint.as_ref().map(short);
+                        line.result = result_fingerprint.as_ref().map(short);
+                        if step.verdict != Verdict::Ignored {
+                            calls += 1;
+                            line.ordinal = Some(calls);
                         }
                     }
-                    line.verdict = match step.verdict {
-                        Verdict::Fired => "fired",
-                        Verdict::Ignored => "ignored",
-                        Verdict::NoArguments => "no_arguments",
-                        Verdict::BelowThreshold {
-                            same_calls,
-                            repeated_call,
-                            same_results,
-                            repeated_result,
-                            alternations,
-                            alternating_calls,
-                        } => {
-                            line.counts = vec![
-                                count("repeated_call", same_calls, repeated_call),
-                                count("repeated_result", same_results, repeated_result),
-                                count("alternating_calls", alternations, alternating_calls),
-                            ];
-                            "below_threshold"
-                        }
-                        Verdict::TextStreak {
-                            streak,
-                            repeated_text,
-                        } => {
-                            line.counts = vec![count("repeated_text", streak, repeated_text)];
-                            "text_streak"
-                        }
-                        Verdict::ToolCallResponse => "tool_call_response",
-                        Verdict::ResultSpan => "result_span",
-                        Verdict::OuterResponse => "outer_response",
-                    };
-                    line.fired = step.detection.as_ref().and_then(|found| {
-                        detections
-                            .iter()
-                            .find(|d| {
-                                d.profile_index == index
-                                    && d.span_id[..] == event.span_id[..]
-                                    && d.detection.pattern == found.pattern
-                            })
-                            .map(Fired::from)
-                    });
-                    line
-                })
-                .collect();
-            profiles.push(ProfileExplanation {
-                profile: settings.name.clone(),
-                thresholds: vec![
-                    ("window", settings.window),
-                    ("repeated_call", settings.repeated_call),
-                    ("repeated_result", settings.repeated_result),
-                    ("alternating_calls", settings.alternating_calls),
-                    ("cycle", settings.cycle),
-                    ("max_cycle_period", settings.max_cycle_period),
-                    ("repeated_text", settings.repeated_text),
-                ],
-                steps,
-            });
-        }
-        // Budgets are per run, not per profile: shown when no --profile narrows the view.
-        let (budget_figures, budgets) = match (&engine.budgets, profile) {
-            (Some(budgets), None) => (
-                budgets
-                    .standing(&run_key)
-                    .into_iter()
-                    .map(|e| BudgetFigure {
-                        budget: e.budget.as_str(),
-                        value: e.value,
-                        limit: e.limit,
-                        tool: e.tool.map(|t| t.to_string()),
-                    })
-                    .collect(),
-                budgets
-                    .detections(&run_key)
-                    .iter()
-                    .map(Fired::from)
-                    .collect(),
-            ),
-            _ => (Vec::new(), Vec::new()),
-        };
-        out.push(RunExplanation {
-            service_name: summary
-                .as_ref()
-                .and_then(|s| s.service_name.as_deref().map(str::to_string)),
-            tool_calls: summary.map_or(0, |s| s.tool_calls),
-            run_key,
-            profiles,
-            budget_figures,
-            budgets,
+                    Observation::TextResponse { text_fingerprint } => {
+                        texts += 1;
+                        line.kind = "text_response";
+                        line.ordinal = Some(texts);
+                        line.text = Some(short(text_fingerprint));
+                    }
+                    Observation::ToolCallResponse => line.kind = "tool_call_response",
+                    Observation::OuterResponse => line.kind = "outer_response",
+                    Observation::ToolResult {
+                        tool_name,
+                        result_fingerprint,
+                    } => {
+                        line.kind = "tool_result";
+                        line.tool = Some(tool_name.to_string());
+                        line.result = Some(short(result_fingerprint));
+                    }
+                }
+                line.verdict = match step.verdict {
+                    Verdict::Fired => "fired",
+                    Verdict::Ignored => "ignored",
+                    Verdict::NoArguments => "no_arguments",
+                    Verdict::BelowThreshold {
+                        same_calls,
+                        repeated_call,
+                        same_results,
+                        repeated_result,
+                        alternations,
+                        alternating_calls,
+                    } => {
+                        line.counts = vec![
+                            count("repeated_call", same_calls, repeated_call),
+                            count("repeated_result", same_results, repeated_result),
+                            count("alternating_calls", alternations, alternating_calls),
+                        ];
+                        "below_threshold"
+                    }
+                    Verdict::TextStreak {
+                        streak,
+                        repeated_text,
+                    } => {
+                        line.counts = vec![count("repeated_text", streak, repeated_text)];
+                        "text_streak"
+                    }
+                    Verdict::ToolCallResponse => "tool_call_response",
+                    Verdict::ResultSpan => "result_span",
+                    Verdict::OuterResponse => "outer_response",
+                };
+                line.fired = step.detection.as_ref().and_then(|found| {
+                    detections
+                        .iter()
+                        .find(|d| {
+                            d.profile_index == index
+                                && d.span_id[..] == event.span_id[..]
+                                && d.detection.pattern == found.pattern
+                        })
+                        .map(Fired::from)
+                });
+                line
+            })
+            .collect();
+        profiles.push(ProfileExplanation {
+            profile: settings.name.clone(),
+            thresholds: vec![
+                ("window", settings.window),
+                ("repeated_call", settings.repeated_call),
+                ("repeated_result", settings.repeated_result),
+                ("alternating_calls", settings.alternating_calls),
+                ("cycle", settings.cycle),
+                ("max_cycle_period", settings.max_cycle_period),
+                ("repeated_text", settings.repeated_text),
+                ("delegation_cycle", settings.delegation_cycle),
+            ],
+            steps,
         });
     }
-    Ok(out)
+    // Budgets are per run, not per profile: shown when no --profile narrows the view.
+    let (budget_figures, budgets) = match (&engine.budgets, profile) {
+        (Some(budgets), None) => (
+            budgets
+                .standing(&run_key)
+                .into_iter()
+                .map(|e| BudgetFigure {
+                    budget: e.budget.as_str(),
+                    value: e.value,
+                    limit: e.limit,
+                    tool: e.tool.map(|t| t.to_string()),
+                })
+                .collect(),
+            budgets
+                .detections(&run_key)
+                .iter()
+                .map(Fired::from)
+                .collect(),
+        ),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let unpriced_model_calls = match (&engine.budgets, profile) {
+        (Some(budgets), None) if budgets.budgets().max_cost_usd > 0.0 => budgets.unpriced(&run_key),
+        _ => 0,
+    };
+    let delegation = crate::cli::explain_agents::explain(engine, &run_key, profile);
+    RunExplanation {
+        service_name: summary
+            .as_ref()
+            .and_then(|s| s.service_name.as_deref().map(str::to_string)),
+        tool_calls: summary.map_or(0, |s| s.tool_calls),
+        run_key,
+        profiles,
+        budget_figures,
+        budgets,
+        unpriced_model_calls,
+        delegation,
+    }
 }
 
 /// The human-readable form: per run a header, per profile its thresholds and one line per
@@ -342,6 +381,18 @@ pub fn render_text(runs: &[RunExplanation]) -> String {
                 .budget_figures
                 .iter()
                 .map(|f| {
+                    if f.budget == "max_cost_usd" {
+                        let unpriced = match run.unpriced_model_calls {
+                            0 => String::new(),
+                            n => format!(" ({n} model call(s) without a price)"),
+                        };
+                        return format!(
+                            "{} {}/{}{unpriced}",
+                            f.budget,
+                            crate::detector::cost::dollars(f.value),
+                            crate::detector::cost::dollars(f.limit)
+                        );
+                    }
                     let unit = if f.budget == "max_duration" {
                         " ms"
                     } else {
@@ -362,6 +413,9 @@ pub fn render_text(runs: &[RunExplanation]) -> String {
                 "    FIRED budget_exceeded {} on span {}: {}\n",
                 fired.severity, fired.span_id, fired.reason
             ));
+        }
+        if let Some(delegation) = &run.delegation {
+            crate::cli::explain_agents::render_text(delegation, &mut out);
         }
     }
     if runs.is_empty() {
@@ -396,6 +450,13 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
         "outer_response" => "response traced twice  ".to_string(),
         _ => "model requested tool calls  ".to_string(),
     };
+    format!("{head}{}", verdict_text(step))
+}
+
+/// What a step did in its profile, in words: `FIRED <pattern> <severity> on span <id>
+/// (occurrence N): <reason>`, `below threshold: repeated_call 2/3, …`, `ignored by
+/// [[tools]] …` and so on (the verdict part of a `loopwatch explain` line).
+pub fn verdict_text(step: &StepExplanation) -> String {
     let same_calls = step.counts.first().map_or(0, |c| c.count);
     let counts = |prefix: &str| {
         let parts: Vec<String> = step
@@ -419,7 +480,7 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
             .collect();
         format!("{prefix}{}", parts.join(", "))
     };
-    let verdict = match (step.verdict, &step.fired) {
+    match (step.verdict, &step.fired) {
         ("fired", Some(f)) => format!(
             "FIRED {} {} on span {} (occurrence {}): {}",
             f.pattern, f.severity, f.span_id, f.occurrence, f.reason
@@ -434,6 +495,5 @@ fn step_line(step: &StepExplanation, tool_width: usize) -> String {
             "the span of it nested in this one is the response (not counted)".to_string()
         }
         (other, _) => other.to_string(),
-    };
-    format!("{head}{verdict}")
+    }
 }

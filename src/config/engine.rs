@@ -3,6 +3,7 @@
 
 use crate::conventions::run_key::RunKeyMode;
 use crate::engine::budget_state::BudgetTracker;
+use crate::engine::delegation_state::DelegationTracker;
 use crate::engine::{Engine, EngineOptions};
 use crate::fingerprint::{FingerprintKey, Fingerprinter};
 use crate::registry::Registry;
@@ -38,6 +39,12 @@ impl Engine {
         };
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = config.fingerprint_rules()?;
+        engine.delegations = DelegationTracker::new(
+            engine.registry.profiles(),
+            config.budgets.max_handoffs,
+            config.budgets.action,
+            config.registry.max_runs,
+        );
         if config.budgets.any() {
             engine.budgets = Some(BudgetTracker::new(
                 config.budgets.clone(),

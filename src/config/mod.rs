@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub mod engine;
 pub use engine::EngineError;
 pub mod env_names;
+pub mod ui;
 pub mod validate_security;
 
 use crate::conventions::run_key::RunKeyMode;
@@ -51,6 +52,8 @@ pub struct Config {
     pub signals: SignalsConfig,
     /// `[admin]`: HTTP admin API, metrics and health.
     pub admin: AdminConfig,
+    /// `[ui]`: the fleet page (`/ui`): the link to a trace in the user's tracing UI.
+    pub ui: ui::UiConfig,
     /// `[log]`
     pub log: LogConfig,
     /// `[shutdown]`
@@ -401,44 +404,114 @@ impl Config {
         Ok(config)
     }
 
+    /// Loads the configuration and lists every problem [`Config::validate`] would stop at
+    /// (for `check-config`, which reports them all at once). A file that does not parse is
+    /// still one error: its first.
+    pub fn load_with_problems(
+        file: Option<&Path>,
+        overrides: &[(&str, String)],
+    ) -> Result<(Config, Vec<ConfigError>), ConfigError> {
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(ConfigError::MissingFile(f.display().to_string()));
+            }
+        }
+        let config: Config = Self::figment(file, overrides).extract().map_err(describe)?;
+        let problems = config.problems();
+        Ok((config, problems))
+    }
+
     /// Checks everything a running server would trip over: profiles, tool rules and
-    /// signal sinks.
+    /// signal sinks. The first of [`Config::problems`].
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.detection.run_key_mode()?;
-        validate_log_level(&self.log.level).map_err(|reason| ConfigError::Key {
-            key: "log.level".into(),
-            reason,
-        })?;
-        if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
-            return Err(ConfigError::Key {
-                key: "admin.listen".into(),
-                reason: format!(
-                    "{:?} is not a socket address (e.g. 127.0.0.1:8787; empty = off)",
-                    self.admin.listen
-                ),
-            });
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
         }
-        if self.log.sampling.enabled && self.log.sampling.tick.is_zero() {
-            return Err(ConfigError::Key {
-                key: "log.sampling.tick".into(),
-                reason: "must be more than 0 when log.sampling.enabled".into(),
-            });
-        }
-        self.profiles()?;
-        self.check_tool_profiles()?;
-        self.fingerprint_rules()?;
-        self.conventions
-            .validate()
-            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
-        self.signals
-            .validate()
-            .map_err(|e| ConfigError::Other(e.to_string()))?;
-        self.exporter
-            .validate()
-            .map_err(|e| ConfigError::Other(format!("exporter: {e}")))?;
-        self.telemetry
-            .validate(&[self.receiver.grpc_listen, self.receiver.http_listen])
-            .map_err(|e| ConfigError::Other(e.to_string()))?;
+    }
+
+    /// Every problem of the configuration, each check on its own, in the order
+    /// [`Config::validate`] reports them; empty when the configuration is valid.
+    pub fn problems(&self) -> Vec<ConfigError> {
+        let key = |(key, reason)| ConfigError::Key { key, reason };
+        let checks: [&dyn Fn() -> Result<(), ConfigError>; 18] = [
+            &|| self.detection.run_key_mode().map(drop),
+            &|| {
+                validate_log_level(&self.log.level).map_err(|reason| ConfigError::Key {
+                    key: "log.level".into(),
+                    reason,
+                })
+            },
+            &|| {
+                if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err()
+                {
+                    return Err(ConfigError::Key {
+                        key: "admin.listen".into(),
+                        reason: format!(
+                            "{:?} is not a socket address (e.g. 127.0.0.1:8787; empty = off)",
+                            self.admin.listen
+                        ),
+                    });
+                }
+                Ok(())
+            },
+            &|| {
+                if self.log.sampling.enabled && self.log.sampling.tick.is_zero() {
+                    return Err(ConfigError::Key {
+                        key: "log.sampling.tick".into(),
+                        reason: "must be more than 0 when log.sampling.enabled".into(),
+                    });
+                }
+                Ok(())
+            },
+            &|| self.profiles().map(drop),
+            &|| self.check_tool_profiles(),
+            &|| self.fingerprint_rules().map(drop),
+            &|| self.conventions.validate().map_err(key),
+            &|| {
+                self.signals
+                    .validate()
+                    .map_err(|e| ConfigError::Other(e.to_string()))
+            },
+            &|| {
+                self.exporter
+                    .validate()
+                    .map_err(|e| ConfigError::Other(format!("exporter: {e}")))
+            },
+            &|| {
+                self.telemetry
+                    .validate(&[self.receiver.grpc_listen, self.receiver.http_listen])
+                    .map_err(|e| ConfigError::Other(e.to_string()))
+            },
+            &|| self.check_exporter_endpoint(),
+            &|| {
+                self.limits
+                    .validate(self.receiver.options().max_recv_msg_size)
+                    .map_err(key)
+            },
+            &|| self.registry.validate().map_err(key),
+            &|| self.ui.validate().map_err(key),
+            &|| self.budgets.validate().map_err(key),
+            &|| self.receiver.validate().map_err(key),
+            &|| {
+                if self.server.worker_threads > ServerConfig::MAX_WORKER_THREADS {
+                    return Err(ConfigError::Key {
+                        key: "server.worker_threads".into(),
+                        reason: format!(
+                            "{} is more than {}; 0 means one per CPU",
+                            self.server.worker_threads,
+                            ServerConfig::MAX_WORKER_THREADS
+                        ),
+                    });
+                }
+                validate_security::validate(self).map_err(ConfigError::Other)
+            },
+        ];
+        checks.iter().filter_map(|check| check().err()).collect()
+    }
+
+    /// `exporter.endpoint`, when set, is an http:// or https:// URL with a host.
+    fn check_exporter_endpoint(&self) -> Result<(), ConfigError> {
         if let Some(endpoint) = self.exporter.endpoint.as_deref().filter(|e| !e.is_empty()) {
             let valid = endpoint.parse::<http::Uri>().ok().filter(|u| {
                 matches!(u.scheme_str(), Some("http") | Some("https")) && u.host().is_some()
@@ -450,26 +523,6 @@ impl Config {
                 });
             }
         }
-        self.limits
-            .validate(self.receiver.options().max_recv_msg_size)
-            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
-        self.registry
-            .validate()
-            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
-        self.receiver
-            .validate()
-            .map_err(|(key, reason)| ConfigError::Key { key, reason })?;
-        if self.server.worker_threads > ServerConfig::MAX_WORKER_THREADS {
-            return Err(ConfigError::Key {
-                key: "server.worker_threads".into(),
-                reason: format!(
-                    "{} is more than {}; 0 means one per CPU",
-                    self.server.worker_threads,
-                    ServerConfig::MAX_WORKER_THREADS
-                ),
-            });
-        }
-        validate_security::validate(self).map_err(ConfigError::Other)?;
         Ok(())
     }
 

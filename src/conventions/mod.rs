@@ -16,6 +16,7 @@
 //! (`logfire.span_type` = `pending_span`) are dropped: they are placeholders for a span that
 //! has not ended, not calls.
 
+pub mod agents;
 pub mod event;
 pub mod run_key;
 
@@ -135,6 +136,8 @@ const READERS: &[fn(&SpanView) -> Option<ExtractedEvent>] = &[
     legacy::adk::extract,
     frameworks::haystack::extract_step_tool,
     frameworks::livekit::extract,
+    frameworks::openai_agents_otel::extract,
+    frameworks::mlflow::extract,
 ];
 
 /// The readers of an inference span's output ([`model_response`]), tried after every tool
@@ -235,9 +238,12 @@ pub fn call_id(attributes: &[KeyValueView], key: &str) -> Option<String> {
 
 /// Span status → [`CallStatus`]: OTLP `STATUS_CODE_ERROR` (2) → `Error` with the status
 /// message (or, when that is empty, the `exception.type: exception.message` of the span's
-/// OTel semconv `exception` event); `OK` → `Ok`; `UNSET` → `Error` with the `error.type`
-/// attribute as message when the span has one (OTel semconv: `error.type` is set only
-/// when the operation failed; AG2 marks a failed tool with it alone), else `Ok`.
+/// OTel semconv `exception` event, or of the GenAI conventions' `gen_ai.execute_tool.exception`
+/// event); `OK` → `Ok`; `UNSET` → `Error` with the `error.type` attribute as message when
+/// the span has one (OTel semconv: `error.type` is set only when the operation failed; AG2
+/// marks a failed tool with it alone), else with the message of a
+/// `gen_ai.execute_tool.exception` event (an exception the tool execution ended with),
+/// else `Ok`.
 pub fn call_status(span: &SpanView) -> CallStatus {
     match span.status.as_ref() {
         Some(status) if status.code == StatusCode::Error as i32 => CallStatus::Error {
@@ -252,15 +258,32 @@ pub fn call_status(span: &SpanView) -> CallStatus {
             Some(kind) => CallStatus::Error {
                 message: kind.to_owned(),
             },
-            None => CallStatus::Ok,
+            None => match exception_event_message(span, TOOL_EXCEPTION_EVENT) {
+                Some(message) => CallStatus::Error { message },
+                None => CallStatus::Ok,
+            },
         },
     }
 }
 
+/// The GenAI conventions' event of an exception a tool execution ended with
+/// (`exception.type`, `exception.message`, as the `exception` event).
+pub const TOOL_EXCEPTION_EVENT: &str = "gen_ai.execute_tool.exception";
+
 /// `exception.type: exception.message` of the first `exception` span event (OTel
-/// semantic conventions for exceptions), if any.
+/// semantic conventions for exceptions), else of the first `gen_ai.execute_tool.exception`
+/// event, if any.
 fn exception_message(span: &SpanView) -> Option<String> {
-    let event = span.events.iter().find(|e| e.name == "exception")?;
+    exception_event_message(span, "exception")
+        .or_else(|| exception_event_message(span, TOOL_EXCEPTION_EVENT))
+}
+
+/// `exception.type: exception.message` of the first span event named `name`.
+fn exception_event_message(span: &SpanView, name: &str) -> Option<String> {
+    if span.events.is_empty() {
+        return None;
+    }
+    let event = span.events.iter().find(|e| e.name == name)?;
     let kind = attr_str(&event.attributes, "exception.type").unwrap_or("");
     let message = attr_str(&event.attributes, "exception.message").unwrap_or("");
     match (kind.is_empty(), message.is_empty()) {

@@ -1,6 +1,10 @@
-//! Per-run budgets (`[budgets]`): how many tool calls, calls of one tool, how long and how
-//! many tokens a run may use. Exceeding one is a `budget_exceeded` detection, once per
-//! budget per run. Pure: the figures come from spans (times, `gen_ai.usage.*`).
+//! Per-run budgets (`[budgets]`): how many tool calls, calls of one tool, how long, how
+//! many tokens and how many dollars a run may use (and how many handoffs between agents,
+//! counted by [`super::delegation`]). Exceeding one is a `budget_exceeded` detection, once
+//! per budget per run. Pure: the figures come from spans (times, `gen_ai.usage.*`) and the
+//! configured price table ([`super::cost`]).
+
+use std::collections::BTreeMap;
 
 use foldhash::HashMap;
 use std::sync::Arc;
@@ -8,10 +12,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::cost::{dollars, Price};
 use super::Action;
 
 /// `[budgets]`: every limit 0 / unset = off (the default).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Budgets {
     /// Tool calls per run.
@@ -24,6 +29,16 @@ pub struct Budgets {
     /// `gen_ai.usage.input_tokens` + `gen_ai.usage.output_tokens` summed over the run's
     /// inference spans.
     pub max_tokens: u64,
+    /// USD per run: the recorded cost of its inference spans, else their tokens × the
+    /// model's price in `prices` ([`super::cost`]); 0 = off.
+    pub max_cost_usd: f64,
+    /// `[budgets.prices."<model glob>"]`: `input_per_mtok` / `output_per_mtok`, USD per
+    /// million tokens, for spans that record no cost of their own.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
+    /// Handoffs between agents per run (every change of the agent the run is handed to,
+    /// [`super::delegation`]); 0 = off.
+    pub max_handoffs: u64,
     /// `warn` (default) or `kill`.
     pub action: BudgetAction,
 }
@@ -47,12 +62,36 @@ impl From<BudgetAction> for Action {
 }
 
 impl Budgets {
-    /// Some budget is set.
+    /// Some budget kept per span is set (every budget but `max_handoffs`, which the
+    /// delegation tracker keeps).
     pub fn any(&self) -> bool {
         self.max_tool_calls > 0
             || self.max_calls_per_tool > 0
             || self.max_duration.is_some_and(|d| !d.is_zero())
             || self.max_tokens > 0
+            || self.max_cost_usd > 0.0
+    }
+
+    /// `max_cost_usd` in micro-dollars (0 = off).
+    pub fn max_cost_micro_usd(&self) -> u64 {
+        if self.max_cost_usd.is_finite() && self.max_cost_usd > 0.0 {
+            (self.max_cost_usd * 1e6).round() as u64
+        } else {
+            0
+        }
+    }
+
+    /// Problems of the budget settings, as (config key, reason): `max_cost_usd` a finite
+    /// number ≥ 0, the price table ([`super::cost::Prices::compile`]), and prices that can
+    /// be used (`max_cost_usd` set).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !self.max_cost_usd.is_finite() || self.max_cost_usd < 0.0 {
+            return Err((
+                "budgets.max_cost_usd".into(),
+                format!("must be a number ≥ 0 (0 = off), got {}", self.max_cost_usd),
+            ));
+        }
+        super::cost::Prices::compile(&self.prices).map(drop)
     }
 }
 
@@ -63,6 +102,8 @@ pub enum Budget {
     MaxCallsPerTool,
     MaxDuration,
     MaxTokens,
+    MaxCostUsd,
+    MaxHandoffs,
 }
 
 impl Budget {
@@ -73,11 +114,14 @@ impl Budget {
             Budget::MaxCallsPerTool => "max_calls_per_tool",
             Budget::MaxDuration => "max_duration",
             Budget::MaxTokens => "max_tokens",
+            Budget::MaxCostUsd => "max_cost_usd",
+            Budget::MaxHandoffs => "max_handoffs",
         }
     }
 }
 
-/// A budget exceeded: its limit and the figure that passed it (durations in ms).
+/// A budget exceeded: its limit and the figure that passed it (durations in ms, costs in
+/// micro-dollars).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Exceeded {
     pub budget: Budget,
@@ -108,6 +152,14 @@ impl Exceeded {
             Budget::MaxTokens => {
                 format!("budget max_tokens exceeded: {value} tokens (limit {limit})")
             }
+            Budget::MaxCostUsd => format!(
+                "budget max_cost_usd exceeded: {} spent on model calls (limit {})",
+                dollars(value),
+                dollars(limit)
+            ),
+            Budget::MaxHandoffs => format!(
+                "budget max_handoffs exceeded: the run was handed between agents {value} times (limit {limit})"
+            ),
         }
     }
 }
@@ -121,6 +173,10 @@ pub struct SpanFigures<'a> {
     pub tool_name: Option<&'a str>,
     /// Input + output tokens, when the span is an inference span.
     pub tokens: u64,
+    /// What the span cost, micro-dollars ([`super::cost`]).
+    pub cost_micro_usd: u64,
+    /// An inference span whose cost could not be found (no recorded cost, no price).
+    pub unpriced: bool,
 }
 
 /// One run's figures and the budgets already reported.
@@ -131,6 +187,8 @@ pub struct BudgetState {
     first_start: Option<u64>,
     last_end: u64,
     tokens: u64,
+    cost_micro_usd: u64,
+    unpriced: u64,
     reported: Vec<Budget>,
 }
 
@@ -138,6 +196,12 @@ impl BudgetState {
     /// Tool calls counted so far.
     pub fn tool_calls(&self) -> u64 {
         self.tool_calls
+    }
+
+    /// Inference spans so far whose cost could not be found (for `explain`: a cost budget
+    /// blind to them).
+    pub fn unpriced(&self) -> u64 {
+        self.unpriced
     }
 
     /// Each set budget of `budgets` with the run's figure so far and its limit, in
@@ -178,6 +242,12 @@ impl BudgetState {
         let limit_ms = budgets.max_duration.map_or(0, |d| d.as_millis() as u64);
         add(Budget::MaxDuration, ms, limit_ms, None);
         add(Budget::MaxTokens, self.tokens, budgets.max_tokens, None);
+        add(
+            Budget::MaxCostUsd,
+            self.cost_micro_usd,
+            budgets.max_cost_micro_usd(),
+            None,
+        );
         out
     }
 
@@ -236,6 +306,15 @@ impl BudgetState {
             None,
             &mut self.reported,
         );
+        self.cost_micro_usd = self.cost_micro_usd.saturating_add(span.cost_micro_usd);
+        self.unpriced += u64::from(span.unpriced);
+        check(
+            Budget::MaxCostUsd,
+            self.cost_micro_usd,
+            budgets.max_cost_micro_usd(),
+            None,
+            &mut self.reported,
+        );
         if span.start_time_unix_nano > 0 {
             let first = self.first_start.get_or_insert(span.start_time_unix_nano);
             *first = (*first).min(span.start_time_unix_nano);
@@ -261,7 +340,7 @@ mod tests {
             start_time_unix_nano: start,
             end_time_unix_nano: start + 1,
             tool_name: Some(tool),
-            tokens: 0,
+            ..SpanFigures::default()
         }
     }
 
@@ -303,6 +382,7 @@ mod tests {
             max_duration: Some(Duration::from_secs(60)),
             max_tokens: 100,
             action: BudgetAction::Kill,
+            ..Budgets::default()
         };
         let mut run = BudgetState::default();
         assert!(run.observe(&budgets, call("a", 1)).is_empty());
@@ -336,6 +416,7 @@ mod tests {
             end_time_unix_nano: 61_000_000_007,
             tool_name: None,
             tokens: 101,
+            ..SpanFigures::default()
         };
         let late = run.observe(&budgets, inference);
         assert_eq!(
@@ -355,5 +436,64 @@ mod tests {
             assert!(run.observe(&Budgets::default(), call("a", i)).is_empty());
         }
         assert!(!Budgets::default().any());
+    }
+
+    #[test]
+    fn cost_budget_sums_the_run_and_fires_once() {
+        let budgets = Budgets {
+            max_cost_usd: 0.01,
+            ..Budgets::default()
+        };
+        assert!(budgets.any());
+        assert_eq!(budgets.max_cost_micro_usd(), 10_000);
+        let mut run = BudgetState::default();
+        let model = |micro: u64| SpanFigures {
+            cost_micro_usd: micro,
+            ..SpanFigures::default()
+        };
+        assert!(run.observe(&budgets, model(6_000)).is_empty());
+        assert!(
+            run.observe(&budgets, model(4_000)).is_empty(),
+            "at the limit"
+        );
+        let passed = run.observe(&budgets, model(1));
+        assert_eq!(
+            passed
+                .iter()
+                .map(|e| (e.budget, e.value, e.limit))
+                .collect::<Vec<_>>(),
+            [(Budget::MaxCostUsd, 10_001, 10_000)]
+        );
+        assert_eq!(
+            passed[0].reason(),
+            "budget max_cost_usd exceeded: $0.010001 spent on model calls (limit $0.01)"
+        );
+        assert!(
+            run.observe(&budgets, model(50_000)).is_empty(),
+            "once per run"
+        );
+        let unpriced = SpanFigures {
+            unpriced: true,
+            ..SpanFigures::default()
+        };
+        run.observe(&budgets, unpriced);
+        assert_eq!(run.unpriced(), 1);
+        assert_eq!(
+            run.standing(&budgets)
+                .iter()
+                .map(|e| (e.budget, e.value))
+                .collect::<Vec<_>>(),
+            [(Budget::MaxCostUsd, 60_001)]
+        );
+    }
+
+    #[test]
+    fn invalid_cost_settings_name_their_key() {
+        let negative = Budgets {
+            max_cost_usd: -1.0,
+            ..Budgets::default()
+        };
+        assert_eq!(negative.validate().unwrap_err().0, "budgets.max_cost_usd");
+        assert_eq!(Budgets::default().validate(), Ok(()));
     }
 }

@@ -24,7 +24,9 @@
 
 mod alternating;
 pub mod budget;
+pub mod cost;
 mod cycle;
+pub mod delegation;
 mod escalation;
 pub mod explain;
 pub mod profile;
@@ -86,17 +88,20 @@ pub enum Pattern {
     RepeatedText,
     /// A `[budgets]` limit was passed ([`budget`]).
     BudgetExceeded,
+    /// Agents of a run handed the work around the same cycle N times ([`delegation`]).
+    DelegationCycle,
 }
 
 impl Pattern {
     /// Every pattern, in the order call patterns are checked (repeated_text last).
-    pub const ALL: [Pattern; 6] = [
+    pub const ALL: [Pattern; 7] = [
         Pattern::RepeatedResult,
         Pattern::AlternatingCalls,
         Pattern::Cycle,
         Pattern::RepeatedCall,
         Pattern::RepeatedText,
         Pattern::BudgetExceeded,
+        Pattern::DelegationCycle,
     ];
 
     /// The wire name (`loop.pattern`, signals, scan output), e.g. `"repeated_call"`.
@@ -108,6 +113,7 @@ impl Pattern {
             Pattern::RepeatedCall => "repeated_call",
             Pattern::RepeatedText => "repeated_text",
             Pattern::BudgetExceeded => "budget_exceeded",
+            Pattern::DelegationCycle => "delegation_cycle",
         }
     }
 }

@@ -106,6 +106,10 @@ pub struct ProfileSettings {
     pub max_cycle_period: usize,
     /// N consecutive identical text-only model responses.
     pub repeated_text: usize,
+    /// N times round the same cycle of agents (A hands off to B, B hands back to A: once),
+    /// [`super::delegation`]; 0 = off.
+    #[serde(default)]
+    pub delegation_cycle: usize,
     /// The k-th detection of the same loop (pattern + fingerprints) in a run has severity
     /// `kill`, whatever `action` says; 0 = off, else ≥ 2.
     #[serde(default)]
@@ -267,7 +271,7 @@ impl ProfileSettings {
     /// `repeated_call` and (window scope) `repeated_result` ≤ `window`;
     /// 2·`alternating_calls` ≤ `window`; `max_cycle_period` in 3..=8 (a cycle may look
     /// back `max_cycle_period`·`cycle` calls, past the window); `escalate_after` 0 or ≥ 2
-    /// (1 would be `action = "kill"`). The error names the first offending key under
+    /// (1 would be `action = "kill"`); `delegation_cycle` 0 or ≥ 2. The error names the first offending key under
     /// `profiles.<name>.`.
     pub fn validate(&self) -> Result<(), ProfileError> {
         let key = |field: &str| format!("profiles.{}.{field}", self.name);
@@ -286,6 +290,13 @@ impl ProfileSettings {
             return fail(
                 "repeated_text",
                 "must be 0 (off) or at least 2, got 1".into(),
+            );
+        }
+        if self.delegation_cycle == 1 {
+            return fail(
+                "delegation_cycle",
+                "must be 0 (off) or at least 2, got 1 (one hand-back is how a supervisor works)"
+                    .into(),
             );
         }
         if !(3..=8).contains(&self.max_cycle_period) {

@@ -8,6 +8,7 @@ use std::time::Instant;
 use dashmap::DashMap;
 
 use crate::detector::budget::{BudgetState, Budgets, Exceeded, SpanFigures};
+use crate::detector::cost::Prices;
 use crate::detector::{Detection, Pattern, ProfileSettings, Severity};
 use crate::registry::RunDetection;
 
@@ -32,6 +33,7 @@ struct RunBudget {
 /// Budgets of every run.
 pub struct BudgetTracker {
     budgets: Budgets,
+    prices: Prices,
     profile: Arc<ProfileSettings>,
     runs: DashMap<Arc<str>, RunBudget, foldhash::fast::RandomState>,
     max_runs: usize,
@@ -45,12 +47,31 @@ impl BudgetTracker {
             action: budgets.action.into(),
             ..ProfileSettings::nudge()
         };
+        // The configuration was validated ([`Budgets::validate`]); a table that does not
+        // compile prices nothing.
+        let prices = Prices::compile(&budgets.prices).unwrap_or_default();
         BudgetTracker {
             budgets,
+            prices,
             profile: Arc::new(profile),
             runs: DashMap::with_hasher(foldhash::fast::RandomState::default()),
             max_runs: max_runs.max(1),
         }
+    }
+
+    /// The compiled `[budgets.prices]` table.
+    pub fn prices(&self) -> &Prices {
+        &self.prices
+    }
+
+    /// The budgets this tracker keeps.
+    pub fn budgets(&self) -> &Budgets {
+        &self.budgets
+    }
+
+    /// Inference spans of the run whose cost could not be found ([`BudgetState::unpriced`]).
+    pub fn unpriced(&self, run_key: &str) -> u64 {
+        self.runs.get(run_key).map_or(0, |r| r.state.unpriced())
     }
 
     /// Adds a span's figures to its run; returns the budget detections it completes.
@@ -126,6 +147,11 @@ impl BudgetTracker {
             .get(run_key)
             .map(|r| r.state.standing(&self.budgets))
             .unwrap_or_default()
+    }
+
+    /// The keys of every run with figures.
+    pub fn run_keys(&self) -> Vec<String> {
+        self.runs.iter().map(|r| r.key().to_string()).collect()
     }
 
     /// The budget detections of a run so far.

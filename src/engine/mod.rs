@@ -3,8 +3,10 @@
 //! in this request that complete a detection.
 
 pub mod budget_state;
+pub mod delegation_state;
 pub mod intern;
 pub mod report;
+pub mod span_usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,8 +22,9 @@ use crate::conventions::run_key::{agent_of_run_key, agent_run_key, AgentIndex};
 use crate::detector::budget::SpanFigures;
 use crate::detector::{FingerprintRules, Observation};
 use crate::engine::budget_state::{BudgetTracker, SpanContext};
+use crate::engine::delegation_state::{ActivationSpan, DelegationTracker};
 use crate::fingerprint::{text_fingerprint, FingerprintKey, Fingerprinter, RecentFingerprints};
-use crate::otlp::view::{self, SpanView, ValueView};
+use crate::otlp::view::{self, SpanView};
 use crate::otlp::wire::{WireError, WireRequest};
 use crate::otlp::{self, ExportTraceServiceRequest};
 use crate::registry::{CallHop, Registry, RunDetection, RunEvent};
@@ -105,6 +108,24 @@ pub struct Processed {
     /// How many synthetic `loop.detected` spans were added to the request (detections
     /// completed by spans of earlier requests).
     pub synthetic_spans: usize,
+    /// Per `service.name`, the latest end time (ns since the Unix epoch) of the request's
+    /// tool calls: how late tool spans arrive (`loopwatch_ingest_lag_seconds`).
+    pub latest_tool_end: Vec<(Option<Arc<str>>, u64)>,
+}
+
+/// [`Processed::latest_tool_end`] of `events`.
+fn latest_tool_ends(events: &[RunEvent]) -> Vec<(Option<Arc<str>>, u64)> {
+    let mut latest: Vec<(Option<Arc<str>>, u64)> = Vec::new();
+    for event in events {
+        if !matches!(event.observation, Observation::ToolCall { .. }) {
+            continue;
+        }
+        match latest.iter_mut().find(|(s, _)| *s == event.service_name) {
+            Some((_, end)) => *end = (*end).max(event.end_time_unix_nano),
+            None => latest.push((event.service_name.clone(), event.end_time_unix_nano)),
+        }
+    }
+    latest
 }
 
 /// Extraction, fingerprinting and detection over a [`Registry`].
@@ -118,6 +139,9 @@ pub struct Engine {
     pub tool_fingerprints: FingerprintRules,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
+    /// Delegation cycles and the `max_handoffs` budget (`None` when no profile sets
+    /// `delegation_cycle` and no handoff budget is set).
+    pub delegations: Option<DelegationTracker>,
     /// Tool, agent and service names shared by every event that carries them.
     pub names: crate::engine::intern::Interner,
     /// Span → parent → agent links, with `run_key_by_agent` ([`crate::conventions::run_key`]).
@@ -168,6 +192,12 @@ impl Engine {
             let limits = registry.config();
             Mutex::new(AgentIndex::new(limits.max_runs, limits.max_events_per_run))
         });
+        let delegations = DelegationTracker::new(
+            registry.profiles(),
+            0,
+            crate::detector::budget::BudgetAction::Warn,
+            registry.config().max_runs,
+        );
         Engine {
             registry,
             fingerprinter,
@@ -176,6 +206,7 @@ impl Engine {
             stats: EngineStats::default(),
             tool_fingerprints: FingerprintRules::default(),
             budgets: None,
+            delegations,
             names: crate::engine::intern::Interner::default(),
             agents,
             conversations: conversations::Conversations::default(),
@@ -213,8 +244,10 @@ impl Engine {
         let (events, mut located, moves, hops) = self.events_of(spans.iter().cloned());
         let mut detections = self.rehome(moves, now);
         detections.extend(self.registry.relink(&hops));
+        let latest_tool_end = latest_tool_ends(&events);
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&spans, &mut located, &mut detections, now);
+        self.add_delegations(&spans, &mut located, &mut detections, now);
         let (completed_here, elsewhere) = place_detections(&detections, located);
         let synthetic = self.synthetic_for(&elsewhere);
         let mut annotated_spans = 0;
@@ -233,6 +266,7 @@ impl Engine {
             detections,
             annotated_spans,
             synthetic_spans,
+            latest_tool_end,
         }
     }
 
@@ -299,13 +333,18 @@ impl Engine {
                     .map(Arc::from),
             };
             let mut found = Vec::new();
+            // Tokens and cost once per span.
+            let usage = span_usage::model_usage(span);
+            let cost = usage.and_then(|u| u.cost(budgets.prices()));
             for (i, tool_name) in tools.into_iter().enumerate() {
+                let first = i == 0;
                 let figures = SpanFigures {
                     start_time_unix_nano: span.start_time_unix_nano,
                     end_time_unix_nano: span.end_time_unix_nano,
                     tool_name,
-                    // Tokens once per span.
-                    tokens: if i == 0 { inference_tokens(span) } else { 0 },
+                    tokens: usage.filter(|_| first).map_or(0, |u| u.tokens()),
+                    cost_micro_usd: cost.filter(|_| first).map_or(0, |(micro, _)| micro),
+                    unpriced: first && cost.is_none() && usage.is_some_and(|u| u.tokens() > 0),
                 };
                 found.extend(budgets.observe(&context, figures, now));
             }
@@ -319,6 +358,62 @@ impl Engine {
             }
             detections.extend(found);
         }
+    }
+
+    /// Every span that hands its run to an agent ([`conventions::agents`]) adds that
+    /// activation to its run's delegation state; the `delegation_cycle` and `max_handoffs`
+    /// detections completed are added to `detections`, and their spans of this request to
+    /// `located`. Runs are traces here even under `run_key = "trace_and_agent"` (a cycle is
+    /// between agents).
+    #[allow(clippy::type_complexity)]
+    fn add_delegations<'a, L: Clone>(
+        &self,
+        spans: &[(L, &'a SpanView<'a>, Option<&'a Resource>, Option<Arc<str>>)],
+        located: &mut Vec<(L, &'a [u8], &'a [u8])>,
+        detections: &mut Vec<RunDetection>,
+        now: Instant,
+    ) {
+        let Some(tracker) = &self.delegations else {
+            return;
+        };
+        let mut found = Vec::new();
+        for (_, span, resource, service_name) in spans {
+            let Some(activation) = conventions::agents::activation(span) else {
+                continue;
+            };
+            let Some(mut run_key) = self.run_key(span, *resource) else {
+                continue;
+            };
+            if self.agents.is_some() {
+                if let Some((trace, _)) = run_key.split_once('/') {
+                    run_key = Arc::from(trace);
+                }
+            }
+            let context = ActivationSpan {
+                run_key: &run_key,
+                trace_id: span.trace_id,
+                span_id: span.span_id,
+                start_time_unix_nano: span.start_time_unix_nano,
+                end_time_unix_nano: span.end_time_unix_nano,
+                service_name: service_name.clone(),
+            };
+            found.extend(tracker.observe(&context, &activation.agent, now));
+        }
+        for detection in &found {
+            let here = spans.iter().find(|(_, s, _, _)| {
+                s.trace_id == &detection.trace_id[..] && s.span_id == &detection.span_id[..]
+            });
+            if let Some((location, span, _, _)) = here {
+                let (trace_id, span_id) = (span.trace_id, span.span_id);
+                if !located
+                    .iter()
+                    .any(|(_, t, s)| *t == trace_id && *s == span_id)
+                {
+                    located.push((location.clone(), trace_id, span_id));
+                }
+            }
+        }
+        detections.extend(found);
     }
 
     /// [`Engine::process`] over a request read from its bytes: the same events and
@@ -360,8 +455,10 @@ impl Engine {
         let (events, mut located, moves, hops) = self.events_of(inputs.iter().cloned());
         let mut detections = self.rehome(moves, now);
         detections.extend(self.registry.relink(&hops));
+        let latest_tool_end = latest_tool_ends(&events);
         detections.extend(self.registry.observe(events, now));
         self.add_budgets(&inputs, &mut located, &mut detections, now);
+        self.add_delegations(&inputs, &mut located, &mut detections, now);
         let (completed_here, elsewhere) = place_detections(&detections, located);
         let synthetic = self.synthetic_for(&elsewhere);
         let views = request.spans();
@@ -415,6 +512,7 @@ impl Engine {
                 detections,
                 annotated_spans,
                 synthetic_spans,
+                latest_tool_end,
             },
             spans: spans + synthetic_spans as u64,
         })
@@ -730,24 +828,9 @@ impl Engine {
 /// `gen_ai.usage.input_tokens` + `gen_ai.usage.output_tokens` of an inference span
 /// (`gen_ai.operation.name` = `chat` / `text_completion` / `generate_content`); 0 for any
 /// other span (agent spans often repeat their children's totals).
+#[cfg(test)]
 fn inference_tokens(span: &SpanView) -> u64 {
-    let inference = matches!(
-        view::attr_str(&span.attributes, "gen_ai.operation.name"),
-        Some("chat" | "text_completion" | "generate_content")
-    );
-    if !inference {
-        return 0;
-    }
-    ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"]
-        .iter()
-        .filter_map(|key| view::attr(&span.attributes, key)?.value.as_ref())
-        .map(|v| match v {
-            ValueView::IntValue(n) => u64::try_from(*n).unwrap_or(0),
-            ValueView::DoubleValue(d) if *d > 0.0 => *d as u64,
-            ValueView::StringValue(s) => s.trim().parse().unwrap_or(0),
-            _ => 0,
-        })
-        .fold(0u64, u64::saturating_add)
+    span_usage::model_usage(span).map_or(0, |usage| usage.tokens())
 }
 
 /// Hands the texts of `kind`, a tool call, with the fingerprints `observation` took from

@@ -1,6 +1,7 @@
 //! Fleet aggregates (issue 10): runs, loop runs and loop rate per `service.name` and per
 //! agent (`gen_ai.agent.name`) in one-minute buckets, for the last window and the one
-//! before, and kills by reason (pattern). Read by `/v1/summary` (`fleet`), `/metrics`
+//! before, and kills by reason (pattern), each also per group. Read by `/v1/summary`
+//! (`fleet`), `/v1/fleet?service=…&agent=…` (the same for the matching groups), `/metrics`
 //! (`loopwatch_runs_started_total`, `loopwatch_loop_runs_total`, `loopwatch_kills_total`)
 //! and the `/ui` page.
 //!
@@ -58,8 +59,8 @@ struct Counts {
 #[derive(Default)]
 struct Bucket {
     groups: BTreeMap<Group, Counts>,
-    /// Kills by pattern name.
-    kills: BTreeMap<&'static str, u64>,
+    /// Kills by group and pattern name.
+    kills: BTreeMap<(Group, &'static str), u64>,
 }
 
 struct TrackedRun {
@@ -76,7 +77,8 @@ struct State {
     runs: HashMap<Arc<str>, TrackedRun>,
     /// Cumulative counts since start (Prometheus counters).
     totals: BTreeMap<Group, Counts>,
-    kills_total: BTreeMap<&'static str, u64>,
+    /// Cumulative kills by group and pattern name.
+    kills_total: BTreeMap<(Group, &'static str), u64>,
     untracked_runs: u64,
     /// The bucket of the last prune made for want of room in `runs` (see `observe_run`).
     pruned_for_room: Option<u64>,
@@ -137,14 +139,18 @@ impl State {
             self.observe_run(&d.run_key, group, now);
         }
         if d.detection.severity == Severity::Kill {
-            let pattern = d.detection.pattern.as_str();
-            *self.kills_total.entry(pattern).or_default() += 1;
+            let group = match self.runs.get(&d.run_key) {
+                Some(run) => run.group.clone(),
+                None => self.admit(group_of(d.service_name.as_ref(), d.agent_name.as_ref())),
+            };
+            let key = (group, d.detection.pattern.as_str());
+            *self.kills_total.entry(key.clone()).or_default() += 1;
             *self
                 .buckets
                 .entry(bucket_of(now))
                 .or_default()
                 .kills
-                .entry(pattern)
+                .entry(key)
                 .or_default() += 1;
         }
         let Some(run) = self.runs.get_mut(&d.run_key) else {
@@ -250,11 +256,17 @@ impl Fleet {
     /// Cumulative kill detections by pattern, for `/metrics`.
     pub fn kills_total(&self) -> BTreeMap<String, u64> {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        by_name(&s.kills_total)
+        by_name(&s.kills_total, &GroupFilter::default())
     }
 
-    /// The aggregates as `/v1/summary` (`fleet`) and `/ui` show them, at unix second `now`.
+    /// The aggregates as `/v1/summary` (`fleet`) shows them, at unix second `now`.
     pub fn view(&self, now: u64) -> FleetView {
+        self.view_of(now, &GroupFilter::default())
+    }
+
+    /// The aggregates of the groups `filter` matches, as `/v1/fleet` and `/ui` show them,
+    /// at unix second `now`; `services` and `agents` list every name counted, matched or not.
+    pub fn view_of(&self, now: u64, filter: &GroupFilter) -> FleetView {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         s.prune(now);
         let current_start = bucket_of(now);
@@ -271,7 +283,7 @@ impl Fleet {
                 ..BucketView::default()
             };
             if let Some(b) = s.buckets.get(&start) {
-                for ((service, agent), c) in &b.groups {
+                for ((service, agent), c) in b.groups.iter().filter(|(g, _)| filter.matches(g)) {
                     view.total.add(c.runs, c.loop_runs);
                     view.by_agent
                         .entry(agent.to_string())
@@ -291,7 +303,7 @@ impl Fleet {
                         }
                     }
                 }
-                for (pattern, n) in &b.kills {
+                for ((_, pattern), n) in b.kills.iter().filter(|((g, _), _)| filter.matches(g)) {
                     view.kills += n;
                     for w in [&mut last, &mut previous] {
                         if w.contains(start) {
@@ -308,16 +320,50 @@ impl Fleet {
             window_seconds: window,
             last_window: last,
             previous_window: previous,
-            kills_by_reason: by_name(&s.kills_total),
+            kills_by_reason: by_name(&s.kills_total, filter),
             untracked_runs: s.untracked_runs,
             buckets,
+            services: names(s.totals.keys().map(|(service, _)| service)),
+            agents: names(s.totals.keys().map(|(_, agent)| agent)),
         }
     }
 }
 
-/// Counts by pattern name, with owned names (for the views and `/metrics`).
-fn by_name(counts: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
-    counts.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+/// Which (service, agent) groups a view counts: `None` matches any name. A name is
+/// matched as counted, so `unknown` selects runs without the attribute and `other` the
+/// groups past [`MAX_GROUPS`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupFilter {
+    pub service: Option<String>,
+    pub agent: Option<String>,
+}
+
+impl GroupFilter {
+    fn matches(&self, (service, agent): &Group) -> bool {
+        self.service.as_deref().is_none_or(|s| s == &**service)
+            && self.agent.as_deref().is_none_or(|a| a == &**agent)
+    }
+}
+
+/// Kills of the groups `filter` matches, summed by pattern name (owned names, for the
+/// views and `/metrics`).
+fn by_name(
+    counts: &BTreeMap<(Group, &'static str), u64>,
+    filter: &GroupFilter,
+) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for ((group, pattern), n) in counts {
+        if filter.matches(group) {
+            *out.entry(pattern.to_string()).or_default() += n;
+        }
+    }
+    out
+}
+
+/// Distinct names, sorted.
+fn names<'a>(names: impl Iterator<Item = &'a Arc<str>>) -> Vec<String> {
+    let set: std::collections::BTreeSet<&str> = names.map(|n| &**n).collect();
+    set.into_iter().map(str::to_string).collect()
 }
 
 /// Runs and loop runs of a group, with their ratio.
@@ -394,6 +440,13 @@ pub struct FleetView {
     pub untracked_runs: u64,
     /// `HISTORY_BUCKETS` buckets, oldest first, the last one being the current bucket.
     pub buckets: Vec<BucketView>,
+    /// Every `service.name` counted since start (sorted; at most [`MAX_GROUPS`] + 1 with
+    /// `other`), whatever the filter: the choices of `/ui`'s service filter.
+    #[serde(default)]
+    pub services: Vec<String>,
+    /// Every agent name counted since start (sorted), whatever the filter.
+    #[serde(default)]
+    pub agents: Vec<String>,
 }
 
 #[cfg(test)]
@@ -470,7 +523,8 @@ mod tests {
         let mut s = fleet.state.lock().unwrap();
         let service: Arc<str> = Arc::from("checkout");
         s.observe_run(&Arc::from("r1"), group_of(Some(&service), None), 120);
-        s.kills_total.insert("repeated_call", 2);
+        s.kills_total
+            .insert((group_of(Some(&service), None), "repeated_call"), 2);
         drop(s);
         assert_eq!(
             fleet.totals(),
@@ -479,6 +533,73 @@ mod tests {
         assert_eq!(
             fleet.kills_total(),
             BTreeMap::from([("repeated_call".to_string(), 2)])
+        );
+    }
+
+    #[test]
+    fn a_filtered_view_counts_the_matching_groups_only() {
+        use crate::detector::Pattern;
+        let fleet = Fleet::default();
+        let now = 1_800_000_000;
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("checkout"), Arc::from("search"));
+        let agent: Arc<str> = Arc::from("planner");
+        let mut kill = RunDetection::sample(Pattern::RepeatedCall, &["fetch"], Severity::Kill);
+        kill.run_key = Arc::from("r-a");
+        kill.service_name = Some(a.clone());
+        kill.agent_name = Some(agent.clone());
+        fleet.observe_detections(&[kill], now);
+        {
+            let mut s = fleet.state.lock().unwrap();
+            s.observe_run(&Arc::from("r-b"), group_of(Some(&b), None), now);
+            s.observe_run(&Arc::from("r-b2"), group_of(Some(&b), None), now);
+        }
+        let all = fleet.view(now);
+        assert_eq!(
+            (all.last_window.total.runs, all.last_window.total.loop_runs),
+            (3, 1)
+        );
+        assert_eq!(all.services, ["checkout", "search"]);
+        assert_eq!(all.agents, ["planner", UNKNOWN]);
+        let only = |service: Option<&str>, agent: Option<&str>| {
+            fleet.view_of(
+                now,
+                &GroupFilter {
+                    service: service.map(str::to_string),
+                    agent: agent.map(str::to_string),
+                },
+            )
+        };
+        let checkout = only(Some("checkout"), None);
+        assert_eq!(
+            (
+                checkout.last_window.total.runs,
+                checkout.last_window.total.loop_runs
+            ),
+            (1, 1)
+        );
+        assert_eq!(
+            checkout.kills_by_reason,
+            BTreeMap::from([("repeated_call".to_string(), 1)])
+        );
+        assert_eq!(checkout.buckets.last().unwrap().kills, 1);
+        assert_eq!(checkout.services, all.services, "the choices stay");
+        let search = only(Some("search"), Some(UNKNOWN));
+        assert_eq!(
+            (
+                search.last_window.total.runs,
+                search.last_window.total.loop_runs
+            ),
+            (2, 0)
+        );
+        assert!(search.kills_by_reason.is_empty());
+        assert_eq!(search.buckets.last().unwrap().kills, 0);
+        assert_eq!(
+            only(Some("search"), Some("planner")).last_window.total.runs,
+            0
+        );
+        assert_eq!(
+            fleet.kills_total(),
+            BTreeMap::from([("repeated_call".to_string(), 1)])
         );
     }
 }

@@ -8,6 +8,8 @@
 
 pub mod exposition;
 pub mod fleet;
+pub mod ingest_lag;
+pub mod process;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -61,6 +63,8 @@ pub struct Metrics {
     pub approvals: Family<ApprovalLabels, Counter>,
     /// Seconds from dequeue to the downstream's answer, per delivered request.
     pub forward_latency: Histogram,
+    /// How late tool spans arrive, per service ([`ingest_lag`]).
+    pub ingest_lag: ingest_lag::IngestLag,
     /// Detections by service, agent, pattern and severity (fleet view).
     pub loop_detections: Family<FleetDetectionLabels, Counter>,
     /// Runs, loop runs and kills per service/agent and time bucket (`/v1/summary`, `/ui`).
@@ -112,6 +116,7 @@ impl Default for Metrics {
             signals_published: Family::default(),
             approvals: Family::default(),
             forward_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            ingest_lag: Default::default(),
             loop_detections: Family::default(),
             fleet: crate::metrics::fleet::Fleet::default(),
             forward_queue_capacity: Default::default(),
@@ -563,6 +568,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
         state.metrics.signals_published.clone(),
     );
     r.register(
+        "ingest_lag_seconds",
+        "Seconds from the end of a request's latest tool span to its arrival, by service.name",
+        state.metrics.ingest_lag.histogram.clone(),
+    );
+    r.register(
         "approvals",
         "Answers to require_approval signals (POST /v1/runs/{key}/approve or /deny), by decision",
         state.metrics.approvals.clone(),
@@ -639,8 +649,13 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .collect(),
     );
     render_fleet(&mut r, state.metrics);
+    process::register_build_info(&mut r);
+    let mut unprefixed = Registry::default();
+    process::register_process(&mut unprefixed);
     let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &r)?;
+    prometheus_client::encoding::text::encode_registry(&mut out, &r)?;
+    prometheus_client::encoding::text::encode_registry(&mut out, &unprefixed)?;
+    prometheus_client::encoding::text::encode_eof(&mut out)?;
     Ok(out)
 }
 

@@ -2,7 +2,8 @@
 //!
 //! - Admin (`admin.auth_token` / `admin.auth_token_file`): every admin HTTP route except
 //!   `/healthz` and `/readyz`, and the gRPC `loopwatch.v1.Signals` service, need
-//!   `Authorization: Bearer <token>`.
+//!   `Authorization: Bearer <token>` (the admin listener also takes the `/ui` login
+//!   session cookie: [`crate::admin::access`]).
 //! - Receivers (`[receiver.auth]`): OTLP `Export` on gRPC and `POST /v1/traces` need the
 //!   token in `header` (default `authorization`, as `Bearer <token>`; any other header
 //!   carries the bare token). gRPC health stays open.
@@ -122,6 +123,12 @@ impl TokenCheck {
         }))
     }
 
+    /// True when `presented` is the token (constant-time comparison of the bytes; only
+    /// the length can show in the timing), e.g. a token typed into the `/ui` login form.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        presented.ct_eq(&self.token).into()
+    }
+
     /// True when `headers` carry the token (constant-time comparison of the token bytes).
     pub fn allows(&self, headers: &HeaderMap) -> bool {
         let Some(value) = headers.get(&self.header) else {
@@ -136,7 +143,7 @@ impl TokenCheck {
         } else {
             value
         };
-        presented.ct_eq(&self.token).into()
+        self.matches(presented)
     }
 }
 
@@ -161,14 +168,6 @@ pub fn unauthorized() -> Response {
         "missing or wrong token\n",
     )
         .into_response()
-}
-
-/// Admin paths that stay open for probes.
-pub const OPEN_ADMIN_PATHS: [&str; 2] = ["/healthz", "/readyz"];
-
-/// Wraps the admin router: every route but [`OPEN_ADMIN_PATHS`] needs the token.
-pub fn protect_admin(router: axum::Router, check: Option<TokenCheck>) -> axum::Router {
-    protect(router, check, &OPEN_ADMIN_PATHS)
 }
 
 /// Wraps an OTLP/HTTP router: every request needs the token.

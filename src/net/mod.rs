@@ -1,5 +1,6 @@
 //! The network edges every listener and client shares: TLS, bearer-token auth, retry
-//! policy, the admin API's error shape and listener hygiene (connection caps, HTTP/2 limits).
+//! policy, the admin API's error shape, listener hygiene (connection caps, HTTP/2 limits)
+//! and the trace-link template of the `/ui` page.
 
 pub mod api_error;
 pub mod auth;
@@ -7,3 +8,4 @@ pub mod listen;
 pub mod log_limit;
 pub mod retry;
 pub mod tls;
+pub mod trace_url;

@@ -110,6 +110,14 @@ impl SpanSink for Pipeline {
         };
         // Reported even when the forwarder closed in between: the run state already holds
         // these spans, so the client's retry is a duplicate and would not detect again.
+        if !processed.latest_tool_end.is_empty() {
+            let now_unix_nano = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+            self.metrics
+                .ingest_lag
+                .record(&processed.latest_tool_end, now_unix_nano);
+        }
         self.metrics.record_detections(&processed.detections);
         self.reports
             .push_helping(processed.detections, |d| self.report(d));

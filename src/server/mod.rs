@@ -353,6 +353,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         limits: Some(resource_limits.clone()),
         reports: Some(pipeline.reports.clone()),
         log_sampling: Some(pipeline.log_sampling.clone()),
+        auth: edges.admin_auth.clone().map(|token| {
+            Arc::new(admin::access::AdminAuth::new(
+                token,
+                edges.admin_tls.is_some(),
+                config.ui.session_ttl,
+            ))
+        }),
+        trace_url: config.ui.trace_url(),
     };
     let telemetry = crate::telemetry::Telemetry::start(&config.telemetry, admin_state.clone())
         .context("telemetry.endpoint")?;
@@ -361,8 +369,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     // 503 while the span path drains.
     let mut admin = Stage::new("admin");
     if let Some(l) = admin_listener {
-        let app =
-            crate::net::auth::protect_admin(admin::router(admin_state), edges.admin_auth.clone());
+        let auth = admin_state.auth.clone();
+        let app = admin::access::protect(admin::router(admin_state), auth);
         let limits = config.admin.connections.clone();
         let tls = edges.admin_tls.clone();
         let stats = metrics.listener("admin");

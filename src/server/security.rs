@@ -1,6 +1,6 @@
 //! The security settings of one `loopwatch serve`, checked at start-up and turned into
 //! what the listeners need: TLS acceptors that reload, token checks, and warnings about
-//! exposed, unauthenticated listeners. See README "Security".
+//! exposed, unauthenticated listeners. See docs/security.md.
 
 use std::sync::Arc;
 

@@ -341,26 +341,47 @@ pub fn parse_openmetrics(text: &str) -> Result<Scrape, String> {
         if kind != "histogram" {
             continue;
         }
-        let mut buckets: Vec<(f64, f64)> = scrape
+        // One series per label set without `le` (a labelled histogram has several).
+        let mut series: BTreeMap<Labels, Vec<(f64, f64)>> = BTreeMap::new();
+        for s in scrape
             .samples
             .iter()
             .filter(|s| s.name == format!("{family}_bucket"))
-            .map(|s| {
-                let le = s
-                    .labels
-                    .get("le")
-                    .ok_or(format!("{family}: bucket without le"))?;
-                Ok((parse_value(le)?, s.value))
-            })
-            .collect::<Result<_, String>>()?;
-        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-        if buckets.windows(2).any(|w| w[1].1 < w[0].1) {
-            return Err(format!("{family}: buckets not cumulative"));
+        {
+            let le = s
+                .labels
+                .get("le")
+                .ok_or(format!("{family}: bucket without le"))?;
+            let key: Vec<(String, String)> = s
+                .labels
+                .iter()
+                .filter(|(k, _)| k.as_str() != "le")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            series
+                .entry(key)
+                .or_default()
+                .push((parse_value(le)?, s.value));
         }
-        let count = scrape.sum(&format!("{family}_count"), &[]);
-        match buckets.last() {
-            Some((le, v)) if le.is_infinite() && *v == count => {}
-            _ => return Err(format!("{family}: +Inf bucket must equal _count")),
+        for (labels, buckets) in &mut series {
+            buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if buckets.windows(2).any(|w| w[1].1 < w[0].1) {
+                return Err(format!("{family}{labels:?}: buckets not cumulative"));
+            }
+            let count: f64 = scrape
+                .samples
+                .iter()
+                .filter(|s| s.name == format!("{family}_count"))
+                .filter(|s| {
+                    s.labels.len() == labels.len()
+                        && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v))
+                })
+                .map(|s| s.value)
+                .sum();
+            match buckets.last() {
+                Some((le, v)) if le.is_infinite() && *v == count => {}
+                _ => return Err(format!("{family}{labels:?}: +Inf bucket must equal _count")),
+            }
         }
     }
     Ok(scrape)
@@ -387,6 +408,9 @@ pub async fn get_metrics(admin: SocketAddr, accept: &str) -> (u16, String, Strin
         .to_owned();
     (status, content_type, response.text().await.expect("body"))
 }
+
+/// A series' labels without `le`, in name order.
+type Labels = Vec<(String, String)>;
 
 /// Scrapes `/metrics` as Prometheus does (OpenMetrics) and parses it, asserting 200 and a
 /// valid exposition.

@@ -162,6 +162,9 @@ pub fn scan(engine: &Engine, paths: &[PathBuf]) -> Result<ScanOutcome, ScanError
         if let Some(budgets) = &engine.budgets {
             detections.extend(budgets.detections(run_key));
         }
+        if let Some(delegations) = &engine.delegations {
+            detections.extend(delegations.detections(run_key));
+        }
         detections.sort_by_key(|d| d.profile_index);
         outcome.detections.extend(detections);
     }

@@ -10,13 +10,19 @@
 //! Fields, first found wins (new names before legacy names):
 //! - tool name: `gen_ai.tool.name`, else the span-name suffix after `execute_tool `;
 //! - arguments: `gen_ai.tool.call.arguments`, `tool_arguments` (pydantic-ai ≤ v2),
-//!   `gcp.vertex.agent.tool_call_args` (google-adk 1.x); else span events (strands default
-//!   mode): `gen_ai.tool.message` attribute `content`, or a `tool_call` part in
-//!   `gen_ai.input.messages` of a `gen_ai.client.inference.operation.details` event;
-//! - result: `gen_ai.tool.call.result`, `tool_response`, `gcp.vertex.agent.tool_response`;
-//!   else events: `gen_ai.choice` attribute `message`, or a `tool_call_response` part in
-//!   `gen_ai.output.messages` of an operation-details event;
-//! - call id: `gen_ai.tool.call.id`, else the `id` attribute of those events.
+//!   `gcp.vertex.agent.tool_call_args` (google-adk 1.x), `gen_ai.tool.input` (the name
+//!   before `gen_ai.tool.call.arguments`); else span events ([`super::tool_events`]:
+//!   `gen_ai.tool.message` `content` (strands default mode), `gen_ai.tool.input`
+//!   (`openai-agents-opentelemetry`), an operation-details event's own
+//!   `gen_ai.tool.call.arguments`, or a `tool_call` part in its `gen_ai.input.messages`);
+//! - result: `gen_ai.tool.call.result`, `tool_response`, `gcp.vertex.agent.tool_response`,
+//!   `gen_ai.tool.output`; else events: `gen_ai.choice` `message`, `gen_ai.tool.output`,
+//!   an operation-details event's `gen_ai.tool.call.result`, or a `tool_call_response`
+//!   part in its `gen_ai.output.messages`;
+//! - call id: `gen_ai.tool.call.id`, else the `id` / `gen_ai.tool.call.id` of those events;
+//! - status: the span's ([`crate::conventions::call_status`], which also reads the
+//!   `gen_ai.execute_tool.exception` event); a `gen_ai.tool.call.decision` event whose
+//!   outcome is `deny` makes a call without result a failed one.
 //!
 //! google-adk 1.x placeholders mean "not captured": `{}` in both
 //! `gcp.vertex.agent.tool_call_args` and `gcp.vertex.agent.tool_response` (content capture
@@ -43,7 +49,10 @@
 
 use serde_json::Value as Json;
 
-use crate::conventions::event::{EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall};
+use super::tool_events::{self, events_named, OPERATION_DETAILS_EVENT};
+use crate::conventions::event::{
+    CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan, ToolCall,
+};
 use crate::conventions::messages::model_response::{summarize, Found, ResponseReader};
 use crate::conventions::{
     agent_name, call_id, call_status, first_str, json_from_any_value, payload_attr,
@@ -59,22 +68,37 @@ pub const EXECUTE_TOOL: &str = "execute_tool";
 /// `gen_ai.tool.name` google-adk gives its merged pseudo span.
 pub const ADK_MERGED_TOOL_NAME: &str = "(merged tools)";
 
-/// Attribute names holding arguments, in preference order.
+/// Attribute names holding arguments, in preference order. `gen_ai.tool.input` is the
+/// name instrumentations wrote before `gen_ai.tool.call.arguments` (the OpenAI Agents
+/// processors list it as the deprecated name of that key).
 pub const ARGUMENT_KEYS: &[&str] = &[
     "gen_ai.tool.call.arguments",
     "tool_arguments",
     "gcp.vertex.agent.tool_call_args",
+    "gen_ai.tool.input",
 ];
 
-/// Attribute names holding results, in preference order.
+/// Attribute names holding results, in preference order (`gen_ai.tool.output`: the name
+/// before `gen_ai.tool.call.result`).
 pub const RESULT_KEYS: &[&str] = &[
     "gen_ai.tool.call.result",
     "tool_response",
     "gcp.vertex.agent.tool_response",
+    "gen_ai.tool.output",
 ];
 
-/// Event name of the operation-details event of the newer GenAI conventions.
-const OPERATION_DETAILS_EVENT: &str = "gen_ai.client.inference.operation.details";
+/// The keys of [`ARGUMENT_KEYS`] / [`RESULT_KEYS`] without google-adk's, whose `{}` means
+/// "not captured" when both hold it.
+const ARGUMENT_KEYS_NOT_ADK: &[&str] = &[
+    "gen_ai.tool.call.arguments",
+    "tool_arguments",
+    "gen_ai.tool.input",
+];
+const RESULT_KEYS_NOT_ADK: &[&str] = &[
+    "gen_ai.tool.call.result",
+    "tool_response",
+    "gen_ai.tool.output",
+];
 
 /// True when this convention claims the span as a tool span (see module docs).
 pub fn is_tool_span(span: &SpanView) -> bool {
@@ -118,33 +142,39 @@ pub fn extract_tool(span: &SpanView) -> Option<ExtractedEvent> {
 /// (shared with [`crate::conventions::legacy::pydantic`]).
 pub(crate) fn read_tool_call(span: &SpanView, tool_name: &str) -> ToolCall {
     let attrs = &span.attributes;
-    let id = call_id(attrs, "gen_ai.tool.call.id").or_else(|| event_call_id(span));
+    let id = call_id(attrs, "gen_ai.tool.call.id").or_else(|| tool_events::call_id(span));
     // google-adk 1.x with content capture off writes `{}` for both legacy attributes.
     let adk_off = attr_str(attrs, "gcp.vertex.agent.tool_call_args") == Some("{}")
         && attr_str(attrs, "gcp.vertex.agent.tool_response") == Some("{}");
     let (arg_keys, result_keys) = if adk_off {
-        (&ARGUMENT_KEYS[..2], &RESULT_KEYS[..2])
+        (ARGUMENT_KEYS_NOT_ADK, RESULT_KEYS_NOT_ADK)
     } else {
         (ARGUMENT_KEYS, RESULT_KEYS)
     };
     let openinference = attr_str(attrs, "openinference.span.kind") == Some("TOOL");
     let arguments = payload_attr(attrs, arg_keys)
-        .or_else(|| arguments_from_events(span, id.as_deref()))
+        .or_else(|| tool_events::arguments(span, id.as_deref()))
         .or_else(|| openinference.then(|| openinference_value(span, "input.value"))?);
     let result = payload_attr(attrs, result_keys)
         .filter(|r| !matches!(r, Payload::Text(t) if t == "<not specified>"))
-        .or_else(|| result_from_events(span, id.as_deref()))
+        .or_else(|| tool_events::result(span, id.as_deref()))
         .or_else(|| {
             openinference
                 .then(|| openinference_value(span, "output.value"))?
                 .map(adk_function_response)
         });
+    let mut status = call_status(span);
+    if status == CallStatus::Ok && result.is_none() {
+        if let Some(denied) = tool_events::denied(span, id.as_deref()) {
+            status = denied;
+        }
+    }
     ToolCall {
         tool_name: tool_name.to_owned(),
         call_id: id,
         arguments,
         result,
-        status: call_status(span),
+        status,
         split: SplitSpan::Whole,
     }
 }
@@ -192,82 +222,6 @@ pub(crate) fn adk_function_response(payload: Payload) -> Payload {
         Some(response) if is_function_response => Payload::Json(response),
         _ => payload,
     }
-}
-
-fn events_named<'a>(
-    span: &'a SpanView<'a>,
-    name: &'a str,
-) -> impl Iterator<Item = &'a [KeyValueView<'a>]> {
-    span.events
-        .iter()
-        .filter(move |e| e.name == name)
-        .map(|e| &*e.attributes)
-}
-
-/// `id` of a `gen_ai.tool.message` / `gen_ai.choice` event (strands puts the call id there).
-fn event_call_id(span: &SpanView) -> Option<String> {
-    events_named(span, "gen_ai.tool.message")
-        .chain(events_named(span, "gen_ai.choice"))
-        .find_map(|attrs| call_id(attrs, "id"))
-}
-
-/// Arguments from span events: `gen_ai.tool.message` `content` (strands default), else the
-/// `tool_call` part of an operation-details event's `gen_ai.input.messages`.
-fn arguments_from_events(span: &SpanView, id: Option<&str>) -> Option<Payload> {
-    events_named(span, "gen_ai.tool.message")
-        .find_map(|attrs| payload_attr(attrs, &["content", "gen_ai.tool.call.arguments"]))
-        .or_else(|| message_part(span, "gen_ai.input.messages", "tool_call", "arguments", id))
-}
-
-/// Result from span events: `gen_ai.choice` `message` (strands default), else the
-/// `tool_call_response` part of an operation-details event's `gen_ai.output.messages`.
-fn result_from_events(span: &SpanView, id: Option<&str>) -> Option<Payload> {
-    events_named(span, "gen_ai.choice")
-        .find_map(|attrs| payload_attr(attrs, &["message", "gen_ai.tool.call.result"]))
-        .or_else(|| {
-            message_part(
-                span,
-                "gen_ai.output.messages",
-                "tool_call_response",
-                "response",
-                id,
-            )
-        })
-}
-
-/// Field `field` of the first message part of type `part_type` (with matching `id` when
-/// both sides have one) in attribute `key` of any operation-details event.
-fn message_part(
-    span: &SpanView,
-    key: &str,
-    part_type: &str,
-    field: &str,
-    id: Option<&str>,
-) -> Option<Payload> {
-    events_named(span, OPERATION_DETAILS_EVENT)
-        .filter_map(|attrs| attr(attrs, key).and_then(json_from_any_value))
-        .find_map(|messages| find_part(&messages, part_type, field, id))
-}
-
-fn find_part(messages: &Json, part_type: &str, field: &str, id: Option<&str>) -> Option<Payload> {
-    let messages = match messages {
-        Json::Array(list) => list.as_slice(),
-        one => std::slice::from_ref(one),
-    };
-    messages
-        .iter()
-        .filter_map(|m| m.get("parts").and_then(Json::as_array))
-        .flatten()
-        .filter(|p| p.get("type").and_then(Json::as_str) == Some(part_type))
-        .filter(|p| match (id, p.get("id").and_then(Json::as_str)) {
-            (Some(want), Some(have)) => want == have,
-            _ => true,
-        })
-        .find_map(|p| p.get(field))
-        .map(|v| match v {
-            Json::String(s) => Payload::Text(s.clone()),
-            other => Payload::Json(other.clone()),
-        })
 }
 
 /// The GenAI response sources of an inference span ([`crate::conventions::messages::model_response`]).

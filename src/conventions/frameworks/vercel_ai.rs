@@ -88,6 +88,14 @@ mod tests {
             Some(Payload::Text(r#"{"reason":"asked"}"#.into()))
         );
         assert_eq!(c.result, Some(Payload::Text(r#"{"ok":true}"#.into())));
+        // AI SDK 5 names them `input` / `output`.
+        let mut v5 = sp.clone();
+        v5.attributes[4] = kvs("ai.toolCall.input", r#"{"reason":"asked"}"#);
+        v5.attributes[5] = kvs("ai.toolCall.output", r#"{"ok":true}"#);
+        let EventKind::ToolCall(c5) = extract(&v5).expect("tool call").kind else {
+            panic!("not a tool call")
+        };
+        assert_eq!((c5.arguments, c5.result), (c.arguments, c.result));
     }
 
     #[test]

@@ -1,0 +1,338 @@
+/**
+ * The guard of one agent run: receives loopwatch's signals for the run's trace and turns
+ * them into what the agent runtime acts on — an aborted `AbortSignal` and a
+ * `LoopDetectedError` at the next step (`kill`), nudge messages for the model (`warn`),
+ * an approval callback (`require_approval`) — and, opt-in, asks loopwatch before each
+ * tool call (`check`) so a looping call can be blocked before it runs.
+ */
+
+import { type Connection, type ConnectionOptions, resolveConnection } from './config.js';
+import { LoopDetectedError } from './errors.js';
+import { AdminClient } from './transport/admin.js';
+import { GrpcTransport } from './transport/grpc.js';
+import { HttpTransport } from './transport/http.js';
+import type { SignalTransport, Subscription } from './transport/transport.js';
+import type { ApprovalAnswer, CheckResult, Signal } from './types.js';
+
+/** What the approval callback is asked about. */
+export interface ApprovalRequest {
+  /** Run key to approve or deny. */
+  runKey: string;
+  /** The `require_approval` signal (a loop detected on calls already made). */
+  signal?: Signal;
+  /** The check answer (a call about to be made would complete the loop). */
+  check?: CheckResult;
+  /** The tool about to be called, for a check. */
+  toolName?: string;
+  /** Its arguments, for a check. */
+  arguments?: unknown;
+  /** The text loopwatch wrote for the model / a human. */
+  message: string;
+}
+
+/** Options of {@link Guard}. */
+export interface GuardOptions extends ConnectionOptions {
+  /** Trace id of the run (32 hex chars); signals are watched for it. */
+  traceId: string;
+  /** Run key, when loopwatch keys runs by an attribute; default the trace id. */
+  runKey?: string;
+  /**
+   * How signals are received and checks asked: `grpc` (default: `Signals/Watch` and
+   * `Guard/Check` on the OTLP gRPC port), `http` (polling `GET /v1/signals`, `POST
+   * /v1/check` on the admin port) or an own {@link SignalTransport}.
+   */
+  transport?: 'grpc' | 'http' | SignalTransport;
+  /** Poll interval of the `http` transport, ms. Default 100. */
+  pollIntervalMs?: number;
+  /** Ask loopwatch before each tool call ({@link Guard.beforeToolCall}). Default false. */
+  check?: boolean;
+  /** Deadline of one check, ms. Default 2000. */
+  checkTimeoutMs?: number;
+  /**
+   * What a failed check (loopwatch unreachable, deadline) does: `allow` the call (default;
+   * the failure goes to `onError`) or `throw` the transport error.
+   */
+  onCheckError?: 'allow' | 'throw';
+  /** Awaited before each check, e.g. to let the previous tool span reach loopwatch. */
+  beforeCheck?: () => Promise<void>;
+  /** A `warn` signal or check arrived; `message` is the nudge for the model. */
+  onWarn?: (message: string, source: { signal?: Signal; check?: CheckResult }) => void;
+  /** The run was stopped (kill signal, denied check, denied approval). */
+  onStop?: (error: LoopDetectedError) => void;
+  /**
+   * A `require_approval` detection: resolve `true` to let the run go on (loopwatch resets
+   * the loop's counters), `false` to stop it. Without a callback the run is stopped.
+   */
+  onApproval?: (request: ApprovalRequest) => boolean | Promise<boolean>;
+  /** Transport failures the guard survived (a broken stream it reopens, a failed check). */
+  onError?: (error: Error) => void;
+}
+
+/** One run's guard. Create with {@link Guard.start} (or `new` then {@link Guard.start}). */
+export class Guard {
+  /** Trace id watched, lowercase. */
+  readonly traceId: string;
+  /** Run key used for checks and approvals. */
+  readonly runKey: string;
+  /** Aborted (reason: the {@link LoopDetectedError}) when the run is stopped. */
+  readonly signal: AbortSignal;
+  /** Every signal received for the run, in arrival order (de-duplicated on id). */
+  readonly signals: Signal[] = [];
+  /** The admin API client (approvals, HTTP check and signals). */
+  readonly admin: AdminClient;
+  /** Epoch ms (fractional) when the run was stopped; undefined while it runs. */
+  stoppedAtMs?: number;
+
+  private readonly options: GuardOptions;
+  private readonly connection: Connection;
+  private readonly transport: SignalTransport;
+  private readonly ownsTransport: boolean;
+  private readonly controller = new AbortController();
+  private readonly seen = new Set<string>();
+  private readonly nudges: string[] = [];
+  private subscription?: Subscription;
+  private stopError?: LoopDetectedError;
+  private approval?: Promise<boolean>;
+
+  /** @throws TypeError for a trace id that is not 32 hex chars or a bad address. */
+  constructor(options: GuardOptions) {
+    if (!/^[0-9a-fA-F]{32}$/.test(options.traceId)) {
+      throw new TypeError(`traceId must be 32 hex characters, got ${JSON.stringify(options.traceId)}`);
+    }
+    this.options = options;
+    this.traceId = options.traceId.toLowerCase();
+    this.runKey = options.runKey ?? this.traceId;
+    this.signal = this.controller.signal;
+    this.connection = resolveConnection(options);
+    this.admin = new AdminClient(this.connection.adminUrl, this.connection.token);
+    const transport = options.transport ?? 'grpc';
+    this.ownsTransport = typeof transport === 'string';
+    if (transport === 'grpc') {
+      this.transport = new GrpcTransport({ target: this.connection.grpcTarget, token: this.connection.token });
+    } else if (transport === 'http') {
+      this.transport = new HttpTransport(this.admin, { pollIntervalMs: options.pollIntervalMs });
+    } else {
+      this.transport = transport;
+    }
+  }
+
+  /**
+   * Creates a guard and waits until its subscription is in place, so no signal of the run
+   * published from now on is missed.
+   * @throws LoopwatchTransportError when loopwatch cannot be reached.
+   */
+  static async start(options: GuardOptions): Promise<Guard> {
+    const guard = new Guard(options);
+    await guard.start();
+    return guard;
+  }
+
+  /** Opens the subscription; resolves when it is ready (see {@link Guard.start}). */
+  async start(): Promise<this> {
+    if (this.subscription) return this;
+    this.subscription = this.transport.watch(
+      { traceId: this.traceId },
+      {
+        onSignal: (s) => this.handleSignal(s),
+        onError: (e) => this.options.onError?.(e),
+        onReconnect: () => void this.catchUp(),
+      },
+    );
+    try {
+      await this.subscription.ready;
+    } catch (error) {
+      this.close();
+      throw error;
+    }
+    return this;
+  }
+
+  /** After a broken stream: fetch what was published meanwhile from `GET /v1/signals`. */
+  private async catchUp(): Promise<void> {
+    try {
+      for (const s of await this.admin.signals({ traceId: this.traceId })) this.handleSignal(s);
+    } catch (error) {
+      this.options.onError?.(error as Error);
+    }
+  }
+
+  /** The error that stopped the run, or undefined while it may go on. */
+  get stopped(): LoopDetectedError | undefined {
+    return this.stopError;
+  }
+
+  /** Whether an approval is being decided (the run waits at its next step). */
+  get awaitingApproval(): boolean {
+    return this.approval !== undefined;
+  }
+
+  /** @throws LoopDetectedError when the run was stopped. */
+  throwIfStopped(): void {
+    if (this.stopError) throw this.stopError;
+  }
+
+  /** Nudge messages not yet handed to the model; they are removed from the guard. */
+  takeNudges(): string[] {
+    return this.nudges.splice(0, this.nudges.length);
+  }
+
+  /** Number of nudges waiting for {@link Guard.takeNudges}. */
+  get pendingNudges(): number {
+    return this.nudges.length;
+  }
+
+  /**
+   * Processes one signal (called by the transport; public for own transports). Repeats of
+   * an id are ignored; signals of other traces too.
+   */
+  handleSignal(signal: Signal): void {
+    if (signal.trace_id.toLowerCase() !== this.traceId && signal.run_key !== this.runKey) return;
+    if (this.seen.has(signal.id)) return;
+    this.seen.add(signal.id);
+    this.signals.push(signal);
+    switch (signal.action) {
+      case 'warn':
+        this.nudge(signal.message, { signal });
+        break;
+      case 'kill':
+        this.stop(new LoopDetectedError({ reason: 'kill', signal }));
+        break;
+      case 'require_approval':
+        void this.requestApproval({ runKey: this.runKey, signal, message: signal.message }).catch(() => undefined);
+        break;
+    }
+  }
+
+  private nudge(message: string, source: { signal?: Signal; check?: CheckResult }): void {
+    if (!message || this.stopError) return;
+    if (!this.nudges.includes(message)) this.nudges.push(message);
+    this.options.onWarn?.(message, source);
+  }
+
+  /** Stops the run with `error` (the first stop wins). */
+  stop(error: LoopDetectedError): void {
+    if (this.stopError) return;
+    this.stopError = error;
+    this.stoppedAtMs = performance.timeOrigin + performance.now();
+    this.controller.abort(error);
+    this.options.onStop?.(error);
+  }
+
+  /**
+   * Asks the approval callback (one question at a time: a second request while one is
+   * open shares its answer) and applies the answer at loopwatch: approve → `POST
+   * /v1/runs/{key}/approve`; deny → `POST …/deny` and the run is stopped. Resolves true
+   * when approved.
+   */
+  requestApproval(request: ApprovalRequest): Promise<boolean> {
+    if (this.approval) return this.approval;
+    const decide = async (): Promise<boolean> => {
+      let approved = false;
+      try {
+        approved = this.options.onApproval ? Boolean(await this.options.onApproval(request)) : false;
+      } catch (error) {
+        this.options.onError?.(error as Error);
+      }
+      if (approved) {
+        await this.approve();
+        return true;
+      }
+      // Stopped here first: the kill signal loopwatch publishes for the denial comes after.
+      this.stop(
+        new LoopDetectedError({
+          reason: 'approval_denied',
+          signal: request.signal,
+          check: request.check,
+          toolName: request.toolName,
+        }),
+      );
+      try {
+        await this.deny();
+      } catch (error) {
+        // 409: nothing awaits approval at loopwatch (a check asked before the call): the
+        // run is stopped all the same.
+        this.options.onError?.(error as Error);
+      }
+      return false;
+    };
+    this.approval = decide().finally(() => {
+      this.approval = undefined;
+    });
+    return this.approval;
+  }
+
+  /** `POST /v1/runs/{runKey}/approve`. @throws LoopwatchTransportError */
+  approve(): Promise<ApprovalAnswer> {
+    return this.admin.approve(this.runKey);
+  }
+
+  /** `POST /v1/runs/{runKey}/deny` (loopwatch publishes a kill signal). @throws LoopwatchTransportError */
+  deny(): Promise<ApprovalAnswer> {
+    return this.admin.deny(this.runKey);
+  }
+
+  /**
+   * Call at the start of each agent step (before a model call): waits while an approval
+   * is being decided, then throws if the run was stopped.
+   * @throws LoopDetectedError
+   */
+  async beforeStep(): Promise<void> {
+    while (this.approval) await this.approval;
+    this.throwIfStopped();
+  }
+
+  /**
+   * The pre-execution check, without acting on the answer.
+   * @throws LoopwatchTransportError
+   */
+  check(toolName: string, args?: unknown): Promise<CheckResult> {
+    return this.transport.check(
+      { trace_id: this.traceId, run_key: this.options.runKey, tool_name: toolName, arguments: args },
+      this.options.checkTimeoutMs ?? 2000,
+    );
+  }
+
+  /**
+   * Call before each tool call. Waits while an approval is decided and throws if the run
+   * was stopped; with `check` on, asks loopwatch about this call and acts on the answer:
+   * `warn` queues the nudge, `deny` stops the run, `require_approval` asks the approval
+   * callback. Returns the check answer (undefined with `check` off or a failed check).
+   * @throws LoopDetectedError when the call must not run.
+   */
+  async beforeToolCall(toolName: string, args?: unknown): Promise<CheckResult | undefined> {
+    await this.beforeStep();
+    if (!this.options.check) return undefined;
+    await this.options.beforeCheck?.();
+    let result: CheckResult;
+    try {
+      result = await this.check(toolName, args);
+    } catch (error) {
+      if (this.options.onCheckError === 'throw') throw error;
+      this.options.onError?.(error as Error);
+      this.throwIfStopped();
+      return undefined;
+    }
+    switch (result.decision) {
+      case 'warn':
+        this.nudge(result.message, { check: result });
+        break;
+      case 'deny':
+        this.stop(new LoopDetectedError({ reason: 'deny', check: result, toolName }));
+        break;
+      case 'require_approval':
+        await this.requestApproval({ runKey: this.runKey, check: result, toolName, arguments: args, message: result.message });
+        break;
+      case 'allow':
+        break;
+    }
+    this.throwIfStopped();
+    return result;
+  }
+
+  /** Ends the subscription (and the transport's channel when the guard made it). */
+  close(): void {
+    this.subscription?.close();
+    this.subscription = undefined;
+    if (this.ownsTransport) this.transport.close();
+  }
+}
