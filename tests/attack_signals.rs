@@ -179,7 +179,7 @@ async fn stream_messages(
     stream: &str,
     filter: &str,
 ) -> u64 {
-    let Ok(mut stream) = jetstream.get_stream(stream).await else {
+    let Ok(stream) = jetstream.get_stream(stream).await else {
         return 0;
     };
     match stream.info_with_subjects(filter).await {
