@@ -52,7 +52,9 @@ impl Shared {
         let Some(store) = &self.store else { return };
         let keys: Vec<u64> = batch.items.iter().filter_map(|i| i.key).collect();
         if let Err(error) = blocking(|| store.remove(&keys)) {
-            tracing::warn!(%error, requests = keys.len(), "could not delete delivered requests from the persistent queue; they will be sent again after a restart");
+            if let Some(failures) = REMOVE_LOG.hit() {
+                tracing::warn!(%error, requests = keys.len(), failures, "could not delete delivered requests from the persistent queue; deleted once it heals, else sent again after a restart (at most one such line per 10 s, `failures` since the last)");
+            }
         }
     }
 }
@@ -174,6 +176,8 @@ async fn gather(
     (batch, None)
 }
 
+/// Rate limit of the WARN about deletions from the persistent queue that failed.
+static REMOVE_LOG: LogLimit = LogLimit::new(log_limit::DEFAULT_INTERVAL);
 /// Rate limit of the WARN about downstream partial rejections.
 static PARTIAL_LOG: LogLimit = LogLimit::new(log_limit::DEFAULT_INTERVAL);
 /// Rate limits of the WARN about dropped exports, per [`DropReason`] (index by discriminant).
