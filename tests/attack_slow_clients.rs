@@ -264,7 +264,7 @@ async fn a_body_that_never_completes_is_cut_at_the_read_deadline() {
     );
     let elapsed = started.elapsed();
     assert!(
-        elapsed >= Duration::from_millis(1900) && elapsed < Duration::from_secs(5),
+        elapsed >= Duration::from_millis(1900) && elapsed < Duration::from_secs(15),
         "{elapsed:?}"
     );
     trickle.abort();
