@@ -2,7 +2,6 @@
 //! through the same engine as the server; `replay` sends them to a receiver.
 
 pub mod explain;
-pub mod explain_agents;
 pub mod inject;
 pub mod replay;
 pub mod scan;

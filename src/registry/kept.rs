@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use super::merge::{CallKey, ToolCallPart};
+use super::call_context::{CallKey, ToolCallPart};
 use super::{CallContext, RunEvent, SpanId, TraceId};
 use crate::detector::Observation;
 use crate::fingerprint::Fingerprint;

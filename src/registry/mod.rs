@@ -31,10 +31,12 @@ use crate::conventions::event::span_of_call;
 use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
 use crate::fingerprint::Fingerprint;
 
+mod call_context;
 mod kept;
 pub mod merge;
+pub use call_context::{CallContext, CallKey, ToolCallPart};
 use kept::KeptEvent;
-pub use merge::{CallContext, CallHop, CallKey, ToolCallPart};
+pub use merge::CallHop;
 mod span_ids;
 mod what_if;
 pub use what_if::WhatIf;

@@ -292,7 +292,7 @@ impl SignalsConfig {
         if prefix.is_empty()
             || prefix
                 .split('.')
-                .any(|token| token.is_empty() || !super::nats::is_valid_token(token))
+                .any(|token| token.is_empty() || !is_valid_token(token))
         {
             return Err(SignalsConfigError::InvalidValue {
                 field: "nats.subject_prefix",
@@ -301,7 +301,7 @@ impl SignalsConfig {
             });
         }
         let stream = &self.nats.stream;
-        if stream.is_empty() || !super::nats::is_valid_token(stream) {
+        if stream.is_empty() || !is_valid_token(stream) {
             return Err(SignalsConfigError::InvalidValue {
                 field: "nats.stream",
                 value: stream.clone(),
@@ -353,6 +353,15 @@ fn check_positive(value: usize, field: &'static str) -> Result<(), SignalsConfig
     } else {
         Ok(())
     }
+}
+
+/// True when `token` is one valid NATS subject token: non-empty, no `.`, `*`, `>` or
+/// whitespace.
+pub fn is_valid_token(token: &str) -> bool {
+    !token.is_empty()
+        && !token
+            .chars()
+            .any(|c| c == '.' || c == '*' || c == '>' || c.is_whitespace())
 }
 
 #[cfg(test)]
@@ -449,5 +458,14 @@ mod tests {
             err.to_string().contains("signals.redis.queue_capacity"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn tokens_are_validated() {
+        assert!(is_valid_token("LOOPWATCH_SIGNALS"));
+        assert!(!is_valid_token("a.b"));
+        assert!(!is_valid_token("a b"));
+        assert!(!is_valid_token(">"));
+        assert!(!is_valid_token(""));
     }
 }

@@ -27,15 +27,6 @@ const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Signals per batch.
 pub const BATCH: usize = 256;
 
-/// True when `token` is one valid NATS subject token: non-empty, no `.`, `*`, `>` or
-/// whitespace.
-pub fn is_valid_token(token: &str) -> bool {
-    !token.is_empty()
-        && !token
-            .chars()
-            .any(|c| c == '.' || c == '*' || c == '>' || c.is_whitespace())
-}
-
 /// `service_name` as one subject token: `.`, `*`, `>` and whitespace become `_`;
 /// absent or empty becomes `unknown`.
 pub fn service_token(service_name: Option<&str>) -> String {
@@ -226,14 +217,5 @@ mod tests {
         assert_eq!(service_token(Some("checkout")), "checkout");
         assert_eq!(service_token(Some("")), "unknown");
         assert_eq!(service_token(None), "unknown");
-    }
-
-    #[test]
-    fn tokens_are_validated() {
-        assert!(is_valid_token("LOOPWATCH_SIGNALS"));
-        assert!(!is_valid_token("a.b"));
-        assert!(!is_valid_token("a b"));
-        assert!(!is_valid_token(">"));
-        assert!(!is_valid_token(""));
     }
 }

@@ -19,7 +19,8 @@
 //! - `gen_ai.tool.call.decision` [`gen_ai.tool.call.decision.outcome`,
 //!   `gen_ai.tool.call.id`]: a decision taken before the tool ran (the GenAI conventions'
 //!   tool-call decision event: `allow`, `deny`, `require_approval`); `deny` means the tool
-//!   did not run ([`denied`]).
+//!   did not run ([`denied`]); the same decision as the span attribute
+//!   `gen_ai.tool.call.decision`, which loopwatch's own clients write, counts too.
 //!
 //! A message part or a decision with an `id` is taken only when it is the call's id (when
 //! both are known).
@@ -42,7 +43,11 @@ pub const TOOL_OUTPUT_EVENT: &str = "gen_ai.tool.output";
 /// The GenAI conventions' event of a decision about a tool call before it runs.
 pub const DECISION_EVENT: &str = "gen_ai.tool.call.decision";
 
-/// The message of a call a [`DECISION_EVENT`] denied.
+/// The span attribute holding a pre-execution decision (`allow`, `warn`, `deny`,
+/// `require_approval`) on the tool's own span, as loopwatch's clients record it.
+pub const DECISION_ATTRIBUTE: &str = "gen_ai.tool.call.decision";
+
+/// The message of a call a [`DECISION_EVENT`] or [`DECISION_ATTRIBUTE`] denied.
 pub const DENIED: &str = "tool call denied (gen_ai.tool.call.decision: deny)";
 
 /// The attributes of the span's events named `name`, in order.
@@ -129,15 +134,21 @@ pub fn result(span: &SpanView, id: Option<&str>) -> Option<Payload> {
 }
 
 /// A failed call's status when a [`DECISION_EVENT`] of this call (its `gen_ai.tool.call.id`
-/// is the call's, or either is unknown) says `deny`: the tool did not run, so the same
-/// denied call asked again is the same outcome.
+/// is the call's, or either is unknown) says `deny`, or the span's own attribute
+/// [`DECISION_ATTRIBUTE`] does (the form loopwatch's Python and TypeScript clients write on
+/// the `execute_tool` span): the tool did not run, so the same denied call asked again is
+/// the same outcome.
 pub fn denied(span: &SpanView, id: Option<&str>) -> Option<CallStatus> {
-    events_named(span, DECISION_EVENT)
-        .filter(|attrs| same_call(attrs, id))
-        .any(|attrs| attr_str(attrs, "gen_ai.tool.call.decision.outcome") == Some("deny"))
-        .then(|| CallStatus::Error {
+    let by_event = || {
+        events_named(span, DECISION_EVENT)
+            .filter(|attrs| same_call(attrs, id))
+            .any(|attrs| attr_str(attrs, "gen_ai.tool.call.decision.outcome") == Some("deny"))
+    };
+    (attr_str(&span.attributes, DECISION_ATTRIBUTE) == Some("deny") || by_event()).then(|| {
+        CallStatus::Error {
             message: DENIED.to_owned(),
-        })
+        }
+    })
 }
 
 /// True when an event's `gen_ai.tool.call.id` is `id`, or either is unknown.
@@ -269,6 +280,16 @@ mod tests {
         assert_eq!(tool(&sp).status, CallStatus::Ok);
         sp.events = vec![decision("deny", "c1")];
         sp.attributes.push(kvs("gen_ai.tool.call.result", "done"));
+        assert_eq!(tool(&sp).status, CallStatus::Ok);
+        // The clients' form: the decision as an attribute of the tool's span.
+        let mut sp = span("execute_tool rm", vec![kvs(DECISION_ATTRIBUTE, "deny")]);
+        assert_eq!(
+            tool(&sp).status,
+            CallStatus::Error {
+                message: DENIED.into()
+            }
+        );
+        sp.attributes = vec![kvs(DECISION_ATTRIBUTE, "warn")];
         assert_eq!(tool(&sp).status, CallStatus::Ok);
     }
 

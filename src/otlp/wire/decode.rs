@@ -1,6 +1,5 @@
-//! Resource attributes as opentelemetry-proto types (read through the span view), the
-//! [`ValueBudget`] of a request, and the field readers the span view shares
-//! ([`super::view`]).
+//! Resource attributes as opentelemetry-proto types (read through the span view), and the
+//! raw bytes of single fields (`key_of`, `bytes_field`).
 //!
 //! Semantics follow prost's decoding (a repeated field appends, a scalar field seen twice
 //! keeps the last value, a nested message seen twice is merged, an `AnyValue` oneof of the
@@ -13,7 +12,7 @@ use std::ops::Range;
 
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 
-use super::reader::{Field, Fields, Value, WireError};
+use super::reader::{bytes_of, Fields, ValueBudget, WireError};
 
 /// Lossy UTF-8 (U+FFFD for invalid sequences). Valid text (the usual case) takes the
 /// standard library's fast validation and one copy.
@@ -21,24 +20,6 @@ pub fn lossy(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => text.to_owned(),
         Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    }
-}
-
-pub(super) fn bytes_of<'a>(buf: &'a [u8], field: &Field) -> &'a [u8] {
-    field.len_range().map_or(&[][..], |r| &buf[r])
-}
-
-pub(super) fn varint(field: &Field) -> u64 {
-    match field.value {
-        Value::Varint(v) => v,
-        _ => 0,
-    }
-}
-
-pub(super) fn fixed64(field: &Field) -> u64 {
-    match field.value {
-        Value::Fixed64(v) => v,
-        _ => 0,
     }
 }
 
@@ -60,115 +41,6 @@ pub fn bytes_field(buf: &[u8], range: Range<usize>, number: u32) -> Result<&[u8]
         }
     }
     Ok(found)
-}
-
-/// How many values one request may still materialise: every `KeyValue` (span, event and
-/// kvlist attributes), every array element and every event counts one. Empty ones cost two
-/// bytes on the wire but 32–80 bytes once built, so without a bound a 16 MB request of
-/// empty attributes would build half a gigabyte.
-///
-/// With a memory grant ([`ValueBudget::with_memory`]) it also pays for what the reader
-/// builds, in bytes: [`VALUE_VIEW_BYTES`] per value and [`SPAN_VIEW_BYTES`] per span,
-/// asking the grant for more in steps of [`GRANT_STEP`] bytes; when the grant refuses,
-/// reading stops with [`WireError::OverBudget`] before the memory is allocated (issue 31
-/// item 1: admission by decoded cost).
-pub struct ValueBudget<'g> {
-    left: usize,
-    limit: usize,
-    memory: Option<Memory<'g>>,
-}
-
-/// The memory side of a [`ValueBudget`]: bytes paid for and not yet used, and where more
-/// come from.
-struct Memory<'g> {
-    left: usize,
-    grow: &'g mut dyn FnMut(usize) -> bool,
-}
-
-impl std::fmt::Debug for ValueBudget<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValueBudget")
-            .field("left", &self.left)
-            .field("limit", &self.limit)
-            .field("memory_left", &self.memory.as_ref().map(|m| m.left))
-            .finish()
-    }
-}
-
-/// Bytes one value (attribute, event, array or kvlist element) is counted at once read:
-/// its view, twice (the arena's vectors grow by doubling, so up to half of it is slack).
-pub const VALUE_VIEW_BYTES: usize =
-    2 * std::mem::size_of::<crate::otlp::view::KeyValueView<'static>>();
-
-/// Bytes one span is counted at once read: its record and its view (see
-/// [`super::request`]), with slack for the vectors that hold them.
-pub const SPAN_VIEW_BYTES: usize =
-    2 * (std::mem::size_of::<crate::otlp::view::SpanView<'static>>() + 96);
-
-/// Memory is asked of the grant in steps of this many bytes (1 MiB).
-pub const GRANT_STEP: usize = 1 << 20;
-
-impl<'g> ValueBudget<'g> {
-    /// A budget of `limit` values.
-    pub fn new(limit: usize) -> Self {
-        Self {
-            left: limit,
-            limit,
-            memory: None,
-        }
-    }
-
-    /// A budget of `limit` values whose views are also paid for in bytes by `grow` (called
-    /// with the bytes wanted; `false` refuses).
-    pub fn with_memory(limit: usize, grow: &'g mut dyn FnMut(usize) -> bool) -> Self {
-        Self {
-            left: limit,
-            limit,
-            memory: Some(Memory { left: 0, grow }),
-        }
-    }
-
-    /// Values left to take.
-    pub(super) fn left(&self) -> usize {
-        self.left
-    }
-
-    /// Takes one value, or fails with [`WireError::TooManyValues`] (or
-    /// [`WireError::OverBudget`]).
-    pub(super) fn take(&mut self) -> Result<(), WireError> {
-        match self.left.checked_sub(1) {
-            Some(left) => {
-                self.left = left;
-                self.pay(VALUE_VIEW_BYTES)
-            }
-            None => Err(WireError::TooManyValues { limit: self.limit }),
-        }
-    }
-
-    /// Pays for one span's views ([`SPAN_VIEW_BYTES`]).
-    pub(super) fn take_span(&mut self) -> Result<(), WireError> {
-        self.pay(SPAN_VIEW_BYTES)
-    }
-
-    #[inline]
-    fn pay(&mut self, bytes: usize) -> Result<(), WireError> {
-        let Some(memory) = &mut self.memory else {
-            return Ok(());
-        };
-        match memory.left.checked_sub(bytes) {
-            Some(left) => {
-                memory.left = left;
-                Ok(())
-            }
-            None => {
-                if !(memory.grow)(GRANT_STEP) {
-                    return Err(WireError::OverBudget);
-                }
-                memory.left += GRANT_STEP - bytes;
-                Ok(())
-            }
-        }
-    }
 }
 
 /// Decodes a `KeyValue`, validating it as [`super::schema::check`] would; `budget` is

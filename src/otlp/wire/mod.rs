@@ -8,7 +8,8 @@
 //! enclosing length prefixes (span → scope_spans → resource_spans); an unannotated
 //! request is forwarded byte for byte.
 //!
-//! - [`reader`]: fields of one message over a borrowed buffer (`prost::encoding` primitives).
+//! - [`reader`]: fields of one message over a borrowed buffer (`prost::encoding` primitives)
+//!   and the [`reader::ValueBudget`] of a request.
 //! - [`schema`]: the OTLP trace schema and the validating walk.
 //! - [`decode`]: lossy materialisation into opentelemetry-proto types (resource attributes).
 //! - [`view`]: the borrowed span views detection reads ([`crate::otlp::view`]).

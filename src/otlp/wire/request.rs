@@ -20,7 +20,7 @@ use bytes::Bytes;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use super::decode;
-use super::reader::{Fields, WireError, RECURSION_LIMIT};
+use super::reader::{Fields, ValueBudget, WireError, RECURSION_LIMIT};
 use super::schema::{check, check_field, Msg, INSTRUMENTATION_LIBRARY_SPANS};
 use super::view;
 use crate::otlp::view::SpanView;
@@ -165,7 +165,7 @@ impl WireRequest {
     }
 
     /// As [`WireRequest::read`], building at most `limits.max_spans` span views and
-    /// `limits.max_values` attribute values ([`decode::ValueBudget`]): past either, reading
+    /// `limits.max_values` attribute values ([`ValueBudget`]): past either, reading
     /// stops with [`WireError::TooManySpans`] / [`WireError::TooManyValues`] before the
     /// next one is built. A span view costs a few hundred bytes and a value 32–80 even when
     /// empty (two bytes on the wire), so the caps bound what one request can make the
@@ -181,7 +181,7 @@ impl WireRequest {
     }
 
     /// As [`WireRequest::read_limited`], paying for the views it builds with `grow` (bytes
-    /// wanted → granted?; see [`decode::ValueBudget::with_memory`]): when it refuses,
+    /// wanted → granted?; see [`ValueBudget::with_memory`]): when it refuses,
     /// reading stops with [`WireError::OverBudget`] before the memory is allocated.
     pub fn read_budgeted(
         bytes: Bytes,
@@ -218,8 +218,8 @@ impl WireRequest {
     ) -> Result<WireRequest, WireError> {
         let max_spans = limits.max_spans;
         let mut values = match grow {
-            Some(grow) => decode::ValueBudget::with_memory(limits.max_values, grow),
-            None => decode::ValueBudget::new(limits.max_values),
+            Some(grow) => ValueBudget::with_memory(limits.max_values, grow),
+            None => ValueBudget::new(limits.max_values),
         };
         let mut resources = Vec::new();
         let mut parsed = Parsed::try_new(bytes.clone(), |bytes| {
@@ -290,7 +290,7 @@ impl WireRequest {
 fn walk<'a>(
     bytes: &'a Bytes,
     max_spans: usize,
-    values: &mut decode::ValueBudget,
+    values: &mut ValueBudget,
     resources: &mut Vec<WireResource>,
 ) -> Result<Read<'a>, WireError> {
     let buf = bytes.as_ref();
@@ -381,7 +381,7 @@ fn scope_spans<'a>(
     budget: u32,
     (resource, (r, s)): (usize, (usize, usize)),
     max_spans: usize,
-    values: &mut decode::ValueBudget,
+    values: &mut ValueBudget,
     arena: &mut view::ViewArena<'a>,
     spans: &mut Vec<ReadSpan<'a>>,
     rejected: &mut Vec<(Range<usize>, RejectedSpan)>,
@@ -735,7 +735,7 @@ mod tests {
             WireRequest::read_budgeted(bytes.clone(), ReadLimits::NONE, Some(&mut refuse)).err(),
             Some(WireError::OverBudget)
         );
-        assert_eq!(asked, decode::GRANT_STEP);
+        assert_eq!(asked, super::super::reader::GRANT_STEP);
         let mut granted = 0;
         let mut grant = |bytes: usize| {
             granted += bytes;
@@ -743,7 +743,7 @@ mod tests {
         };
         let read = WireRequest::read_budgeted(bytes, ReadLimits::NONE, Some(&mut grant));
         assert_eq!(read.map(|r| r.span_count()).ok(), Some(4));
-        assert_eq!(granted, decode::GRANT_STEP);
+        assert_eq!(granted, super::super::reader::GRANT_STEP);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::otlp::view::{
     text, AnyValueView, EventView, KeyValueView, List, SpanView, StatusView, ValueView,
 };
 
-use super::decode::{bytes_of, fixed64, varint, ValueBudget};
+use super::reader::{bytes_of, fixed64, varint, ValueBudget};
 use super::reader::{Fields, WireError};
 use super::schema::{check, check_field, Msg};
 

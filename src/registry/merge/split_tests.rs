@@ -2,7 +2,7 @@
 //! under the same parent, a `tool_response [t]` span (result).
 use super::*;
 use crate::detector::{Observation, Pattern, ProfileSettings};
-use crate::registry::{Registry, RegistryConfig};
+use crate::registry::{CallContext, Registry, RegistryConfig};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::detector::Observation;
-use crate::registry::{Registry, RegistryConfig};
+use crate::registry::{CallContext, Registry, RegistryConfig};
 use std::time::Instant;
 
 fn registry() -> Registry {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::cli::explain::Fired;
+use super::fired::Fired;
 use crate::engine::Engine;
 
 /// A run's agents and delegation figures.

@@ -5,18 +5,23 @@
 //! ([`crate::cli::scan::scan`]); the reasons come from the detector's own explanation
 //! ([`crate::detector::Detector::explain`]), never from a second copy of the rules.
 
+mod agents;
+mod fired;
+
+pub use agents::{CycleFigure, DelegationExplanation};
+pub use fired::Fired;
+
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::annotate::reason;
 use crate::cli::scan::{scan, ScanError};
 use crate::detector::explain::Verdict;
 use crate::detector::{Detector, Observation};
 use crate::engine::Engine;
 use crate::fingerprint::Fingerprint;
 use crate::otlp::hex_id;
-use crate::registry::{RunDetection, RunEvent};
+use crate::registry::RunEvent;
 
 /// One run: its steps per profile, then its budget detections.
 #[derive(Clone, Debug, Serialize)]
@@ -34,7 +39,7 @@ pub struct RunExplanation {
     pub unpriced_model_calls: u64,
     /// The agents the run was handed to and its delegation figures (`None` when it never
     /// was).
-    pub delegation: Option<crate::cli::explain_agents::DelegationExplanation>,
+    pub delegation: Option<agents::DelegationExplanation>,
 }
 
 /// A budget, the run's figure and the limit (durations in ms); `tool` names the busiest
@@ -96,30 +101,6 @@ fn count(rule: &'static str, count: usize, threshold: usize) -> Count {
         rule,
         count,
         threshold,
-    }
-}
-
-/// A detection as `scan` reports it, with its `loop.reason`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Fired {
-    pub span_id: String,
-    pub pattern: &'static str,
-    pub severity: &'static str,
-    pub count: usize,
-    pub occurrence: u32,
-    pub reason: String,
-}
-
-impl From<&RunDetection> for Fired {
-    fn from(d: &RunDetection) -> Self {
-        Fired {
-            span_id: hex_id(&d.span_id),
-            pattern: d.detection.pattern.as_str(),
-            severity: d.detection.severity.as_str(),
-            count: d.detection.count,
-            occurrence: d.occurrence,
-            reason: reason(d),
-        }
     }
 }
 
@@ -320,7 +301,7 @@ pub fn explain_run(engine: &Engine, run_key: &str, profile: Option<&str>) -> Run
         (Some(budgets), None) if budgets.budgets().max_cost_usd > 0.0 => budgets.unpriced(&run_key),
         _ => 0,
     };
-    let delegation = crate::cli::explain_agents::explain(engine, &run_key, profile);
+    let delegation = agents::explain(engine, &run_key, profile);
     RunExplanation {
         service_name: summary
             .as_ref()
@@ -415,7 +396,7 @@ pub fn render_text(runs: &[RunExplanation]) -> String {
             ));
         }
         if let Some(delegation) = &run.delegation {
-            crate::cli::explain_agents::render_text(delegation, &mut out);
+            agents::render_text(delegation, &mut out);
         }
     }
     if runs.is_empty() {
