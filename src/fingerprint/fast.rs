@@ -23,7 +23,7 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
-use super::canonical::{escape, string, Limits};
+use super::canonical::{escape, find_special, string, Limits};
 
 /// serde_json stops at 128 levels; the tree path decides anything deeper than this.
 const MAX_NESTING: usize = 100;
@@ -585,33 +585,6 @@ fn starts_value(b: u8) -> bool {
     )
 }
 
-/// The index of the first `"`, `\` or control byte (< 0x20) at or after `at`, or
-/// `bytes.len()`. Eight bytes at a time.
-pub(super) fn find_special(bytes: &[u8], mut at: usize) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        let hits = below(word, 0x20)
-            | below(word ^ (ONES * u64::from(b'"')), 1)
-            | below(word ^ (ONES * u64::from(b'\\')), 1);
-        if hits != 0 {
-            return at + (hits.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    while let Some(&b) = bytes.get(at) {
-        if b < 0x20 || b == b'"' || b == b'\\' {
-            return at;
-        }
-        at += 1;
-    }
-    bytes.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -779,21 +752,5 @@ mod tests {
         let mut scratch = Scratch::default();
         let written = canonical_text("[12, 1.5e3, 0.93]", &drop(), limits(), &mut scratch);
         assert_eq!(written, Some(&b"[12,1500,0.93]"[..]));
-    }
-
-    #[test]
-    fn special_bytes_are_found_in_any_lane() {
-        for len in 0..20 {
-            for at in 0..len {
-                for special in [b'"', b'\\', 0x00, 0x1f] {
-                    let mut bytes = vec![b'a'; len];
-                    bytes[at] = special;
-                    assert_eq!(find_special(&bytes, 0), at);
-                }
-            }
-            let mut plain = vec![0x7f_u8; len];
-            plain.extend("é€".bytes());
-            assert_eq!(find_special(&plain, 0), plain.len());
-        }
     }
 }
