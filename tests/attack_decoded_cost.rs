@@ -1,4 +1,4 @@
-//! Attack suite, admission by decoded cost (issue 31 items 1 and 6): 8 clients at once each
+//! Attack suite, admission by decoded cost (issue 31 items 1 and 6): 32 clients at once each
 //! send a request of ~2 MB holding one span of 1 000 000 empty attributes (tens of MB once
 //! decoded), to the real binary with `limits.memory_mib = 409` (the limit of a 512 MiB
 //! cgroup at 80 %), beside an ordinary client:
@@ -17,7 +17,7 @@ use common::downstream::Downstream;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
 /// Clients attacking at once.
-const CLIENTS: usize = 8;
+const CLIENTS: usize = 32;
 /// Requests each attacking client has acknowledged.
 const REQUESTS: usize = 1;
 /// The memory limit, MiB.
@@ -133,5 +133,9 @@ async fn requests_that_decode_large_are_admitted_by_their_decoded_cost() {
         ordinary_in < Duration::from_secs(5),
         "ordinary client served in {ordinary_in:?}"
     );
-    assert_eq!(delivered, expected, "acknowledged spans lost");
+    // At least once: a client that lost an answer to a broken connection sent again.
+    assert!(
+        delivered >= expected,
+        "acknowledged spans lost: {delivered} of {expected}"
+    );
 }

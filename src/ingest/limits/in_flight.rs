@@ -7,6 +7,11 @@
 //! a million empty attributes holds the ~100 MB its views take, not 2 MB; over the cap the
 //! request waits up to `receiver.admission_wait` where it can (body, decompression) and is
 //! refused retryably where it cannot (mid-read), before the memory is allocated.
+//!
+//! Past a quarter of the budget a reservation grows only while it holds the budget's one
+//! *large* token, and the holder may wait ([`LARGE_WAIT`]) for room the others give back:
+//! without it, many requests that each decode to more than their share would all stop
+//! half-way, be refused, retry and stop half-way again, and none would ever get through.
 
 use std::sync::Arc;
 
@@ -20,7 +25,12 @@ const UNIT: u64 = 1024;
 pub struct InFlight {
     semaphore: Arc<Semaphore>,
     capacity_units: u64,
+    /// One permit: the right to grow past a quarter of the budget.
+    large: Arc<Semaphore>,
 }
+
+/// How long the holder of the large token waits for room mid-read before it is refused.
+pub const LARGE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Growth of a reservation is asked of the semaphore in steps of at least this many bytes,
 /// so a request read frame by frame or value by value takes few permits.
@@ -38,6 +48,9 @@ pub struct DecodedBytes {
     /// Bytes granted (whole units) and bytes used of them.
     granted: u64,
     used: u64,
+    /// The budget's large token (see the module docs), and this reservation's hold of it.
+    large: Option<Arc<Semaphore>>,
+    large_held: Option<OwnedSemaphorePermit>,
 }
 
 impl DecodedBytes {
@@ -65,6 +78,16 @@ impl DecodedBytes {
             self.used = used;
             return true;
         };
+        if self.large_held.is_none() && used > self.capacity_units * UNIT / 4 {
+            match self.large.clone().map(Semaphore::try_acquire_owned) {
+                Some(Ok(token)) => self.large_held = Some(token),
+                Some(Err(_)) => return false,
+                None => {}
+            }
+        }
+        if self.large_held.is_some() {
+            return self.grow_waiting(used);
+        }
         let held = self.granted / UNIT;
         if held >= self.capacity_units {
             self.used = used;
@@ -87,6 +110,43 @@ impl DecodedBytes {
             }
         }
         false
+    }
+
+    /// Grows to `used` bytes for the holder of the large token, waiting up to
+    /// [`LARGE_WAIT`] for room (off the async worker: it runs in the request's
+    /// `block_in_place`, or hands its thread off itself).
+    fn grow_waiting(&mut self, used: u64) -> bool {
+        let Some(semaphore) = self.semaphore.clone() else {
+            self.used = used;
+            return true;
+        };
+        let deadline = std::time::Instant::now() + LARGE_WAIT;
+        let mut wait = || loop {
+            let held = self.granted / UNIT;
+            if used <= self.granted || held >= self.capacity_units {
+                self.used = used;
+                return true;
+            }
+            let want = (used - self.granted)
+                .max(STEP)
+                .div_ceil(UNIT)
+                .min(self.capacity_units - held)
+                .min(u32::MAX as u64) as u32;
+            if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(want) {
+                self.add(permit, want);
+                continue;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        }
     }
 
     /// As [`DecodedBytes::try_grow`], waiting up to `wait` for room.
@@ -136,6 +196,7 @@ impl InFlight {
         Self {
             semaphore: Arc::new(Semaphore::new(units as usize)),
             capacity_units: units,
+            large: Arc::new(Semaphore::new(1)),
         }
     }
 
@@ -155,6 +216,8 @@ impl InFlight {
             capacity_units: self.capacity_units,
             granted: 0,
             used: 0,
+            large: Some(Arc::clone(&self.large)),
+            large_held: None,
         };
         if bytes > 0 {
             let units = self.units(bytes);
