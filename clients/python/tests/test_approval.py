@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import loopwatch
 from loopwatch.approval import read_answer
@@ -13,7 +15,11 @@ from loopwatch.approval import read_answer
 
 @pytest.fixture
 def approval_guard(lw_approval):
+    """Builds guards bound to `lw_approval`; `approval_guard.spans` holds the finished spans
+    (the real SDK's in-memory exporter beside the export to loopwatch)."""
     inst = loopwatch.instrument(lw_approval.grpc_endpoint, "loopwatch-approval-tests", set_global=False)
+    spans = InMemorySpanExporter()
+    inst.tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     guards = []
 
     def build(**kwargs):
@@ -21,6 +27,7 @@ def approval_guard(lw_approval):
         guards.append(guard)
         return guard
 
+    build.spans = spans
     yield build
     for guard in guards:
         guard.close()
@@ -92,6 +99,76 @@ def test_a_require_approval_signal_pauses_the_next_step(approval_guard, lw_appro
     # the denial was posted: loopwatch published a kill for the run
     actions = [s["action"] for s in lw_approval.get(f"/v1/signals?trace_id={run.trace_id}")["data"]]
     assert "require_approval" in actions and "kill" in actions, actions
+
+
+def approval_events(exporter):
+    """(span name, event attributes) of every `loopwatch.approval` event, in span end order."""
+    return [
+        (span.name, dict(event.attributes))
+        for span in exporter.get_finished_spans()
+        for event in span.events
+        if event.name == "loopwatch.approval"
+    ]
+
+
+def test_an_approval_is_recorded_on_the_checked_tool_span(approval_guard):
+    guard = approval_guard(check=True, on_approval=lambda request: "approve")
+    with guard.run("recorded") as run:
+        loop(guard, [], 6)
+    assert approval_events(approval_guard.spans) == [
+        (
+            "execute_tool fetch_url",
+            {
+                "loopwatch.approval.decision": "approve",
+                "loopwatch.run_key": run.run_key,
+                "loop.pattern": "repeated_result",
+                "loop.profile": "stop",
+                "gen_ai.tool.name": "fetch_url",
+            },
+        )
+    ]
+
+
+def test_the_default_denial_of_a_signal_is_recorded_on_the_run_span(approval_guard):
+    guard = approval_guard()  # no hook: a require_approval signal is denied
+    with pytest.raises(loopwatch.LoopDetected):
+        with guard.run("no-hook") as run:
+            loop(guard, [], 30)
+    signal = next(s for s in run.signals if s.action == "require_approval")
+    assert approval_events(approval_guard.spans) == [
+        (
+            "invoke_agent no-hook",
+            {
+                "loopwatch.approval.decision": "deny",
+                "loopwatch.run_key": run.trace_id,
+                "loop.pattern": signal.pattern,
+                "loop.profile": "stop",
+                "loopwatch.signal.id": signal.id,
+            },
+        )
+    ]
+
+
+def test_a_hook_that_raises_is_asked_again_at_the_next_step(approval_guard):
+    answers = iter([RuntimeError("approver unreachable"), False])
+    asked = []
+
+    def hook(request):
+        asked.append(request.signal.id)
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    guard = approval_guard(on_approval=hook)
+    with pytest.raises(loopwatch.LoopDetected) as info:
+        with guard.run("retried"):
+            with pytest.raises(RuntimeError):
+                loop(guard, [], 30)
+            guard.checkpoint()
+    assert info.value.action == "approval_denied"
+    assert len(asked) == 2 and asked[0] == asked[1]
+    assert [e["loopwatch.approval.decision"] for _, e in approval_events(approval_guard.spans)] == ["deny"]
 
 
 def test_approve_and_deny_endpoints_answer_errors(approval_guard):

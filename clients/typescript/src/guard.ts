@@ -6,6 +6,7 @@
  * tool call (`check`) so a looping call can be blocked before it runs.
  */
 
+import { trace, type Attributes, type Span } from '@opentelemetry/api';
 import { type Connection, type ConnectionOptions, resolveConnection } from './config.js';
 import { LoopDetectedError } from './errors.js';
 import { AdminClient } from './transport/admin.js';
@@ -13,6 +14,15 @@ import { GrpcTransport } from './transport/grpc.js';
 import { HttpTransport } from './transport/http.js';
 import type { SignalTransport, Subscription } from './transport/transport.js';
 import type { ApprovalAnswer, CheckResult, Signal } from './types.js';
+
+/**
+ * Name of the span event recording each answer to a `require_approval` (the callback's, or
+ * the default deny), with attributes `loopwatch.approval.decision` (`approve` | `deny`),
+ * `loopwatch.run_key`, `loop.pattern`, `loop.profile` (loopwatch's names for the
+ * detection's pattern and profile), `loopwatch.signal.id` (a signal asked) and
+ * `gen_ai.tool.name` (a pre-execution check asked).
+ */
+export const APPROVAL_EVENT = 'loopwatch.approval';
 
 /** What the approval callback is asked about. */
 export interface ApprovalRequest {
@@ -36,6 +46,11 @@ export interface GuardOptions extends ConnectionOptions {
   traceId: string;
   /** Run key, when loopwatch keys runs by an attribute; default the trace id. */
   runKey?: string;
+  /**
+   * The run's root span (set by `Loopwatch.run`): the `loopwatch.approval` event goes there
+   * when no recording span of the run is active where the approval was asked.
+   */
+  span?: Span;
   /**
    * How signals are received and checks asked: `grpc` (default: `Signals/Watch` and
    * `Guard/Check` on the OTLP gRPC port), `http` (polling `GET /v1/signals`, `POST
@@ -226,6 +241,7 @@ export class Guard {
    */
   requestApproval(request: ApprovalRequest): Promise<boolean> {
     if (this.approval) return this.approval;
+    const span = this.approvalSpan();
     const decide = async (): Promise<boolean> => {
       let approved = false;
       try {
@@ -233,6 +249,7 @@ export class Guard {
       } catch (error) {
         this.options.onError?.(error as Error);
       }
+      span?.addEvent(APPROVAL_EVENT, this.approvalAttributes(request, approved));
       if (approved) {
         await this.approve();
         return true;
@@ -259,6 +276,31 @@ export class Guard {
       this.approval = undefined;
     });
     return this.approval;
+  }
+
+  /**
+   * Where the answer is recorded: the active span when it is recording and of this run's
+   * trace (a framework's step span), else the run's root span ({@link GuardOptions.span}),
+   * else nowhere (a span of another trace, e.g. the one active on a transport callback,
+   * is not the agent's).
+   */
+  private approvalSpan(): Span | undefined {
+    const active = trace.getActiveSpan();
+    if (active?.isRecording() && active.spanContext().traceId === this.traceId) return active;
+    return this.options.span?.isRecording() ? this.options.span : undefined;
+  }
+
+  /** Attributes of the `loopwatch.approval` event (names as in the Python client). */
+  private approvalAttributes(request: ApprovalRequest, approved: boolean): Attributes {
+    const attributes: Attributes = {
+      'loopwatch.approval.decision': approved ? 'approve' : 'deny',
+      'loopwatch.run_key': request.runKey,
+      'loop.pattern': request.signal?.pattern ?? request.check?.pattern ?? '',
+      'loop.profile': request.signal?.profile ?? request.check?.profile ?? '',
+    };
+    if (request.signal) attributes['loopwatch.signal.id'] = request.signal.id;
+    if (request.toolName !== undefined) attributes['gen_ai.tool.name'] = request.toolName;
+    return attributes;
   }
 
   /** `POST /v1/runs/{runKey}/approve`. @throws LoopwatchTransportError */

@@ -6,7 +6,7 @@
  */
 
 export { instrument, Loopwatch, type InstrumentOptions, type RunOptions, type RunGuardOptions } from './instrument.js';
-export { Guard, type GuardOptions, type ApprovalRequest } from './guard.js';
+export { Guard, APPROVAL_EVENT, type GuardOptions, type ApprovalRequest } from './guard.js';
 export { LoopDetectedError, LoopwatchTransportError, type StopReason } from './errors.js';
 export { traceToolCall, attributeText, TRACER_NAME, type ToolCall, type TraceToolCallOptions } from './tool-span.js';
 export { ToolFlushSpanProcessor, isToolSpan, type ToolFlushOptions } from './processor.js';

@@ -18,7 +18,7 @@ import { ToolFlushSpanProcessor, type ToolFlushOptions } from './processor.js';
 import { TRACER_NAME } from './tool-span.js';
 
 /** Guard settings shared by every run of a {@link Loopwatch}. */
-export type RunGuardOptions = Omit<GuardOptions, 'traceId' | keyof ConnectionOptions>;
+export type RunGuardOptions = Omit<GuardOptions, 'traceId' | 'span' | keyof ConnectionOptions>;
 
 /** Options of {@link instrument}. */
 export interface InstrumentOptions extends ConnectionOptions, ToolFlushOptions {
@@ -111,6 +111,7 @@ export class Loopwatch {
       ...this.options.guard,
       ...guardOptions,
       traceId: span.spanContext().traceId,
+      span,
     });
     try {
       await guard.start();

@@ -1,18 +1,24 @@
-"""Pause for approval: what the approval hook is given and how its answer is read."""
+"""Pause for approval: what the approval hook is given, how its answer is read, recorded
+(span event `loopwatch.approval`) and posted to loopwatch."""
 
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 
-from .errors import ConfigError
+from opentelemetry import trace
+
+from .errors import AdminError, ConfigError, LoopDetected, LoopwatchError
 
 if TYPE_CHECKING:
     from .check import CheckResult
+    from .guard import Guard
     from .run import Run
     from .signal import Signal
 
+log = logging.getLogger("loopwatch")
 
 @dataclass(frozen=True)
 class ApprovalRequest:
@@ -58,8 +64,48 @@ def read_answer(answer: Any) -> bool:
     raise ConfigError(f"approval hook must return True/False or 'approve'/'deny', got {answer!r}")
 
 
-def call_sync(hook: ApprovalHook, request: ApprovalRequest) -> bool:
-    """Calls `hook` from synchronous code (a coroutine is run with `asyncio.run`)."""
+#: Name of the span event recording an approval hook's answer.
+APPROVAL_EVENT = "loopwatch.approval"
+
+
+def record_answer(request: ApprovalRequest, approved: bool) -> None:
+    """Records the answer to `request` as the span event `loopwatch.approval` on the current
+    span when it is recording and of the run's trace, else on the run's root span (when
+    recording), else nowhere.
+
+    Attributes: `loopwatch.approval.decision` (`approve` | `deny`; also `deny` when no hook
+    is set), `loopwatch.run_key`, `loop.pattern` and `loop.profile` (loopwatch's names for
+    the detection's pattern and profile, `docs/DESIGN.md` §5), `loopwatch.signal.id` when a
+    signal asked, `gen_ai.tool.name` when a pre-execution check asked.
+    """
+    span = trace.get_current_span()
+    if not span.is_recording() or format(span.get_span_context().trace_id, "032x") != request.run.trace_id:
+        span = request.run.span
+        if not span.is_recording():
+            return
+    attributes: dict[str, str] = {
+        "loopwatch.approval.decision": "approve" if approved else "deny",
+        "loopwatch.run_key": request.run.run_key,
+        "loop.pattern": request.pattern,
+        "loop.profile": request.profile,
+    }
+    if request.signal is not None:
+        attributes["loopwatch.signal.id"] = request.signal.id
+    if request.tool_name is not None:
+        attributes["gen_ai.tool.name"] = request.tool_name
+    span.add_event(APPROVAL_EVENT, attributes)
+
+
+def _no_hook() -> bool:
+    log.warning("loopwatch: require_approval without an on_approval hook: denying")
+    return False
+
+
+def call_sync(hook: ApprovalHook | None, request: ApprovalRequest) -> bool:
+    """Calls `hook` from synchronous code (a coroutine is run with `asyncio.run`); no hook
+    denies."""
+    if hook is None:
+        return _no_hook()
     answer = hook(request)
     if inspect.isawaitable(answer):
         import asyncio
@@ -71,10 +117,13 @@ def call_sync(hook: ApprovalHook, request: ApprovalRequest) -> bool:
     return read_answer(answer)
 
 
-async def call_async(hook: ApprovalHook, request: ApprovalRequest) -> bool:
+async def call_async(hook: ApprovalHook | None, request: ApprovalRequest) -> bool:
     """Calls `hook` from async code: awaited if a coroutine function, else run in a thread
-    (a human may take minutes; the event loop keeps running)."""
+    (a human may take minutes; the event loop keeps running); no hook denies."""
     import asyncio
+
+    if hook is None:
+        return _no_hook()
 
     if inspect.iscoroutinefunction(hook):
         return read_answer(await hook(request))
@@ -82,3 +131,36 @@ async def call_async(hook: ApprovalHook, request: ApprovalRequest) -> bool:
     if inspect.isawaitable(answer):
         answer = await answer
     return read_answer(answer)
+
+
+def apply_answer(guard: Guard, request: ApprovalRequest, approved: bool) -> None:
+    """Records the answer (`record_answer`) and posts it with `guard.approve` / `guard.deny`
+    (a failed post is logged; a deny answered 404/409, nothing awaiting, is expected after
+    a pre-execution check). A refusal stops the run: raises `LoopDetected(action="approval_denied")`."""
+    run = request.run
+    record_answer(request, approved)
+    if approved:
+        try:
+            guard.approve(run.run_key)
+        except LoopwatchError as err:
+            log.warning("loopwatch: could not record the approval of %s: %s", run.run_key, err)
+        return
+    try:
+        guard.deny(run.run_key)
+    except AdminError as err:
+        if err.status not in (404, 409):
+            log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
+    except LoopwatchError as err:
+        log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
+    exc = LoopDetected(
+        request.message or "approval refused",
+        action="approval_denied",
+        run_key=run.run_key,
+        trace_id=run.trace_id,
+        pattern=request.pattern,
+        tool_name=request.tool_name,
+        signal=request.signal,
+        check=request.check,
+    )
+    guard._stop(run, exc, cancel=False)
+    run.raise_if_stopped()

@@ -14,7 +14,7 @@ from opentelemetry import trace
 from . import approval as approval_mod
 from . import config
 from .check import Checker, CheckResult
-from .errors import AdminError, ConfigError, LoopDetected, LoopwatchError, TransportError
+from .errors import ConfigError, LoopDetected, LoopwatchError, TransportError
 from .run import Run, RunScope, current_run
 from .signal import Signal
 from .tracing import current_instrumentation
@@ -297,21 +297,34 @@ class Guard:
         `LoopDetected` when refused). Raises LoopwatchError outside a run."""
         run = self.require_run(run)
         run.raise_if_stopped()
-        for signal in run._take_approvals():
+        pending = run._take_approvals()
+        for index, signal in enumerate(pending):
             request = approval_mod.ApprovalRequest(
                 run, signal.message, signal.pattern, signal.profile, signal=signal
             )
-            self._answer(request, self._ask_sync(request))
+            try:
+                approved = self._ask_sync(request)
+            except BaseException:
+                # Unanswered (the hook raised, or paused the graph: LangGraph's interrupt):
+                # asked again at the next checkpoint of this run.
+                run._return_approvals(pending[index:])
+                raise
+            self._answer(request, approved)
 
     async def acheckpoint(self, run: Run | None = None) -> None:
         """`checkpoint` for async code: an approval hook does not block the event loop."""
         run = self.require_run(run)
         run.raise_if_stopped()
-        for signal in run._take_approvals():
+        pending = run._take_approvals()
+        for index, signal in enumerate(pending):
             request = approval_mod.ApprovalRequest(
                 run, signal.message, signal.pattern, signal.profile, signal=signal
             )
-            approved = await approval_mod.call_async(self.on_approval, request) if self.on_approval else False
+            try:
+                approved = await self._ask_async(request)
+            except BaseException:
+                run._return_approvals(pending[index:])  # asked again, as in `checkpoint`
+                raise
             await asyncio.to_thread(self._answer, request, approved)
 
     def before_tool(self, tool_name: str, arguments: Any, run: Run | None = None) -> CheckResult | None:
@@ -350,7 +363,7 @@ class Guard:
         result = await asyncio.to_thread(self._check, run, tool_name, arguments)
         if result.decision == "require_approval":
             request = self._approval_request(run, tool_name, arguments, result)
-            approved = await approval_mod.call_async(self.on_approval, request) if self.on_approval else False
+            approved = await self._ask_async(request)
             await asyncio.to_thread(self._act, run, tool_name, arguments, result, lambda _r: approved)
         else:
             self._act(run, tool_name, arguments, result, self._ask_sync)
@@ -399,40 +412,14 @@ class Guard:
             self._answer(request, ask(request))
 
     def _ask_sync(self, request: approval_mod.ApprovalRequest) -> bool:
-        if self.on_approval is None:
-            log.warning("loopwatch: require_approval without an on_approval hook: denying")
-            return False
         return approval_mod.call_sync(self.on_approval, request)
 
+    async def _ask_async(self, request: approval_mod.ApprovalRequest) -> bool:
+        return await approval_mod.call_async(self.on_approval, request)
+
     def _answer(self, request: approval_mod.ApprovalRequest, approved: bool) -> None:
-        """Posts the answer to loopwatch; a refusal stops the run (raises LoopDetected)."""
-        run = request.run
-        if approved:
-            try:
-                self.approve(run.run_key)
-            except LoopwatchError as err:
-                log.warning("loopwatch: could not record the approval of %s: %s", run.run_key, err)
-            return
-        try:
-            self.deny(run.run_key)
-        except AdminError as err:
-            # 409: nothing awaits (a pre-execution check asked, no detection happened yet).
-            if err.status not in (404, 409):
-                log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
-        except LoopwatchError as err:
-            log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
-        exc = LoopDetected(
-            request.message or "approval refused",
-            action="approval_denied",
-            run_key=run.run_key,
-            trace_id=run.trace_id,
-            pattern=request.pattern,
-            tool_name=request.tool_name,
-            signal=request.signal,
-            check=request.check,
-        )
-        self._stop(run, exc, cancel=False)
-        run.raise_if_stopped()
+        """Records and posts the answer; a refusal stops the run (`approval.apply_answer`)."""
+        approval_mod.apply_answer(self, request, approved)
 
     # --- admin ------------------------------------------------------------------------
 

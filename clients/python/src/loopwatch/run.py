@@ -121,6 +121,11 @@ class Run:
             pending, self._approvals = self._approvals, []
         return pending
 
+    def _return_approvals(self, signals: list[Signal]) -> None:
+        """Puts unanswered approvals back, ahead of any that arrived meanwhile."""
+        with self._lock:
+            self._approvals[:0] = signals
+
     # --- asyncio cancellation ---------------------------------------------------------
 
     def bind_task(self, task: asyncio.Task[Any] | None = None) -> None:

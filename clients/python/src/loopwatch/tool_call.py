@@ -42,7 +42,10 @@ class ToolCall:
     `gen_ai.tool.call.arguments`, and `gen_ai.tool.call.decision` when checked) is started
     as a child of the current span, or of the run's span when the current span is not in
     the run's trace, and inside it `Guard.check_call` (raises `LoopDetected` when the check
-    denies). A denied call's span is ended at once (status error, no result).
+    denies). A denied call's span is ended at once (status error, no result). A call stopped
+    before it ran by anything else (a failed check under `fail_closed`, an approval hook
+    that raised or paused the graph with LangGraph's `interrupt`) leaves no span: it has not
+    run, and it may run later (on resume), so loopwatch must not count it.
     Call `set_result(value)` with what the tool returned; on exit the span gets
     `gen_ai.tool.call.result` (or the exception, status error) and ends, which exports it
     at once under `instrument()`.
@@ -119,6 +122,13 @@ class ToolCall:
             span.set_status(trace.Status(trace.StatusCode.ERROR, denied.reason))
             self._finish_span()
 
+    def _drop_span(self) -> None:
+        """Leaves the span unended, so it is never exported (the call did not run)."""
+        if self._token is not None:
+            otel_context.detach(self._token)
+            self._token = None
+        self.span = None
+
     def _finish_span(self) -> None:
         if self._token is not None:
             otel_context.detach(self._token)
@@ -150,7 +160,7 @@ class ToolCall:
             self._record_decision(denied)
             raise
         except BaseException:
-            self._finish_span()
+            self._drop_span()
             raise
         self._record_decision(None)
         return self
@@ -175,7 +185,7 @@ class ToolCall:
             self._record_decision(denied)
             raise
         except BaseException:
-            self._finish_span()
+            self._drop_span()
             raise
         self._record_decision(None)
         return self
