@@ -236,7 +236,26 @@ fn run_explain(args: ExplainArgs) -> anyhow::Result<()> {
         ExplainFormat::Json => serde_json::to_string_pretty(&runs)? + "\n",
         ExplainFormat::Text => loopwatch::cli::explain::render_text(&runs),
     };
-    write_stdout(&text)
+    write_stdout(&text)?;
+    let fired: usize = runs
+        .iter()
+        .map(|r| {
+            let steps: usize = r
+                .profiles
+                .iter()
+                .flat_map(|p| &p.steps)
+                .filter(|s| s.fired.is_some())
+                .count();
+            steps + r.budgets.len()
+        })
+        .sum();
+    let calls: usize = runs.iter().map(|r| r.tool_calls).sum();
+    eprintln!(
+        "explain: {} run(s), {calls} tool call(s), {fired} rule firing(s) across profiles, from {} file(s)",
+        runs.len(),
+        files.len()
+    );
+    Ok(())
 }
 
 fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
@@ -246,10 +265,6 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
     let engine = Engine::from_config(&config)?;
     let files = scan::request_files(&input.paths)?;
     let outcome = scan::scan(&engine, &files)?;
-    eprintln!(
-        "scanned {} request(s), {} span(s), {} agent run(s) with tool calls or model responses",
-        outcome.requests, outcome.spans, outcome.runs
-    );
     let detections: Vec<DetectionRecord> = outcome
         .detections
         .iter()
@@ -260,7 +275,17 @@ fn run_scan(args: ScanArgs) -> anyhow::Result<()> {
         OutputFormat::Json => serde_json::to_string_pretty(&detections)? + "\n",
         OutputFormat::Table => scan::render_table(&detections),
     };
-    write_stdout(&text)
+    write_stdout(&text)?;
+    // The summary last (on stderr: stdout stays the table or JSON alone).
+    let kills = detections.iter().filter(|d| d.severity == "kill").count();
+    eprintln!(
+        "scanned {} request(s), {} span(s), {} agent run(s) with tool calls or model responses: {} detection(s), {kills} at kill severity",
+        outcome.requests,
+        outcome.spans,
+        outcome.runs,
+        detections.len()
+    );
+    Ok(())
 }
 
 /// Writes to stdout; a reader that went away (`loopwatch scan … | head`) ends the output
@@ -287,6 +312,26 @@ fn check_config(file: PathBuf) -> anyhow::Result<()> {
     }
     let profiles = config.profiles()?;
     let mut out = format!("{}: ok\n", file.display());
+    let summary = format!(
+        "check-config: {} is valid: {} profile(s) ({}), {} tool rule(s), {}",
+        file.display(),
+        profiles.len(),
+        profiles
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        config.tools.len(),
+        match config
+            .exporter
+            .endpoint
+            .as_deref()
+            .filter(|e| !e.is_empty())
+        {
+            Some(endpoint) => format!("forwarding to {endpoint}"),
+            None => "detect-only (no exporter.endpoint)".to_string(),
+        }
+    );
     for p in profiles {
         // every key of the profile, from its one definition
         let settings = toml::Value::try_from(&p)?;
@@ -301,6 +346,8 @@ fn check_config(file: PathBuf) -> anyhow::Result<()> {
             .unwrap_or_default();
         out.push_str(&format!("profile {}: {keys}\n", p.name));
     }
+    out.push_str(&summary);
+    out.push('\n');
     write_stdout(&out)
 }
 
@@ -327,6 +374,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     let config = Config::load(args.config.as_deref(), &overrides)?;
+    let reload = args
+        .config
+        .clone()
+        .map(|file| loopwatch::server::reload::ReloadSource {
+            file,
+            overrides: overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        });
     loopwatch::server::init_logging(&config.log);
     for warning in loopwatch::config::env_names::unread_env_key_warnings() {
         tracing::warn!("{warning}");
@@ -339,7 +396,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         // Registered before the server starts (and says it is listening).
         let shutdown = loopwatch::server::shutdown_signal();
-        loopwatch::server::run(config, shutdown).await
+        loopwatch::server::run(config, reload, shutdown).await
     })
 }
 

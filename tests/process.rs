@@ -9,8 +9,14 @@
 mod support;
 
 mod process {
+    mod artifacts;
+    mod attack_decoded_cost;
+    mod attack_disk_full;
+    mod attack_partial;
+    mod attack_slow_clients;
     mod cli;
     mod cli_broken_pipe;
+    mod config_reload;
     mod deploy_helm;
     mod deploy_kubernetes;
     mod faults_downstream;

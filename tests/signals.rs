@@ -17,5 +17,6 @@ mod signals {
     mod nats;
     mod redis;
     mod server;
+    mod storm;
     mod webhook;
 }

@@ -345,7 +345,8 @@ async fn metrics(State(state): State<AdminState>, headers: header::HeaderMap) ->
 pub const READY_QUEUE_HIGH_WATER: f64 = 0.9;
 
 /// Readiness from local state only (issue 10): not shutting down, every listener serving,
-/// and the forward queue below [`READY_QUEUE_HIGH_WATER`]. Downstream reachability is the
+/// the persistent queue (if any) able to write (issue 31), and the forward queue below
+/// [`READY_QUEUE_HIGH_WATER`]. Downstream reachability is the
 /// `loopwatch_exporter_up` gauge instead, so a collector outage does not take every
 /// sidecar out of its Service.
 async fn readyz(State(state): State<AdminState>) -> Response {
@@ -356,6 +357,14 @@ async fn readyz(State(state): State<AdminState>) -> Response {
         );
     }
     if let Some(queue) = &state.forward_queue {
+        if let Some(fault) = queue.storage_fault() {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "persistent forward queue cannot write ({fault}); requests are refused (retryable) until it heals, tried every second"
+                ),
+            );
+        }
         let used = queue.len() as f64 / queue.capacity().max(1) as f64;
         if used >= READY_QUEUE_HIGH_WATER {
             return error(

@@ -43,11 +43,11 @@ impl Engine {
                 .iter()
                 .any(|t| t.near_repeat.is_some_and(|n| n > 0));
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
-        engine.tool_fingerprints = config.fingerprint_rules()?;
+        engine.tool_fingerprints = arc_swap::ArcSwap::from_pointee(config.fingerprint_rules()?);
         engine.comparer = crate::compare::Comparer::new(&config.detection.compare_config());
         engine.comparer.near_signatures = near;
         engine.delegations = DelegationTracker::new(
-            engine.registry.profiles(),
+            &engine.registry.profiles(),
             config.budgets.max_handoffs,
             config.budgets.action,
             config.registry.max_runs,
@@ -59,5 +59,45 @@ impl Engine {
             ));
         }
         Ok(engine)
+    }
+
+    /// Applies the detection rules of `config` to this running engine (a config reload):
+    /// its profiles (thresholds, presets, actions, per-profile tool rules) and the
+    /// `[[tools]]` fingerprint rules. Runs in progress keep their events and reported
+    /// detections ([`Registry::set_profiles`]). Returns the settings that changed but
+    /// cannot take effect without a restart (turning delegation detection or `near_repeat` on
+    /// where it was off at start-up, the `[detection]` comparison keys), as dotted keys.
+    ///
+    /// # Errors
+    /// A profile or tool rule that does not validate; nothing is applied then.
+    pub fn reload_detection(&self, config: &Config) -> Result<Vec<String>, ConfigError> {
+        let profiles = config.profiles()?;
+        let rules = config.fingerprint_rules()?;
+        let mut needs_restart = Vec::new();
+        if self.delegations.is_none() {
+            needs_restart.extend(
+                profiles
+                    .iter()
+                    .filter(|p| p.delegation_cycle > 0)
+                    .map(|p| format!("profiles.{}.delegation_cycle", p.name)),
+            );
+        }
+        if config.detection.compare_config() != *self.comparer.config() {
+            needs_restart.push("detection (comparison keys)".to_string());
+        }
+        if !self.comparer.near_signatures {
+            needs_restart.extend(
+                profiles
+                    .iter()
+                    .filter(|p| p.near_repeat > 0)
+                    .map(|p| format!("profiles.{}.near_repeat", p.name)),
+            );
+        }
+        self.registry.set_profiles(profiles);
+        self.tool_fingerprints.store(std::sync::Arc::new(rules));
+        if let Some(delegations) = &self.delegations {
+            delegations.set_profiles(&self.registry.profiles());
+        }
+        Ok(needs_restart)
     }
 }

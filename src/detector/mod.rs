@@ -213,6 +213,24 @@ impl Detector {
         &self.settings
     }
 
+    /// The profile this detector applies, shared (a run's detectors name the profile set
+    /// it was judged under: [`crate::registry::Registry::set_profiles`]).
+    pub fn shared_settings(&self) -> &Arc<ProfileSettings> {
+        &self.settings
+    }
+
+    /// A detector for `settings` that goes on counting where `from` stopped: observation,
+    /// call and response ordinals carry over, the loops in progress do not (a reloaded
+    /// profile judges the calls it sees from here on).
+    pub fn continuing(settings: Arc<ProfileSettings>, from: &Detector) -> Self {
+        Detector {
+            observations: from.observations,
+            calls: from.calls,
+            responses: from.responses,
+            ..Detector::new(settings)
+        }
+    }
+
     /// Feeds the next observation; returns the detection it completes, if any.
     ///
     /// A tool call joins the window (unless its arguments were not captured) and is checked

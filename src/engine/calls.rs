@@ -74,9 +74,8 @@ impl Engine {
                 name,
                 arguments,
             } => {
-                let rule = name
-                    .as_deref()
-                    .and_then(|n| self.tool_fingerprints.treatment(n));
+                let rules = self.tool_fingerprints.load();
+                let rule = name.as_deref().and_then(|n| rules.treatment(n));
                 let mut traits = crate::detector::CallTraits::default();
                 let call_fingerprint = name.as_ref().zip(arguments).map(|(name, arguments)| {
                     let view =

@@ -72,7 +72,8 @@ pub struct Standing {
 /// Delegation cycles and handoff counts of every run.
 pub struct DelegationTracker {
     /// (index in the registry's profiles, profile) of each profile with `delegation_cycle`.
-    profiles: Vec<(usize, Arc<ProfileSettings>)>,
+    /// Swapped whole by a config reload ([`DelegationTracker::set_profiles`]).
+    profiles: arc_swap::ArcSwap<Vec<(usize, Arc<ProfileSettings>)>>,
     max_handoffs: u64,
     budget_profile: Arc<ProfileSettings>,
     runs: DashMap<Arc<str>, RunDelegation, foldhash::fast::RandomState>,
@@ -88,12 +89,7 @@ impl DelegationTracker {
         action: BudgetAction,
         max_runs: usize,
     ) -> Option<Self> {
-        let profiles: Vec<(usize, Arc<ProfileSettings>)> = profiles
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.enabled && p.delegation_cycle > 0)
-            .map(|(i, p)| (i, p.clone()))
-            .collect();
+        let profiles = delegating(profiles);
         if profiles.is_empty() && max_handoffs == 0 {
             return None;
         }
@@ -107,12 +103,18 @@ impl DelegationTracker {
             ..budget_profile
         };
         Some(DelegationTracker {
-            profiles,
+            profiles: arc_swap::ArcSwap::from_pointee(profiles),
             max_handoffs,
             budget_profile: Arc::new(budget_profile),
             runs: DashMap::with_hasher(foldhash::fast::RandomState::default()),
             max_runs: max_runs.max(1),
         })
+    }
+
+    /// Judges delegation cycles under `profiles` from now on (a config reload); each run's
+    /// sequence is checked against them on its next activation.
+    pub fn set_profiles(&self, profiles: &[Arc<ProfileSettings>]) {
+        self.profiles.store(Arc::new(delegating(profiles)));
     }
 
     /// Adds the activation of `agent` by `span` to its run; returns the detections it
@@ -187,7 +189,7 @@ impl DelegationTracker {
         let sequence = collapsed(&run.acts);
         let keys: Vec<&Arc<str>> = sequence.iter().map(|&i| &run.acts[i].key).collect();
         let mut out = Vec::new();
-        for (index, profile) in &self.profiles {
+        for (index, profile) in self.profiles.load().iter() {
             for (n, found) in delegation::find(&keys, profile.delegation_cycle)
                 .into_iter()
                 .enumerate()
@@ -307,6 +309,7 @@ impl DelegationTracker {
             agents: sequence.iter().map(|&i| run.acts[i].name.clone()).collect(),
             cycles: self
                 .profiles
+                .load()
                 .iter()
                 .map(|(_, p)| {
                     let (rounds, period) = delegation::standing(&keys, p.delegation_cycle);
@@ -317,6 +320,16 @@ impl DelegationTracker {
             max_handoffs: self.max_handoffs,
         })
     }
+}
+
+/// (index, profile) of each enabled profile of `profiles` that sets `delegation_cycle`.
+fn delegating(profiles: &[Arc<ProfileSettings>]) -> Vec<(usize, Arc<ProfileSettings>)> {
+    profiles
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.enabled && p.delegation_cycle > 0)
+        .map(|(i, p)| (i, p.clone()))
+        .collect()
 }
 
 /// Positions in `acts` of the first activation of each change of agent.

@@ -137,7 +137,8 @@ pub struct Engine {
     pub options: EngineOptions,
     pub stats: EngineStats,
     /// `[[tools]]` volatile keys and transient errors (empty: none).
-    pub tool_fingerprints: FingerprintRules,
+    /// Swapped whole by a config reload ([`Engine::reload_detection`]).
+    pub tool_fingerprints: arc_swap::ArcSwap<FingerprintRules>,
     /// `[budgets]`, when any budget is set.
     pub budgets: Option<BudgetTracker>,
     /// Delegation cycles and the `max_handoffs` budget (`None` when no profile sets
@@ -199,7 +200,7 @@ impl Engine {
             Mutex::new(AgentIndex::new(limits.max_runs, limits.max_events_per_run))
         });
         let delegations = DelegationTracker::new(
-            registry.profiles(),
+            &registry.profiles(),
             0,
             crate::detector::budget::BudgetAction::Warn,
             registry.config().max_runs,
@@ -210,7 +211,7 @@ impl Engine {
             fingerprint_key,
             options,
             stats: EngineStats::default(),
-            tool_fingerprints: FingerprintRules::default(),
+            tool_fingerprints: arc_swap::ArcSwap::from_pointee(FingerprintRules::default()),
             budgets: None,
             delegations,
             names: crate::engine::intern::Interner::default(),

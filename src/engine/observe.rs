@@ -105,7 +105,8 @@ impl Engine {
         recent: &RecentFingerprints,
         mut forms: Option<&mut CallForms>,
     ) -> Observation {
-        let rule = self.tool_fingerprints.treatment(&call.tool_name);
+        let rules = self.tool_fingerprints.load();
+        let rule = rules.treatment(&call.tool_name);
         let compare = rule.map(|r| &r.compare);
         let read_arguments = || {
             self.comparer
@@ -291,7 +292,8 @@ impl Engine {
                     .call_fingerprint(tool_name, &Payload::Json(serde_json::Value::Null))
             });
         };
-        let rule = self.tool_fingerprints.treatment(tool_name);
+        let rules = self.tool_fingerprints.load();
+        let rule = rules.treatment(tool_name);
         let changed = match arguments {
             Payload::Text(text) => {
                 match self

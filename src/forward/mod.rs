@@ -13,7 +13,8 @@
 //! The queue is bounded in requests (`queue_capacity`) and in bytes (`queue.max_bytes`).
 //! With `exporter.queue.persistent` every accepted request is also on disk ([`store`]) from
 //! before its acknowledgement until it leaves the forwarder; what is left at start-up
-//! (kill -9, or the drain deadline passed) is re-queued and delivered first.
+//! (kill -9, or the drain deadline passed) is re-queued and delivered first. A store that
+//! cannot write (disk full) refuses requests retryably and heals by itself ([`store`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,6 +90,7 @@ pub struct Forwarder {
     close: Option<oneshot::Sender<()>>,
     worker: JoinHandle<()>,
     probe: Option<JoinHandle<()>>,
+    healer: Option<JoinHandle<()>>,
     store: Option<Arc<store::DiskQueue>>,
 }
 
@@ -164,6 +166,7 @@ impl Forwarder {
             ))),
             _ => None,
         };
+        let healer = store.clone().map(|store| tokio::spawn(heal(store)));
         Ok(Self {
             queue,
             stats,
@@ -172,6 +175,7 @@ impl Forwarder {
             close: Some(close_tx),
             worker,
             probe,
+            healer,
             store,
         })
     }
@@ -204,6 +208,9 @@ impl Forwarder {
         self.flush.cancel();
         if let Some(probe) = self.probe.take() {
             probe.abort();
+        }
+        if let Some(healer) = self.healer.take() {
+            healer.abort();
         }
         let left = match tokio::time::timeout(deadline, &mut self.worker).await {
             Ok(_) => (0, 0),
@@ -273,6 +280,19 @@ impl Forwarder {
             summary!(info, "forwarder stopped; everything accepted was delivered");
         }
         report
+    }
+}
+
+/// Every [`store::HEAL_INTERVAL`], heals the persistent queue when a write failed (issue 31
+/// item 3), so it accepts requests again, and `/readyz` says so, without a restart and
+/// without waiting for a client to retry.
+async fn heal(store: Arc<store::DiskQueue>) {
+    loop {
+        tokio::time::sleep(store::HEAL_INTERVAL).await;
+        if store.heal_due() {
+            let store = Arc::clone(&store);
+            let _ = tokio::task::spawn_blocking(move || store.heal()).await;
+        }
     }
 }
 

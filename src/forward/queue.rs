@@ -210,8 +210,9 @@ impl ForwardQueue {
         })
     }
 
-    /// Writes one request to the store (fsync); a failure refuses it, logged at ERROR the
-    /// first time in a row and at DEBUG after.
+    /// Writes one request to the store (fsync); a failure refuses it
+    /// ([`AcceptError::StorageUnavailable`]), logged at ERROR the first time in a row and at
+    /// DEBUG after.
     fn persist(&self, store: &DiskQueue, spans: u64, request: Bytes) -> Result<u64, AcceptError> {
         match blocking(|| store.append(spans, request)) {
             Ok(key) => {
@@ -224,9 +225,9 @@ impl ForwardQueue {
                 if self.store_failed.swap(true, Ordering::Relaxed) {
                     tracing::debug!(%error, "persistent queue write failed; request refused");
                 } else {
-                    tracing::error!(%error, "persistent queue write failed; requests are refused (retryable) until it works again");
+                    tracing::error!(%error, "persistent queue write failed; requests are refused (retryable) and /readyz answers 503 until it heals (tried every second)");
                 }
-                Err(AcceptError::QueueFull)
+                Err(AcceptError::StorageUnavailable)
             }
         }
     }
@@ -268,6 +269,12 @@ impl ForwardQueue {
     /// Stops admitting: waiters and later admissions fail with `ShuttingDown`.
     pub(crate) fn close(&self) {
         self.slots.close();
+    }
+
+    /// Why the persistent queue cannot write now (`None`: it can, or it is not persistent):
+    /// requests are refused retryably until it heals, and `/readyz` says so.
+    pub fn storage_fault(&self) -> Option<String> {
+        self.store.as_ref().and_then(|store| store.fault())
     }
 
     /// Slots taken (queued, in flight, in backoff, or admitted and being processed).

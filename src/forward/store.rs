@@ -14,10 +14,20 @@
 //! the next append, so a crash can bring back requests that were already delivered — they
 //! are delivered again (at-least-once), never lost.
 //!
+//! Healing (issue 31 item 3): once a write fails (disk full, I/O error), redb refuses every
+//! later write until the database is opened again. The store then reports itself faulty
+//! ([`DiskQueue::fault`]: `/readyz` 503, appends refused retryably at once) and
+//! [`DiskQueue::heal`] — called every [`HEAL_INTERVAL`] by the forwarder, and by an append
+//! when the last attempt is that old — reopens the file (redb repairs it), proves a write
+//! of [`PROBE_BYTES`] goes through, deletes the removals that failed meanwhile, and clears
+//! the fault. Nothing acknowledged is lost: a request is acknowledged only after its commit
+//! succeeded, and a reopen keeps every committed row.
+//!
 //! All calls block on disk I/O; callers on the async runtime go through `blocking`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use redb::{
@@ -27,8 +37,17 @@ use redb::{
 /// Sequence number → (spans, encoded `ExportTraceServiceRequest`).
 const REQUESTS: TableDefinition<u64, (u64, &[u8])> = TableDefinition::new("requests");
 
+/// Written then deleted by [`DiskQueue::heal`] to prove the disk has room again.
+const PROBE: TableDefinition<u64, &[u8]> = TableDefinition::new("heal_probe");
+
 /// File name of the database inside `exporter.queue.directory`.
 pub const FILE_NAME: &str = "queue.redb";
+
+/// How often a faulty store tries to heal.
+pub const HEAL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Bytes a heal writes (and deletes) to prove the disk has room again: 256 KiB.
+pub const PROBE_BYTES: usize = 256 * 1024;
 
 /// The store could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -54,10 +73,27 @@ pub struct StoredRequest {
 /// The open store. One process per directory: redb locks the file, and a second
 /// `open` of the same file fails.
 pub struct DiskQueue {
-    db: Database,
+    /// `None` only while a heal reopens it (or could not).
+    db: RwLock<Option<Database>>,
     path: PathBuf,
     group: Mutex<Group>,
     committed: Condvar,
+    health: Health,
+}
+
+/// Whether the store can write, and what a heal has to finish.
+#[derive(Debug, Default)]
+struct Health {
+    /// Why the last write failed, until a heal succeeds.
+    fault: Mutex<Option<String>>,
+    /// When a heal was last tried.
+    last_heal: Mutex<Option<Instant>>,
+    /// Keys whose removal failed: deleted by the next heal.
+    unremoved: Mutex<Vec<u64>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Appends waiting for the next commit (group commit).
@@ -106,7 +142,7 @@ impl DiskQueue {
         }
         let next_key = stored.last().map_or(0, |r| r.key + 1);
         let queue = Self {
-            db,
+            db: RwLock::new(Some(db)),
             path,
             group: Mutex::new(Group {
                 next_key,
@@ -115,6 +151,7 @@ impl DiskQueue {
                 writing: false,
             }),
             committed: Condvar::new(),
+            health: Health::default(),
         };
         Ok((queue, stored))
     }
@@ -143,6 +180,12 @@ impl DiskQueue {
     /// [`StoreError`] when the write or the fsync failed (disk full, I/O error): the
     /// request is not stored and must be refused.
     pub fn append(&self, spans: u64, request: Bytes) -> Result<u64, StoreError> {
+        if let Some(fault) = self.fault() {
+            let healed = self.heal_due() && self.heal().is_ok();
+            if !healed {
+                return Err(self.error(format!("cannot write since: {fault}")));
+            }
+        }
         let mut group = self.lock();
         let key = group.next_key;
         group.next_key += 1;
@@ -192,9 +235,78 @@ impl DiskQueue {
         if keys.is_empty() {
             return Ok(());
         }
-        self.write(Durability::None, |table| {
+        let removed = self.write(Durability::None, |table| {
             keys.iter().try_for_each(|k| table.remove(k).map(drop))
-        })
+        });
+        if removed.is_err() {
+            lock(&self.health.unremoved).extend_from_slice(keys);
+        }
+        removed
+    }
+
+    /// Why the store cannot write now (`None`: it can, or no write failed yet).
+    pub fn fault(&self) -> Option<String> {
+        lock(&self.health.fault).clone()
+    }
+
+    /// Whether a heal is due: the store is faulty and none was tried for [`HEAL_INTERVAL`].
+    pub fn heal_due(&self) -> bool {
+        self.fault().is_some()
+            && lock(&self.health.last_heal).is_none_or(|at| at.elapsed() >= HEAL_INTERVAL)
+    }
+
+    /// Heals a faulty store (see the module docs): reopens the file, writes and deletes
+    /// [`PROBE_BYTES`] with fsync, deletes the rows whose removal failed, and clears the
+    /// fault. Does nothing on a store that is not faulty.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the file cannot be reopened or the probe cannot be written: the
+    /// store stays faulty (with this error) and is tried again later.
+    pub fn heal(&self) -> Result<(), StoreError> {
+        if self.fault().is_none() {
+            return Ok(());
+        }
+        *lock(&self.health.last_heal) = Some(Instant::now());
+        let healed = self.reopen().and_then(|()| {
+            self.write_unchecked(Durability::Immediate, |txn| {
+                let mut probe = txn.open_table(PROBE)?;
+                probe.insert(0, &vec![0u8; PROBE_BYTES][..])?;
+                probe.remove(0)?;
+                Ok(())
+            })
+        });
+        match healed {
+            Ok(()) => {
+                let unremoved = std::mem::take(&mut *lock(&self.health.unremoved));
+                *lock(&self.health.fault) = None;
+                if self.remove(&unremoved).is_err() {
+                    tracing::warn!(requests = unremoved.len(), "persistent queue healed but could not delete delivered requests; they will be sent again after a restart");
+                }
+                tracing::info!(path = %self.path.display(), "persistent queue writable again; requests are accepted");
+                Ok(())
+            }
+            Err(error) => {
+                *lock(&self.health.fault) = Some(error.message.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// Closes and opens the database again (redb refuses every write after an I/O error
+    /// until then, and repairs the file on open).
+    fn reopen(&self) -> Result<(), StoreError> {
+        let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        // Dropping it tries a last commit, which may fail again: the reopen repairs.
+        drop(db.take());
+        *db = Some(Database::create(&self.path).map_err(|e| self.error(e.to_string()))?);
+        Ok(())
+    }
+
+    fn error(&self, message: String) -> StoreError {
+        StoreError {
+            path: self.path.clone(),
+            message,
+        }
     }
 
     /// Makes every earlier removal durable (an empty commit with fsync): at shutdown, so
@@ -206,23 +318,41 @@ impl DiskQueue {
         self.write(Durability::Immediate, |_| Ok(()))
     }
 
+    /// One write transaction on the requests table; a failure makes the store faulty.
     fn write(
         &self,
         durability: Durability,
         change: impl FnOnce(&mut redb::Table<'_, u64, (u64, &[u8])>) -> Result<(), redb::StorageError>,
     ) -> Result<(), StoreError> {
-        let fail = |message: String| StoreError {
-            path: self.path.clone(),
-            message,
-        };
-        let mut txn = self.db.begin_write().map_err(|e| fail(e.to_string()))?;
-        txn.set_durability(durability)
-            .map_err(|e| fail(e.to_string()))?;
-        {
-            let mut table = txn.open_table(REQUESTS).map_err(|e| fail(e.to_string()))?;
-            change(&mut table).map_err(|e| fail(e.to_string()))?;
+        let written = self.write_unchecked(durability, |txn| {
+            let mut table = txn.open_table(REQUESTS)?;
+            change(&mut table)?;
+            Ok(())
+        });
+        if let Err(error) = &written {
+            let mut fault = lock(&self.health.fault);
+            if fault.is_none() {
+                *fault = Some(error.message.clone());
+            }
         }
-        txn.commit().map_err(|e| fail(e.to_string()))
+        written
+    }
+
+    /// One write transaction running `change`, committed with `durability`.
+    fn write_unchecked(
+        &self,
+        durability: Durability,
+        change: impl FnOnce(&redb::WriteTransaction) -> Result<(), redb::Error>,
+    ) -> Result<(), StoreError> {
+        let fail = |e: &dyn std::fmt::Display| self.error(e.to_string());
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        let db = db
+            .as_ref()
+            .ok_or_else(|| self.error("the database is being reopened".to_owned()))?;
+        let mut txn = db.begin_write().map_err(|e| fail(&e))?;
+        txn.set_durability(durability).map_err(|e| fail(&e))?;
+        change(&txn).map_err(|e| fail(&e))?;
+        txn.commit().map_err(|e| fail(&e))
     }
 
     /// Requests in the store now (for tests and start-up logs).
@@ -230,13 +360,14 @@ impl DiskQueue {
     /// # Errors
     /// [`StoreError`] when the file cannot be read.
     pub fn len(&self) -> Result<u64, StoreError> {
-        let fail = |message: String| StoreError {
-            path: self.path.clone(),
-            message,
-        };
-        let txn = self.db.begin_read().map_err(|e| fail(e.to_string()))?;
-        let table = txn.open_table(REQUESTS).map_err(|e| fail(e.to_string()))?;
-        table.len().map_err(|e| fail(e.to_string()))
+        let fail = |e: &dyn std::fmt::Display| self.error(e.to_string());
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        let db = db
+            .as_ref()
+            .ok_or_else(|| self.error("the database is being reopened".to_owned()))?;
+        let txn = db.begin_read().map_err(|e| fail(&e))?;
+        let table = txn.open_table(REQUESTS).map_err(|e| fail(&e))?;
+        table.len().map_err(|e| fail(&e))
     }
 
     /// True when the store holds no request.

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::net::log_limit::{self, LogLimit};
 use crate::net::retry::{classify_status, is_transport_failure, RetryDecision, RetryPolicy};
 
 use super::client::ExportBody;
@@ -51,7 +52,9 @@ impl Shared {
         let Some(store) = &self.store else { return };
         let keys: Vec<u64> = batch.items.iter().filter_map(|i| i.key).collect();
         if let Err(error) = blocking(|| store.remove(&keys)) {
-            tracing::warn!(%error, requests = keys.len(), "could not delete delivered requests from the persistent queue; they will be sent again after a restart");
+            if let Some(failures) = REMOVE_LOG.hit() {
+                tracing::warn!(%error, requests = keys.len(), failures, "could not delete delivered requests from the persistent queue; deleted once it heals, else sent again after a restart (at most one such line per 10 s, `failures` since the last)");
+            }
         }
     }
 }
@@ -173,6 +176,17 @@ async fn gather(
     (batch, None)
 }
 
+/// Rate limit of the WARN about deletions from the persistent queue that failed.
+static REMOVE_LOG: LogLimit = LogLimit::new(log_limit::DEFAULT_INTERVAL);
+/// Rate limit of the WARN about downstream partial rejections.
+static PARTIAL_LOG: LogLimit = LogLimit::new(log_limit::DEFAULT_INTERVAL);
+/// Rate limits of the WARN about dropped exports, per [`DropReason`] (index by discriminant).
+static DROP_LOG: [LogLimit; DropReason::ALL.len()] = [
+    LogLimit::new(log_limit::DEFAULT_INTERVAL),
+    LogLimit::new(log_limit::DEFAULT_INTERVAL),
+    LogLimit::new(log_limit::DEFAULT_INTERVAL),
+];
+
 /// Exports one batch, retrying retryable failures with backoff; the delivery slot is given
 /// back while sleeping. The batch's admission slots are released when this returns.
 async fn deliver(batch: Batch, shared: Arc<Shared>, slot: OwnedSemaphorePermit) {
@@ -203,11 +217,14 @@ async fn deliver(batch: Batch, shared: Arc<Shared>, slot: OwnedSemaphorePermit) 
                 if let Some(partial) = response.partial_success.filter(|p| p.rejected_spans > 0) {
                     let rejected = u64::try_from(partial.rejected_spans).unwrap_or(0);
                     stats.downstream_rejected(rejected);
-                    tracing::warn!(
-                        rejected_spans = rejected,
-                        error_message = %partial.error_message,
-                        "downstream rejected part of a forwarded request"
-                    );
+                    if let Some(exports) = PARTIAL_LOG.hit() {
+                        tracing::warn!(
+                            rejected_spans = rejected,
+                            error_message = %partial.error_message,
+                            exports,
+                            "downstream rejected part of a forwarded request (counted in loopwatch_forward_downstream_rejected_spans_total; at most one such line per 10 s, `exports` since the last)"
+                        );
+                    }
                 }
                 shared.forget(&batch);
                 stats.delivered(
@@ -262,9 +279,10 @@ async fn deliver(batch: Batch, shared: Arc<Shared>, slot: OwnedSemaphorePermit) 
             },
         };
         shared.forget(&batch);
-        let first = stats.dropped(reason, requests, spans);
-        if first {
-            tracing::error!(code = ?status.code(), message = status.message(), requests, spans, reason = reason.as_str(), "dropped forwarded spans (further drops for this reason are counted in loopwatch_spans_dropped_total and logged at debug)");
+        stats.dropped(reason, requests, spans);
+        if let Some(drops) = DROP_LOG[reason as usize].hit() {
+            tracing::warn!(code = ?status.code(), message = status.message(), requests, spans, reason = reason.as_str(), drops,
+                "dropped forwarded spans: the downstream refused them (counted in loopwatch_spans_dropped_total; at most one such line per reason per 10 s, `drops` exports since the last)");
         } else {
             tracing::debug!(code = ?status.code(), message = status.message(), requests, spans, reason = reason.as_str(), "dropped forwarded spans");
         }

@@ -81,6 +81,11 @@ pub enum AcceptError {
     /// `RESOURCE_EXHAUSTED` with `RetryInfo`, HTTP 503 with `Retry-After`.
     #[error("too many decoded bytes in flight")]
     InFlightLimit,
+    /// The persistent queue cannot write (disk full, I/O error) and so cannot keep the
+    /// request before it is acknowledged: gRPC `UNAVAILABLE` with `RetryInfo`, HTTP 503 with
+    /// `Retry-After`, until the store heals (it retries by itself) and `/readyz` says so.
+    #[error("the persistent queue cannot write to disk")]
+    StorageUnavailable,
 }
 
 /// Room for one request on the span path, taken **before** the request body is read and

@@ -10,6 +10,7 @@ pub mod exposition;
 pub mod fleet;
 pub mod ingest_lag;
 pub mod process;
+pub mod reload;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -78,6 +79,34 @@ pub struct Metrics {
     /// self-telemetry (a prometheus-client family cannot be read back).
     detection_counts: std::sync::Mutex<std::collections::BTreeMap<DetectionKey, u64>>,
     signals_published_count: std::sync::atomic::AtomicU64,
+    /// Config reloads of `loopwatch serve` ([`reload`]).
+    pub config_reloads: reload::ConfigReloads,
+    /// Each listener's connection counters (open, evicted to make room).
+    listeners: std::sync::Mutex<Vec<std::sync::Arc<crate::net::listen::ListenerStats>>>,
+}
+
+impl Metrics {
+    /// The connection counters of listener `name` (`receiver.grpc`, `receiver.http`,
+    /// `admin`), created and rendered from now on.
+    pub fn listener(
+        &self,
+        name: &'static str,
+    ) -> std::sync::Arc<crate::net::listen::ListenerStats> {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = listeners.iter().find(|l| l.name == name) {
+            return std::sync::Arc::clone(found);
+        }
+        let stats = std::sync::Arc::new(crate::net::listen::ListenerStats::new(name));
+        listeners.push(std::sync::Arc::clone(&stats));
+        stats
+    }
+
+    fn listeners(&self) -> Vec<std::sync::Arc<crate::net::listen::ListenerStats>> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// (profile, pattern, severity, service.name, gen_ai.agent.name).
@@ -97,6 +126,8 @@ impl Default for Metrics {
             forward_queue_max_bytes: Default::default(),
             detection_counts: Default::default(),
             signals_published_count: Default::default(),
+            config_reloads: Default::default(),
+            listeners: Default::default(),
         }
     }
 }
@@ -294,6 +325,12 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
     );
     counter(
         &mut r,
+        "otlp_strings_replaced",
+        "OTLP/JSON strings with invalid UTF-8 or a lone surrogate escape read with U+FFFD (the request accepted, with a partial_success warning)",
+        rs.replaced_strings(),
+    );
+    counter(
+        &mut r,
         "otlp_json_unknown_fields",
         "Fields in OTLP/JSON requests that OTLP does not define (ignored)",
         rs.otlp_json_unknown_fields.total(),
@@ -448,6 +485,11 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 fs.forwarded_requests(),
             ),
             ("forward_retries", "Retried export attempts", fs.retries()),
+            (
+                "forward_downstream_rejected_spans",
+                "Spans the downstream reported rejecting in an accepted export (OTLP partial_success.rejected_spans)",
+                fs.downstream_rejected_spans(),
+            ),
         ];
         for (name, help, value) in forward_counters {
             counter(&mut r, name, help, value);
@@ -548,6 +590,7 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
                 ("failed_attempt", s.failed_attempts),
                 ("dropped", s.dropped),
                 ("rejected", s.rejected),
+                ("coalesced", s.coalesced),
             ]
             .into_iter()
             .map(|(outcome, value)| {
@@ -593,7 +636,24 @@ pub fn render(state: &MetricSources<'_>) -> Result<String, std::fmt::Error> {
             .set(s.queue_depth as i64);
     }
     r.register("signal_queue_depth", "Signals waiting per sink", depth);
+    let listeners = state.metrics.listeners();
+    let open: Family<Labels, Gauge> = Family::default();
+    for l in &listeners {
+        open.get_or_create(&label("listener", l.name))
+            .set(l.open.load(Relaxed) as i64);
+    }
+    r.register("connections_open", "Connections open per listener", open);
+    labelled_counter(
+        &mut r,
+        "connections_evicted",
+        "Connections closed to make room for a new client at the listener's max_connections (the one idle longest)",
+        listeners
+            .iter()
+            .map(|l| (label("listener", l.name), l.evicted.load(Relaxed)))
+            .collect(),
+    );
     render_fleet(&mut r, state.metrics);
+    state.metrics.config_reloads.register(&mut r);
     process::register_build_info(&mut r);
     let mut unprefixed = Registry::default();
     process::register_process(&mut unprefixed);

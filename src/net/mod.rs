@@ -5,6 +5,7 @@
 pub mod api_error;
 pub mod auth;
 pub mod listen;
+pub mod log_limit;
 pub mod retry;
 pub mod tls;
 pub mod trace_url;

@@ -33,8 +33,6 @@ pub struct Pipeline {
     /// `None` = detect-only (no downstream configured).
     pub forward: Option<ForwardQueue>,
     pub signals: Option<SignalHub>,
-    /// Per profile index: whether its warn/kill detections publish signals.
-    pub signal_profiles: Vec<bool>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Memory limiter, decoded-bytes budget and span cap (`[limits]`).
     pub limits: Arc<crate::ingest::limits::Limits>,
@@ -152,11 +150,10 @@ impl Pipeline {
                 self.log_detection(&d, &reason, &compact_hex(&d.trace_id));
             }
         }
-        let wants_signal = self
-            .signal_profiles
-            .get(d.profile_index)
-            .copied()
-            .unwrap_or(true);
+        // A profile's `signals = false` keeps its detections off the sinks; budget
+        // detections (no profile index) always publish. Read from the detection's own
+        // profile, so a reloaded profile decides for the detections it makes.
+        let wants_signal = d.profile_index == usize::MAX || d.profile.signals;
         if let (Some(hub), true, Some(action)) = (
             &self.signals,
             wants_signal,

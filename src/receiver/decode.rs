@@ -111,7 +111,32 @@ pub fn read_protobuf(
     crate::otlp::wire::WireRequest::read_limited(bytes, limits).map_err(|e| match e {
         WireError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
         WireError::TooManyValues { limit } => ReceiveError::TooManyValues { limit },
+        WireError::OverBudget => ReceiveError::Refused(crate::ingest::AcceptError::InFlightLimit),
         other => ReceiveError::InvalidWire(other),
+    })
+}
+
+/// As [`read_protobuf`], paying for the views the reader builds out of `budget` (the
+/// request's decoded-bytes reservation, issue 31 item 1): when the budget has no room the
+/// read stops before allocating them and the request is refused retryably
+/// ([`crate::ingest::AcceptError::InFlightLimit`]). A span that cannot be read is left out
+/// ([`crate::otlp::wire::WireRequest::rejected`]).
+pub fn read_protobuf_budgeted(
+    bytes: Bytes,
+    limits: crate::otlp::wire::ReadLimits,
+    budget: &mut crate::ingest::limits::DecodedBytes,
+) -> Result<crate::otlp::wire::WireRequest, ReceiveError> {
+    use crate::otlp::wire::WireError;
+    let mut grow = |bytes: usize| budget.try_grow(bytes);
+    crate::otlp::wire::WireRequest::read_budgeted(bytes, limits, Some(&mut grow)).map_err(|e| {
+        match e {
+            WireError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
+            WireError::TooManyValues { limit } => ReceiveError::TooManyValues { limit },
+            WireError::OverBudget => {
+                ReceiveError::Refused(crate::ingest::AcceptError::InFlightLimit)
+            }
+            other => ReceiveError::InvalidWire(other),
+        }
     })
 }
 

@@ -61,9 +61,32 @@ pub enum ReceiveError {
         /// What was wrong with it.
         message: String,
     },
+    /// Not one span of the request could be read (each was malformed on its own): the
+    /// request is refused, naming the first (had any been read, the request would have
+    /// been accepted with the others, the bad ones reported in `partial_success`).
+    #[error("invalid OTLP request: no span could be read: {0}")]
+    NoReadableSpan(String),
     /// The request body could not be read from the connection.
     #[error("could not read the request body: {0}")]
     Body(String),
+    /// The body did not arrive whole within `receiver.body_read_timeout` (retryable).
+    #[error("the request body did not arrive within {}", humantime::format_duration(*timeout))]
+    BodyTimeout {
+        /// The deadline.
+        timeout: std::time::Duration,
+    },
+    /// The body arrived slower than `receiver.body_min_rate` bytes per second (retryable).
+    #[error("the request body arrived slower than {min_rate} bytes/s")]
+    BodyTooSlow {
+        /// The minimum rate, bytes per second.
+        min_rate: u64,
+    },
+    /// More requests in progress than `receiver.max_concurrent_requests` (retryable).
+    #[error("too many requests in progress ({limit})")]
+    TooManyRequests {
+        /// The limit.
+        limit: usize,
+    },
     /// The pipeline refused the request (queue full or shutting down): retryable.
     #[error("{0}; retry later")]
     Refused(#[from] AcceptError),
@@ -82,12 +105,30 @@ impl ReceiveError {
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
             | Self::InvalidJson { .. }
+            | Self::NoReadableSpan(_)
             | Self::Body(_) => RejectReason::InvalidPayload,
             Self::Refused(AcceptError::QueueFull) => RejectReason::QueueFull,
             Self::Refused(AcceptError::ShuttingDown) => RejectReason::ShuttingDown,
             Self::Refused(AcceptError::MemoryLimit) => RejectReason::MemoryLimit,
             Self::Refused(AcceptError::InFlightLimit) => RejectReason::InFlightLimit,
+            Self::Refused(AcceptError::StorageUnavailable) => RejectReason::QueueUnwritable,
+            Self::BodyTimeout { .. } => RejectReason::BodyTimeout,
+            Self::BodyTooSlow { .. } => RejectReason::BodyTooSlow,
+            Self::TooManyRequests { .. } => RejectReason::TooManyRequests,
         }
+    }
+
+    /// Whether the client should retry the same request later (answered with `RetryInfo`
+    /// / `Retry-After`): refusals of the span path and the receivers' own protections
+    /// against slow or too many clients.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Refused(_)
+                | Self::BodyTimeout { .. }
+                | Self::BodyTooSlow { .. }
+                | Self::TooManyRequests { .. }
+        )
     }
 
     /// The gRPC code: `UNIMPLEMENTED` for unknown compression, `RESOURCE_EXHAUSTED` over
@@ -104,12 +145,16 @@ impl ReceiveError {
             Self::Refused(AcceptError::MemoryLimit | AcceptError::InFlightLimit) => {
                 tonic::Code::ResourceExhausted
             }
-            Self::Refused(_) => tonic::Code::Unavailable,
+            Self::Refused(_)
+            | Self::BodyTimeout { .. }
+            | Self::BodyTooSlow { .. }
+            | Self::TooManyRequests { .. } => tonic::Code::Unavailable,
             Self::Body(_) => tonic::Code::Cancelled,
             Self::UnsupportedContentType(_)
             | Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
+            | Self::NoReadableSpan(_)
             | Self::InvalidJson { .. } => tonic::Code::InvalidArgument,
         }
     }
@@ -126,11 +171,15 @@ impl ReceiveError {
             Self::TooLarge { .. } | Self::TooManySpans { .. } | Self::TooManyValues { .. } => {
                 S::PAYLOAD_TOO_LARGE
             }
-            Self::Refused(_) => S::SERVICE_UNAVAILABLE,
+            Self::Refused(_)
+            | Self::BodyTimeout { .. }
+            | Self::BodyTooSlow { .. }
+            | Self::TooManyRequests { .. } => S::SERVICE_UNAVAILABLE,
             Self::Decompress { .. }
             | Self::InvalidProtobuf(_)
             | Self::InvalidWire(_)
             | Self::InvalidJson { .. }
+            | Self::NoReadableSpan(_)
             | Self::Body(_) => S::BAD_REQUEST,
         }
     }

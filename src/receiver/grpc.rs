@@ -4,7 +4,13 @@
 //! The service is hand-written over `tonic::server::Grpc` with [`ExportCodec`], whose
 //! decoder keeps the request's (decompressed) protobuf bytes; the handler then takes their
 //! size of the decoded-bytes budget, reads them with the wire reader (stopping at the span
-//! cap) and hands them over, so unannotated requests are forwarded byte-for-byte.
+//! cap, paying for the views it builds) and hands them over, so unannotated requests are
+//! forwarded byte-for-byte.
+//!
+//! Before tonic sees the request, its body is read whole under the slow-client rules
+//! ([`super::body`]: deadline, minimum rate, counted in the decoded-bytes budget) and only
+//! then does the request take its forward-queue slot, so a stalled client holds no slot.
+//! A span that cannot be read is left out alone and reported in `partial_success`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,10 +29,12 @@ use tonic::{Code, Request, Response, Status};
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::ingest::{Admission, IncomingRequest, SpanSink};
+use crate::ingest::limits::DecodedBytes;
+use crate::ingest::{AcceptError, Admission, IncomingRequest, SpanSink};
 
-use super::decode::{read_protobuf, Compression};
+use super::decode::{read_protobuf_budgeted, Compression};
 use super::error::ReceiveError;
+use super::partial::Partial;
 use super::stats::{ReceiverStats, RejectReason};
 use super::ReceiverOptions;
 use crate::otlp::rpc_status::status_details_with_retry;
@@ -84,7 +92,7 @@ fn to_status(err: &ReceiveError, options: &ReceiverOptions) -> Status {
     let code = err.grpc_code();
     let message = err.to_string();
     match err {
-        ReceiveError::Refused(_) => Status::with_details(
+        err if err.is_retryable() => Status::with_details(
             code,
             message.clone(),
             status_details_with_retry(code, &message, options.retry_after),
@@ -156,7 +164,45 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
             return to_status(&err, &shared.options).into_http();
         }
     }
-    // Admission before the body is read: a refusal costs no decoding.
+    let compressed = req
+        .headers()
+        .get("grpc-encoding")
+        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    // One of `receiver.max_concurrent_requests`, without waiting.
+    let _request_slot = match shared.options.requests.try_take() {
+        Ok(slot) => slot,
+        Err(err) => {
+            shared.stats.record_rejected(err.reason(), 0);
+            return to_status(&err, &shared.options).into_http();
+        }
+    };
+    let limit = shared.options.max_recv_msg_size;
+    // The body first, whole, under the slow-client rules; a compressed message may be a
+    // little larger than the limit it decompresses within.
+    let (parts, body) = req.into_parts();
+    let mut decoded = match super::reserve_decoded(shared.sink.as_ref(), &shared.options, 0).await {
+        Ok(decoded) => decoded,
+        Err(refused) => {
+            let err = ReceiveError::Refused(refused);
+            shared.stats.record_rejected(err.reason(), 0);
+            return to_status(&err, &shared.options).into_http();
+        }
+    };
+    let raw_limit = limit.saturating_add(limit / 64).saturating_add(1024);
+    let rules = shared.options.body_rules(raw_limit);
+    let body = match super::body::read_body(body, &rules, &mut decoded).await {
+        Ok(body) => body,
+        Err(err) => {
+            // The limit the client configured against is the decompressed one.
+            let err = match err {
+                ReceiveError::TooLarge { .. } => ReceiveError::TooLarge { limit },
+                err => err,
+            };
+            shared.stats.record_rejected(err.reason(), 0);
+            return to_status(&err, &shared.options).into_http();
+        }
+    };
+    // Then a forward-queue slot: a refusal costs no decoding.
     let admission = match super::admit(shared.sink.as_ref(), &shared.options).await {
         Ok(admission) => admission,
         Err(refused) => {
@@ -165,7 +211,7 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
             return to_status(&err, &shared.options).into_http();
         }
     };
-    let limit = shared.options.max_recv_msg_size;
+    let req = http::Request::from_parts(parts, Body::new(http_body_util::Full::new(body)));
     let mut grpc = Grpc::new(ExportCodec)
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Zstd)
@@ -176,7 +222,8 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
         .unary(
             ExportHandler {
                 shared: Arc::clone(&shared),
-                admission: Arc::new(std::sync::Mutex::new(Some(admission))),
+                taken: Arc::new(std::sync::Mutex::new(Some((admission, decoded)))),
+                compressed,
                 handled: Arc::clone(&handled),
             },
             req,
@@ -188,22 +235,31 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
     }
     // Errors raised by tonic while decoding (before our handler ran) are counted here.
     // tonic answers OUT_OF_RANGE for an uncompressed message over the limit; the OTLP
-    // answer is RESOURCE_EXHAUSTED, as it already is for a compressed one.
-    match Status::from_header_map(response.headers()).map(|s| s.code()) {
-        Some(Code::OutOfRange) => {
+    // answer is RESOURCE_EXHAUSTED, as it already is for a compressed one. A message that
+    // does not decompress (or is flagged compressed without an encoding) is a malformed
+    // payload: INVALID_ARGUMENT, never tonic's INTERNAL.
+    match Status::from_header_map(response.headers()) {
+        Some(status) if status.code() == Code::OutOfRange => {
             let err = ReceiveError::TooLarge { limit };
             shared.stats.record_rejected(err.reason(), 0);
             to_status(&err, &shared.options).into_http()
         }
-        Some(Code::ResourceExhausted) => {
+        Some(status) if status.code() == Code::ResourceExhausted => {
             shared.stats.record_rejected(RejectReason::TooLarge, 0);
             response
         }
-        Some(Code::InvalidArgument | Code::Internal) => {
+        Some(status) if status.code() == Code::InvalidArgument => {
             shared
                 .stats
                 .record_rejected(RejectReason::InvalidPayload, 0);
             response
+        }
+        Some(status) if status.code() == Code::Internal => {
+            shared
+                .stats
+                .record_rejected(RejectReason::InvalidPayload, 0);
+            Status::invalid_argument(format!("invalid request payload: {}", status.message()))
+                .into_http()
         }
         _ => response,
     }
@@ -212,8 +268,11 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
 #[derive(Clone)]
 struct ExportHandler {
     shared: Arc<Shared>,
-    /// The admission taken before decoding; used by the one call of this handler.
-    admission: Arc<std::sync::Mutex<Option<Admission>>>,
+    /// The admission taken before decoding and the request's decoded-bytes reservation
+    /// (its body counted already); used by the one call of this handler.
+    taken: Arc<std::sync::Mutex<Option<(Admission, DecodedBytes)>>>,
+    /// The message was compressed: its decompressed bytes are counted anew.
+    compressed: bool,
     /// Set when the handler ran (it counts its outcome itself).
     handled: Arc<AtomicBool>,
 }
@@ -226,20 +285,29 @@ impl UnaryService<RawExport> for ExportHandler {
         self.handled.store(true, Ordering::Release);
         let RawExport(raw) = request.into_inner();
         let shared = Arc::clone(&self.shared);
-        let admission = self
-            .admission
+        let compressed = self.compressed;
+        let (admission, decoded) = self
+            .taken
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .unwrap_or_default();
         Box::pin(async move {
-            let result = export(&shared, admission, raw).await;
+            let result = export(&shared, admission, decoded, raw, compressed).await;
             let stats = &shared.stats;
             match result {
-                Ok(spans) => {
+                Ok((spans, partial)) => {
                     stats.record_accepted(spans);
+                    let partial_success = partial.to_otlp();
+                    if let Some(p) = &partial_success {
+                        stats.record_partial(
+                            partial.rejected.len() as u64,
+                            partial.replaced_strings as u64,
+                            &p.error_message,
+                        );
+                    }
                     Ok(Response::new(ExportTraceServiceResponse {
-                        partial_success: None,
+                        partial_success,
                     }))
                 }
                 Err((err, spans)) => {
@@ -251,25 +319,35 @@ impl UnaryService<RawExport> for ExportHandler {
     }
 }
 
-/// Takes the request's share of the decoded-bytes budget, reads it (stopping at the span
-/// cap) and hands it over; the span count on success, the error and the spans it held
+/// Counts the decompressed request in its decoded-bytes reservation, reads it (stopping at
+/// the span cap, paying for its views, leaving out spans that cannot be read) and hands it
+/// over; the span count and what was left out on success, the error and the spans it held
 /// (0 when unread) otherwise.
 async fn export(
     shared: &Shared,
     admission: Admission,
+    mut decoded: DecodedBytes,
     raw: bytes::Bytes,
-) -> Result<u64, (ReceiveError, u64)> {
+    compressed: bool,
+) -> Result<(u64, Partial), (ReceiveError, u64)> {
     let sink = shared.sink.as_ref();
-    let _decoded = super::reserve_decoded(sink, &shared.options, raw.len())
-        .await
-        .map_err(|refused| (ReceiveError::Refused(refused), 0))?;
+    if compressed && !decoded.grow(raw.len(), shared.options.admission_wait).await {
+        return Err((ReceiveError::Refused(AcceptError::InFlightLimit), 0));
+    }
     let limits = sink.read_limits();
     super::heavy::run_request(raw.len(), move || {
-        let request: WireRequest = read_protobuf(raw, limits).map_err(|e| (e, 0))?;
+        let request: WireRequest =
+            read_protobuf_budgeted(raw, limits, &mut decoded).map_err(|e| (e, 0))?;
+        super::partial::some_span_read(&request).map_err(|e| (e, 0))?;
         let spans = request.span_count();
+        let partial = Partial {
+            rejected: request.rejected().to_vec(),
+            replaced_strings: 0,
+        };
         sink.accept(admission, IncomingRequest::Protobuf(request))
             .map_err(|refused| (ReceiveError::Refused(refused), spans))?;
-        Ok(spans)
+        drop(decoded);
+        Ok((spans, partial))
     })
 }
 

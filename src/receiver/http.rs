@@ -13,16 +13,18 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, StatusCode};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use prost::Message;
 
-use crate::ingest::{IncomingRequest, SpanSink};
+use crate::ingest::limits::DecodedBytes;
+use crate::ingest::{AcceptError, IncomingRequest, SpanSink};
 
-use super::decode::{decode_json_counted, decompress, read_protobuf, Compression};
+use super::decode::{decompress, read_protobuf_budgeted, Compression};
 use super::error::ReceiveError;
+use super::partial::{decode_json_partial, Partial};
 use super::stats::ReceiverStats;
 use super::ReceiverOptions;
 use crate::otlp::rpc_status::RpcStatus;
@@ -122,26 +124,52 @@ async fn export(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: B
         Ok(format) => format,
         Err(err) => return reject(&state, Format::Json, &err, 0),
     };
-    // Admission before the body is read: a refusal costs no reading or decoding.
+    // One of `receiver.max_concurrent_requests`, without waiting.
+    let _request_slot = match state.options.requests.try_take() {
+        Ok(slot) => slot,
+        Err(err) => return reject(&state, format, &err, 0),
+    };
+    // The body first, whole, under the slow-client rules (deadline, minimum rate, counted
+    // in the decoded-bytes budget), and only then a forward-queue slot: a stalled client
+    // holds none, and a refusal costs no decoding.
+    let mut decoded = match super::reserve_decoded(state.sink.as_ref(), &state.options, 0).await {
+        Ok(decoded) => decoded,
+        Err(refused) => return reject(&state, format, &ReceiveError::Refused(refused), 0),
+    };
+    let limit = state.options.max_recv_msg_size;
+    let rules = state.options.body_rules(limit);
+    let body = match super::body::read_body(body, &rules, &mut decoded).await {
+        Ok(body) => body,
+        Err(err) => return reject(&state, format, &err, 0),
+    };
     let admission = match super::admit(state.sink.as_ref(), &state.options).await {
         Ok(admission) => admission,
         Err(refused) => return reject(&state, format, &ReceiveError::Refused(refused), 0),
     };
-    let (incoming, _decoded) = match read_request(&state, format, &headers, body).await {
-        Ok(read) => read,
-        Err(err) => return reject(&state, format, &err, 0),
-    };
+    let (incoming, partial, decoded) =
+        match read_request(&state, format, &headers, body, decoded).await {
+            Ok(read) => read,
+            Err(err) => return reject(&state, format, &err, 0),
+        };
     let spans = incoming.span_count();
     let accepted = super::heavy::run_request(incoming.encoded_len(), || {
         state.sink.accept(admission, incoming)
     });
+    // The request's views are gone once the span path has it: its budget goes back.
+    drop(decoded);
     if let Err(refused) = accepted {
         return reject(&state, format, &ReceiveError::Refused(refused), spans);
     }
     state.stats.record_accepted(spans);
-    let response = ExportTraceServiceResponse {
-        partial_success: None,
-    };
+    let partial_success = partial.to_otlp();
+    if let Some(p) = &partial_success {
+        state.stats.record_partial(
+            partial.rejected.len() as u64,
+            partial.replaced_strings as u64,
+            &p.error_message,
+        );
+    }
+    let response = ExportTraceServiceResponse { partial_success };
     let body = match format {
         Format::Protobuf => response.encode_to_vec(),
         Format::Json => serde_json::to_vec(&response).unwrap_or_else(|_| b"{}".to_vec()),
@@ -161,45 +189,62 @@ fn header_str(headers: &HeaderMap, name: http::header::HeaderName) -> String {
         .unwrap_or_default()
 }
 
-/// Reads, decompresses and decodes the body, holding its decompressed size of the
-/// decoded-bytes budget (returned with the request, held until the span path took it).
+/// Decompresses and decodes the body, counting it in `decoded` (its decompressed size,
+/// then the views the wire reader builds). Returns the request, what was left out of it
+/// (spans that could not be read, strings replaced) and the reservation, which the caller
+/// holds until the span path has taken the request.
 async fn read_request(
     state: &HttpState,
     format: Format,
     headers: &HeaderMap,
-    body: Body,
-) -> Result<(IncomingRequest, crate::ingest::limits::DecodedBytes), ReceiveError> {
+    body: Bytes,
+    mut decoded: DecodedBytes,
+) -> Result<(IncomingRequest, Partial, DecodedBytes), ReceiveError> {
     let compression = Compression::parse(&header_str(headers, CONTENT_ENCODING))?;
     let limit = state.options.max_recv_msg_size;
-    let body = Limited::new(body, limit)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.downcast_ref::<LengthLimitError>().is_some() {
-                ReceiveError::TooLarge { limit }
-            } else {
-                ReceiveError::Body(e.to_string())
-            }
-        })?
-        .to_bytes();
+    let compressed = compression != Compression::Identity;
     let bytes = decompress(compression, body, limit)?;
-    let decoded = super::reserve_decoded(state.sink.as_ref(), &state.options, bytes.len()).await?;
+    let counted = match format {
+        // Decompressed bytes are new memory; a JSON body costs a multiple of its size in
+        // `serde_json::Value` and prost types while it is decoded.
+        Format::Protobuf if compressed => bytes.len(),
+        Format::Protobuf => 0,
+        Format::Json => bytes.len().saturating_mul(JSON_DECODED_FACTOR),
+    };
+    if counted > 0 && !decoded.grow(counted, state.options.admission_wait).await {
+        return Err(ReceiveError::Refused(AcceptError::InFlightLimit));
+    }
     let limits = state.sink.read_limits();
-    let incoming = match format {
-        Format::Protobuf => IncomingRequest::Protobuf(read_protobuf(bytes, limits)?),
+    let read = match format {
+        Format::Protobuf => {
+            let request = read_protobuf_budgeted(bytes, limits, &mut decoded)?;
+            super::partial::some_span_read(&request)?;
+            let partial = Partial {
+                rejected: request.rejected().to_vec(),
+                replaced_strings: 0,
+            };
+            (IncomingRequest::Protobuf(request), partial)
+        }
         Format::Json => {
-            let (request, unknown) = decode_json_counted(&bytes)?;
-            super::decode::check_span_count(&request, limits.max_spans)?;
+            let decoded_json = decode_json_partial(&bytes)?;
+            super::decode::check_span_count(&decoded_json.request, limits.max_spans)?;
             let sender = header_str(headers, http::header::USER_AGENT);
             state
                 .stats
                 .otlp_json_unknown_fields
-                .record(&sender, &unknown);
-            IncomingRequest::Json(request)
+                .record(&sender, &decoded_json.unknown);
+            (
+                IncomingRequest::Json(decoded_json.request),
+                decoded_json.partial,
+            )
         }
     };
-    Ok((incoming, decoded))
+    Ok((read.0, read.1, decoded))
 }
+
+/// What an OTLP/JSON body is counted at while it is decoded, as a multiple of its size:
+/// its `serde_json::Value` tree and the prost request built from it.
+pub const JSON_DECODED_FACTOR: usize = 6;
 
 fn reject(state: &HttpState, format: Format, err: &ReceiveError, spans: u64) -> Response {
     state.stats.record_rejected(err.reason(), spans);
@@ -222,7 +267,7 @@ fn reject(state: &HttpState, format: Format, err: &ReceiveError, spans: u64) -> 
         body,
     )
         .into_response();
-    if matches!(err, ReceiveError::Refused(_)) {
+    if err.is_retryable() {
         let secs = state.options.retry_after.as_secs_f64().ceil().max(1.0) as u64;
         response
             .headers_mut()

@@ -14,11 +14,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod body;
 pub mod decode;
 pub mod error;
 pub mod grpc;
 pub mod heavy;
 pub mod http;
+pub mod partial;
 pub use crate::otlp::rpc_status;
 pub mod stats;
 
@@ -93,6 +95,20 @@ pub struct ReceiverConfig {
     pub auth: crate::net::auth::ReceiverAuthConfig,
     /// `[receiver.connections]`: per-listener connection limit, HTTP/2 and idle limits.
     pub connections: crate::net::listen::ConnectionConfig,
+    /// A request body must arrive whole within this (default `30s`), else the request is
+    /// refused retryably (`body_timeout`). The body is read before the request takes a
+    /// forward-queue slot, so a slow client holds none.
+    #[serde(with = "humantime_serde")]
+    pub body_read_timeout: Duration,
+    /// After the first 2 s of a body, its bytes must arrive at this average rate at least,
+    /// in bytes per second (default 16384; 0 = off), else it is refused retryably
+    /// (`body_too_slow`).
+    pub body_min_rate: u64,
+    /// Requests being received and processed at once on both OTLP receivers together
+    /// (default 4096); more are refused at once, retryably (`too_many_requests`). With
+    /// `connections.max_concurrent_streams` per connection, it bounds what many slow
+    /// streams can hold.
+    pub max_concurrent_requests: usize,
 }
 
 impl Default for ReceiverConfig {
@@ -107,9 +123,19 @@ impl Default for ReceiverConfig {
             tls: Default::default(),
             auth: Default::default(),
             connections: Default::default(),
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            body_min_rate: DEFAULT_BODY_MIN_RATE,
+            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
         }
     }
 }
+
+/// Default `receiver.body_read_timeout`: 30 s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default `receiver.body_min_rate`: 16 KiB per second.
+pub const DEFAULT_BODY_MIN_RATE: u64 = 16 * 1024;
+/// Default `receiver.max_concurrent_requests`: 4096.
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 4096;
 
 impl ReceiverConfig {
     /// The runtime options both receivers take.
@@ -119,6 +145,9 @@ impl ReceiverConfig {
             retry_after: self.retry_after,
             admission_wait: self.admission_wait,
             traces_url_path: Arc::from(self.traces_url_path.as_str()),
+            body_read_timeout: self.body_read_timeout,
+            body_min_rate: self.body_min_rate,
+            requests: RequestSlots::new(self.max_concurrent_requests),
         }
     }
 
@@ -126,6 +155,18 @@ impl ReceiverConfig {
     /// ([`route_path_problem`]); it must start with `/` (the Collector prepends a missing
     /// one, loopwatch says so instead).
     pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.body_read_timeout.is_zero() {
+            return Err((
+                "receiver.body_read_timeout".into(),
+                "must be above 0".into(),
+            ));
+        }
+        if self.max_concurrent_requests == 0 {
+            return Err((
+                "receiver.max_concurrent_requests".into(),
+                "must be at least 1".into(),
+            ));
+        }
         let path = self.traces_url_path.as_str();
         match route_path_problem(path) {
             Some(problem) => Err((
@@ -172,7 +213,69 @@ pub struct ReceiverOptions {
     pub admission_wait: Duration,
     /// The path the HTTP receiver serves (see [`ReceiverConfig::traces_url_path`]).
     pub traces_url_path: Arc<str>,
+    /// See [`ReceiverConfig::body_read_timeout`].
+    pub body_read_timeout: Duration,
+    /// See [`ReceiverConfig::body_min_rate`] (bytes per second; 0 = off).
+    pub body_min_rate: u64,
+    /// The requests in progress on the receivers that share these options (clones share
+    /// the count): [`ReceiverConfig::max_concurrent_requests`].
+    pub requests: RequestSlots,
 }
+
+impl ReceiverOptions {
+    /// The rules a body is read under: `max_bytes` (as sent), the deadline, the minimum
+    /// rate, and how long a frame waits for the decoded-bytes budget.
+    pub fn body_rules(&self, max_bytes: usize) -> body::BodyRules {
+        body::BodyRules {
+            max_bytes,
+            timeout: self.body_read_timeout,
+            min_rate: self.body_min_rate,
+            budget_wait: self.admission_wait,
+        }
+    }
+}
+
+/// The shared count of requests in progress (`receiver.max_concurrent_requests`): a slot is
+/// taken without waiting when a request arrives and given back when it is answered.
+#[derive(Clone, Debug)]
+pub struct RequestSlots {
+    semaphore: Arc<tokio::sync::Semaphore>,
+    limit: usize,
+}
+
+impl RequestSlots {
+    /// Room for `limit` requests at once.
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        Self {
+            semaphore: Arc::new(tokio::sync::Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// A slot, held until dropped.
+    ///
+    /// # Errors
+    /// [`ReceiveError::TooManyRequests`] when every slot is taken.
+    pub fn try_take(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ReceiveError> {
+        Arc::clone(&self.semaphore)
+            .try_acquire_owned()
+            .map_err(|_| ReceiveError::TooManyRequests { limit: self.limit })
+    }
+
+    /// Requests in progress now.
+    pub fn in_use(&self) -> usize {
+        self.limit - self.semaphore.available_permits().min(self.limit)
+    }
+}
+
+impl PartialEq for RequestSlots {
+    fn eq(&self, other: &Self) -> bool {
+        self.limit == other.limit
+    }
+}
+
+impl Eq for RequestSlots {}
 
 impl Default for ReceiverOptions {
     fn default() -> Self {

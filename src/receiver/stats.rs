@@ -27,11 +27,23 @@ pub enum RejectReason {
     /// Decoded bytes in flight stayed over `limits.max_decoded_bytes_in_flight` for the
     /// admission wait (retryable).
     InFlightLimit,
+    /// Spans left out of an accepted request because they could not be read (counted in
+    /// spans only; the request itself was accepted: OTLP partial success).
+    UnreadableSpan,
+    /// The body did not arrive within `receiver.body_read_timeout` (retryable).
+    BodyTimeout,
+    /// The body arrived slower than `receiver.body_min_rate` (retryable).
+    BodyTooSlow,
+    /// More requests in progress on the receivers than `receiver.max_concurrent_requests`
+    /// (retryable).
+    TooManyRequests,
+    /// The persistent queue could not write the request (disk full, I/O error; retryable).
+    QueueUnwritable,
 }
 
 impl RejectReason {
     /// Every reason, in label order.
-    pub const ALL: [RejectReason; 10] = [
+    pub const ALL: [RejectReason; 15] = [
         Self::QueueFull,
         Self::ShuttingDown,
         Self::TooLarge,
@@ -42,6 +54,11 @@ impl RejectReason {
         Self::TooManyValues,
         Self::MemoryLimit,
         Self::InFlightLimit,
+        Self::UnreadableSpan,
+        Self::BodyTimeout,
+        Self::BodyTooSlow,
+        Self::TooManyRequests,
+        Self::QueueUnwritable,
     ];
 
     /// The metric label value (snake_case).
@@ -57,6 +74,11 @@ impl RejectReason {
             Self::TooManyValues => "too_many_values",
             Self::MemoryLimit => "memory_limit",
             Self::InFlightLimit => "in_flight_limit",
+            Self::UnreadableSpan => "unreadable_span",
+            Self::BodyTimeout => "body_timeout",
+            Self::BodyTooSlow => "body_too_slow",
+            Self::TooManyRequests => "too_many_requests",
+            Self::QueueUnwritable => "queue_unwritable",
         }
     }
 
@@ -75,6 +97,11 @@ pub struct ReceiverStats {
     rejected_spans: [AtomicU64; RejectReason::ALL.len()],
     /// Unknown OTLP/JSON fields (ignored), warned once per sender.
     pub otlp_json_unknown_fields: crate::otlp::json::UnknownFieldLog,
+    /// Strings read with U+FFFD in place of invalid UTF-8 or a lone surrogate escape
+    /// (OTLP/JSON; protobuf strings are read lossily without being counted).
+    replaced_strings: AtomicU64,
+    /// Rate limit of the WARN about partially accepted requests.
+    partial_log: crate::net::log_limit::LogLimit,
 }
 
 impl ReceiverStats {
@@ -88,6 +115,34 @@ impl ReceiverStats {
     pub fn record_rejected(&self, reason: RejectReason, spans: u64) {
         self.rejected_requests[reason.index()].fetch_add(1, Ordering::Relaxed);
         self.rejected_spans[reason.index()].fetch_add(spans, Ordering::Relaxed);
+    }
+
+    /// Records what an accepted request lost or had replaced (OTLP partial success): its
+    /// left-out spans under [`RejectReason::UnreadableSpan`] (spans only: the request was
+    /// accepted) and its replaced strings; logs at WARN, at most once per 10 s, with
+    /// `message` (the partial-success message the client got).
+    pub fn record_partial(&self, rejected_spans: u64, replaced_strings: u64, message: &str) {
+        if rejected_spans == 0 && replaced_strings == 0 {
+            return;
+        }
+        let reason = RejectReason::UnreadableSpan.index();
+        self.rejected_spans[reason].fetch_add(rejected_spans, Ordering::Relaxed);
+        self.replaced_strings
+            .fetch_add(replaced_strings, Ordering::Relaxed);
+        if let Some(requests) = self.partial_log.hit() {
+            tracing::warn!(
+                requests,
+                rejected_spans,
+                replaced_strings,
+                %message,
+                "request accepted in part (OTLP partial success); at most one such line per 10 s"
+            );
+        }
+    }
+
+    /// Strings replaced with U+FFFD so far (see [`ReceiverStats::record_partial`]).
+    pub fn replaced_strings(&self) -> u64 {
+        self.replaced_strings.load(Ordering::Relaxed)
     }
 
     /// Requests accepted so far.
@@ -129,7 +184,7 @@ mod tests {
         assert_eq!(stats.rejected_requests(RejectReason::TooLarge), 1);
         assert_eq!(stats.rejected_requests(RejectReason::InvalidPayload), 0);
         let labels: Vec<_> = RejectReason::ALL.iter().map(|r| r.as_str()).collect();
-        assert_eq!(labels.len(), 10);
+        assert_eq!(labels.len(), 15);
         assert!(RejectReason::ALL
             .iter()
             .enumerate()

@@ -37,6 +37,8 @@ pub mod merge;
 pub use call_context::{CallContext, CallKey, ToolCallPart};
 use kept::KeptEvent;
 pub use merge::CallHop;
+mod reload;
+pub use reload::ProfileSet;
 mod span_ids;
 mod what_if;
 pub use what_if::WhatIf;
@@ -440,7 +442,9 @@ pub struct Registry {
     /// half of them after it grows) cost 24 bytes each rather than a whole `RunState`.
     runs: DashMap<Arc<str>, Box<RunState>, foldhash::fast::RandomState>,
     recency: Mutex<Recency>,
-    profiles: Vec<Arc<ProfileSettings>>,
+    /// The profiles new runs are judged under; swapped whole by [`Registry::set_profiles`]
+    /// (a run's own detectors name the set it was last judged under).
+    profiles: arc_swap::ArcSwap<ProfileSet>,
     config: RegistryConfig,
     stats: RegistryStats,
 }
@@ -454,15 +458,16 @@ impl Registry {
                 order: lru::LruCache::unbounded_with_hasher(foldhash::fast::RandomState::default()),
                 bytes: 0,
             }),
-            profiles: profiles.into_iter().map(Arc::new).collect(),
+            profiles: arc_swap::ArcSwap::from_pointee(profiles.into_iter().map(Arc::new).collect()),
             config,
             stats: RegistryStats::default(),
         }
     }
 
-    /// The profiles in the order detections refer to them.
-    pub fn profiles(&self) -> &[Arc<ProfileSettings>] {
-        &self.profiles
+    /// The profiles in the order detections refer to them (the current set: a reload
+    /// swaps it, [`Registry::set_profiles`]).
+    pub fn profiles(&self) -> Arc<ProfileSet> {
+        self.profiles.load_full()
     }
 
     /// The limits this registry was built with.
@@ -571,6 +576,7 @@ impl Registry {
                     .entry(first.run_key.clone())
                     .or_insert_with(|| Box::new(self.new_run(now)));
                 run.last_seen = now;
+                self.adopt_current_profiles(&first.run_key, &mut run, &mut new_detections);
                 self.insert_batch(&first.run_key, &mut run, batch, &mut new_detections);
                 self.touch(&first.run_key, run.heap_bytes())
             };
@@ -646,7 +652,12 @@ impl Registry {
         RunState {
             events: Vec::new(),
             seen: span_ids::SpanIds::default(),
-            detectors: self.fresh_detectors(),
+            detectors: self
+                .profiles
+                .load()
+                .iter()
+                .map(|p| Detector::new(p.clone()))
+                .collect(),
             detections: Vec::new(),
             tallies: None,
             forgotten: None,
@@ -656,10 +667,11 @@ impl Registry {
         }
     }
 
-    fn fresh_detectors(&self) -> Detectors {
-        self.profiles
-            .iter()
-            .map(|p| Detector::new(p.clone()))
+    /// Detectors in their initial state for the profiles `like` applies (a run's own set,
+    /// so one operation never mixes the profiles of two reloads).
+    fn fresh_detectors(like: &Detectors) -> Detectors {
+        like.iter()
+            .map(|d| Detector::new(d.shared_settings().clone()))
             .collect()
     }
 
@@ -721,7 +733,8 @@ impl Registry {
                 let mut detectors = std::mem::take(&mut run.detectors);
                 for (profile_index, detector) in detectors.iter_mut().enumerate() {
                     if let Some(d) = detector.observe(&observation) {
-                        self.record(key, run, profile_index, d, index, out);
+                        let profile = detector.shared_settings().clone();
+                        self.record(key, run, (profile_index, profile), d, index, out);
                     }
                 }
                 run.detectors = detectors;
@@ -747,7 +760,7 @@ impl Registry {
         }
         let mut detectors = match &run.forgotten {
             Some(forgotten) => forgotten.base.clone(),
-            None => self.fresh_detectors(),
+            None => Self::fresh_detectors(&run.detectors),
         };
         // With an approval: the last kept event at or before it (`Some(None)`: it came
         // before every kept event), after which the loops in progress are forgotten again.
@@ -766,7 +779,8 @@ impl Registry {
             let observation = merge::observation(&run.events, index);
             for (profile_index, detector) in detectors.iter_mut().enumerate() {
                 if let Some(d) = detector.observe(&observation) {
-                    self.record(key, run, profile_index, d, index, out);
+                    let profile = detector.shared_settings().clone();
+                    self.record(key, run, (profile_index, profile), d, index, out);
                 }
             }
             if reset_after == Some(Some(index)) {
@@ -782,7 +796,7 @@ impl Registry {
         &self,
         run_key: &Arc<str>,
         run: &mut RunState,
-        profile_index: usize,
+        (profile_index, profile): (usize, Arc<ProfileSettings>),
         detection: Detection,
         index: usize,
         out: &mut Vec<RunDetection>,
@@ -801,7 +815,7 @@ impl Registry {
         let span_ids = Arc::from(span_ids.as_slice());
         let mut rd = RunDetection {
             profile_index,
-            profile: self.profiles[profile_index].clone(),
+            profile,
             detection: Arc::new(detection),
             run_key: run_key.clone(),
             trace_id: completing.trace_id().into(),
@@ -835,7 +849,7 @@ impl Registry {
         let excess = run.events.len() - cap;
         let mut forgotten = run.forgotten.take().unwrap_or_else(|| {
             Box::new(Forgotten {
-                base: self.fresh_detectors(),
+                base: Self::fresh_detectors(&run.detectors),
                 detections: 0,
                 events: 0,
                 tool_calls: 0,
@@ -857,7 +871,7 @@ impl Registry {
                 forgotten.tool_calls += 1;
             }
             if let Some(tallies) = &mut run.tallies {
-                for profile_index in 0..self.profiles.len() {
+                for profile_index in 0..run.detectors.len() {
                     for pattern in Pattern::ALL {
                         tallies.reported.remove(&(
                             profile_index,

@@ -54,9 +54,8 @@ impl Registry {
         Some(
             run.detectors
                 .iter()
-                .zip(&self.profiles)
-                .map(|(detector, profile)| WhatIf {
-                    profile: profile.clone(),
+                .map(|detector| WhatIf {
+                    profile: detector.shared_settings().clone(),
                     detection: detector.clone().observe(&call),
                 })
                 .collect(),

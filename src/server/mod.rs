@@ -5,6 +5,7 @@
 //! own `shutdown.drain_timeout` deadline). A `CancellationToken` is the stop signal.
 
 pub mod lifecycle;
+pub mod reload;
 pub mod security;
 pub mod startup;
 
@@ -84,6 +85,46 @@ async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
     }
 }
 
+/// Runs `serve` on a thread of its own with a one-thread runtime, on `listener` moved to
+/// that runtime (so its readiness is driven there, not by the main runtime's workers);
+/// returns a future of its result for the caller's stage.
+///
+/// # Errors
+/// When the thread, its runtime or the listener's move cannot be set up.
+fn on_own_thread<F, Fut>(
+    name: &'static str,
+    listener: TcpListener,
+    serve: F,
+) -> anyhow::Result<impl Future<Output = anyhow::Result<()>> + Send + 'static>
+where
+    F: FnOnce(TcpListener) -> Fut + Send + 'static,
+    Fut: Future<Output = std::io::Result<()>> + 'static,
+{
+    let listener = listener.into_std().context("admin listener")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .context("admin runtime")?;
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let outcome = runtime.block_on(async move {
+                let listener = TcpListener::from_std(listener)?;
+                serve(listener).await
+            });
+            let _ = done.send(outcome);
+        })
+        .context("admin thread")?;
+    Ok(async move {
+        match result.await {
+            Ok(outcome) => outcome.map_err(anyhow::Error::from),
+            Err(_) => Err(anyhow::anyhow!("{name} thread ended without a result")),
+        }
+    })
+}
+
 /// A started server: its bound addresses and handles (tests start it on port 0).
 pub struct RunningServer {
     pub grpc_addr: SocketAddr,
@@ -92,6 +133,8 @@ pub struct RunningServer {
     pub engine: Arc<Engine>,
     pub signals: SignalHub,
     pub receiver_stats: Arc<ReceiverStats>,
+    /// What `/metrics` renders from (config reloads are counted here).
+    pub metrics: Arc<Metrics>,
     /// Cancelled when the server stops: asked to, or because a serving task failed.
     cancel: CancellationToken,
     done: tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -114,13 +157,27 @@ impl RunningServer {
     }
 }
 
-/// Runs `loopwatch serve` until `shutdown` resolves.
+/// Runs `loopwatch serve` until `shutdown` resolves. With a `reload` source (the
+/// `--config` file), the detection config is reloaded on SIGHUP and when the file changes
+/// ([`reload`]).
 pub async fn run(
     config: Config,
+    reload: Option<reload::ReloadSource>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let summary = crate::server::startup::StartupSummary::of(&config)?;
+    let running = config.clone();
     let server = start(config).await?;
+    if let Some(source) = reload {
+        let cancel = server.cancel.clone();
+        tokio::spawn(reload::watch(
+            source,
+            running,
+            server.engine.clone(),
+            server.metrics.clone(),
+            async move { cancel.cancelled().await },
+        ));
+    }
     tracing::info!(
         grpc = %server.grpc_addr,
         http = %server.http_addr,
@@ -166,7 +223,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             "signals.webhook.secret is not set: webhook posts carry no X-Loopwatch-Signature, so the receiver cannot tell them from forged ones"
         );
     }
-    let signal_profiles = config.profiles()?.iter().map(|p| p.signals).collect();
     let metrics = Arc::new(Metrics::default());
     let signals = SignalHub::start(config.signals.clone());
 
@@ -214,7 +270,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         engine: engine.clone(),
         forward: forwarder.as_ref().map(|f| f.queue()),
         signals: Some(signals.clone()),
-        signal_profiles,
         metrics: metrics.clone(),
         limits: resource_limits.clone(),
         reports: Arc::new(crate::pipeline::reporter::ReportQueue::new(
@@ -270,6 +325,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         grpc_listener,
         edges.grpc_tls.clone(),
         limits,
+        metrics.listener("receiver.grpc"),
         stopped(),
     );
     // Run stage 1: the receivers. Any of them ending before shutdown stops the process.
@@ -286,6 +342,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         http_listener,
         edges.http_tls.clone(),
         limits,
+        metrics.listener("receiver.http"),
         stopped(),
     );
     let http_app = crate::net::auth::protect_receiver(
@@ -330,17 +387,23 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         let auth = admin_state.auth.clone();
         let app = admin::access::protect(admin::router(admin_state), auth);
         let limits = config.admin.connections.clone();
-        let incoming = crate::net::listen::spawn_accept(
-            "admin",
-            l,
-            edges.admin_tls.clone(),
-            &limits,
-            stopped(),
-        );
-        let stop = stopped();
-        admin.spawn("admin", async move {
+        let tls = edges.admin_tls.clone();
+        let stats = metrics.listener("admin");
+        let (accept_stop, stop) = (stopped(), stopped());
+        // Its own thread and runtime (issue 31 item 2): /healthz and /readyz answer however
+        // busy the OTLP receivers keep the main runtime's workers.
+        let served = on_own_thread("loopwatch-admin", l, move |listener| async move {
+            let incoming = crate::net::listen::spawn_accept(
+                "admin",
+                listener,
+                tls,
+                &limits,
+                stats,
+                accept_stop,
+            );
             crate::net::listen::http::serve_router(incoming, app, &limits, stop).await
-        });
+        })?;
+        admin.spawn("admin", served);
     }
 
     // Idle-run eviction.
@@ -454,6 +517,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         engine,
         signals,
         receiver_stats,
+        metrics,
         cancel,
         done,
     })

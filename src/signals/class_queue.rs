@@ -72,6 +72,39 @@ impl<T, const N: usize> ClassQueue<T, N> {
         pushed
     }
 
+    /// Queues `item` of `class` whatever the capacity (the owner bounds the queue itself,
+    /// with [`ClassQueue::evict_for`]); returns its arrival number, for
+    /// [`ClassQueue::get_mut`].
+    pub fn push_unbounded(&mut self, class: usize, item: T) -> u64 {
+        let seq = self.next;
+        self.queues[class].push_back((seq, item));
+        self.next += 1;
+        seq
+    }
+
+    /// The arrival number the next pushed item gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next
+    }
+
+    /// Takes out the oldest item of the lowest non-empty class not above `class`, with its
+    /// class: what a full queue gives up for an arriving item of `class`.
+    pub fn evict_for(&mut self, class: usize) -> Option<(usize, T)> {
+        (0..=class.min(N - 1)).find_map(|c| self.queues[c].pop_front().map(|(_, item)| (c, item)))
+    }
+
+    /// The queued item of `class` that arrived as number `seq`, if it is still queued.
+    pub fn get_mut(&mut self, class: usize, seq: u64) -> Option<&mut T> {
+        let queue = self.queues.get_mut(class)?;
+        let at = queue.binary_search_by_key(&seq, |(n, _)| *n).ok()?;
+        queue.get_mut(at).map(|(_, item)| item)
+    }
+
+    /// Items of `class` waiting.
+    pub fn len_of(&self, class: usize) -> usize {
+        self.queues.get(class).map_or(0, VecDeque::len)
+    }
+
     /// The oldest item, in arrival order across classes.
     pub fn pop_front(&mut self) -> Option<T> {
         let (_, class) = self
@@ -143,6 +176,29 @@ mod tests {
             }
         );
         assert_eq!(drain(&mut queue), ["k2", "k3", "k4"]);
+    }
+
+    #[test]
+    fn unbounded_pushes_are_found_by_arrival_number_and_evicted_lowest_class_first() {
+        let mut queue = ClassQueue::<_, 2>::new(1);
+        let k1 = queue.push_unbounded(1, "k1");
+        let w1 = queue.push_unbounded(0, "w1");
+        let k2 = queue.push_unbounded(1, "k2");
+        assert_eq!(queue.len(), 3);
+        assert_eq!(queue.len_of(1), 2);
+        if let Some(item) = queue.get_mut(1, k2) {
+            *item = "k2'";
+        }
+        assert_eq!(queue.get_mut(0, k1), None, "k1 is a kill");
+        assert_eq!(queue.get_mut(0, w1).map(|w| *w), Some("w1"));
+        assert_eq!(queue.evict_for(0), Some((0, "w1")));
+        assert_eq!(
+            queue.evict_for(0),
+            None,
+            "no warn left to give up for a warn"
+        );
+        assert_eq!(queue.evict_for(1), Some((1, "k1")));
+        assert_eq!(drain(&mut queue), ["k2'"]);
     }
 
     #[test]

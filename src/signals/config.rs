@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Default capacity of each sink's queue (signals).
-pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+/// Default capacity of each sink's queue, in signals: 100 000 (the bound that matters is
+/// usually [`DEFAULT_QUEUE_MAX_BYTES`]).
+pub const DEFAULT_QUEUE_CAPACITY: usize = 100_000;
+/// Default bound of each sink's queue in bytes of queued signals: 64 MiB (about 50 000
+/// signals of a few span ids each).
+pub const DEFAULT_QUEUE_MAX_BYTES: u64 = 64 << 20;
 /// Default capacity of the ring of recent signals served by `GET /v1/signals`.
 pub const DEFAULT_RECENT_CAPACITY: usize = 1024;
 
@@ -128,8 +132,12 @@ pub struct RedisSinkConfig {
     /// Expiry of the kill-flag key, whole seconds, at least 1 (default `1h`).
     #[serde(with = "humantime_serde")]
     pub kill_ttl: Duration,
-    /// Signals queued for this sink before the oldest is dropped (default 1024).
+    /// Signals queued for this sink before the oldest warning is dropped (default 100 000).
     pub queue_capacity: usize,
+    /// Bytes of signals queued for this sink before the oldest warning is dropped (default
+    /// 64 MiB). Kills go only when nothing else is queued, and while the sink is delivering
+    /// a kill waits (up to 10 s) for room instead.
+    pub queue_max_bytes: u64,
     /// `[signals.redis.tls]`: CA and client certificate for a `rediss://` URL
     /// (`server_name` is not supported: the URL's host is verified).
     pub tls: crate::net::tls::ClientTlsConfig,
@@ -143,6 +151,7 @@ impl Default for RedisSinkConfig {
             key_prefix: "loopwatch:kill:".to_owned(),
             kill_ttl: Duration::from_secs(3600),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            queue_max_bytes: DEFAULT_QUEUE_MAX_BYTES,
             tls: crate::net::tls::ClientTlsConfig::default(),
         }
     }
@@ -170,8 +179,12 @@ pub struct NatsSinkConfig {
     /// Bytes the stream keeps before discarding its oldest signals (default 256 MiB;
     /// 0 = no size limit). Applied when loopwatch creates the stream.
     pub stream_max_bytes: u64,
-    /// Signals queued for this sink before the oldest is dropped (default 1024).
+    /// Signals queued for this sink before the oldest warning is dropped (default 100 000).
     pub queue_capacity: usize,
+    /// Bytes of signals queued for this sink before the oldest warning is dropped (default
+    /// 64 MiB). Kills go only when nothing else is queued, and while the sink is delivering
+    /// a kill waits (up to 10 s) for room instead.
+    pub queue_max_bytes: u64,
     /// `[signals.nats.tls]`: CA and client certificate; setting any requires TLS
     /// (`server_name` is not supported: the URL's host is verified).
     pub tls: crate::net::tls::ClientTlsConfig,
@@ -190,6 +203,7 @@ impl Default for NatsSinkConfig {
             stream_max_age: Duration::from_secs(7 * 24 * 3600),
             stream_max_bytes: 256 << 20,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            queue_max_bytes: DEFAULT_QUEUE_MAX_BYTES,
             tls: crate::net::tls::ClientTlsConfig::default(),
             tls_first: false,
         }
@@ -209,8 +223,12 @@ pub struct WebhookSinkConfig {
     /// Timeout of each request (default `5s`).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
-    /// Signals queued for this sink before the oldest is dropped (default 1024).
+    /// Signals queued for this sink before the oldest warning is dropped (default 100 000).
     pub queue_capacity: usize,
+    /// Bytes of signals queued for this sink before the oldest warning is dropped (default
+    /// 64 MiB). Kills go only when nothing else is queued, and while the sink is delivering
+    /// a kill waits (up to 10 s) for room instead.
+    pub queue_max_bytes: u64,
 }
 
 impl Default for WebhookSinkConfig {
@@ -220,6 +238,7 @@ impl Default for WebhookSinkConfig {
             secret: None,
             timeout: Duration::from_secs(5),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            queue_max_bytes: DEFAULT_QUEUE_MAX_BYTES,
         }
     }
 }
@@ -249,6 +268,12 @@ impl SignalsConfig {
             })?;
         }
         check_positive(self.redis.queue_capacity, "redis.queue_capacity")?;
+        check_positive(self.redis.queue_max_bytes as usize, "redis.queue_max_bytes")?;
+        check_positive(self.nats.queue_max_bytes as usize, "nats.queue_max_bytes")?;
+        check_positive(
+            self.webhook.queue_max_bytes as usize,
+            "webhook.queue_max_bytes",
+        )?;
         if self.redis.kill_ttl.as_secs() == 0 {
             return Err(SignalsConfigError::Zero {
                 field: "redis.kill_ttl",
@@ -353,7 +378,8 @@ mod tests {
         assert!(config.nats.jetstream);
         assert_eq!(config.nats.stream, "LOOPWATCH_SIGNALS");
         assert_eq!(config.webhook.timeout, Duration::from_secs(5));
-        assert_eq!(config.webhook.queue_capacity, 1024);
+        assert_eq!(config.webhook.queue_capacity, 100_000);
+        assert_eq!(config.webhook.queue_max_bytes, 64 << 20);
         assert_eq!(config.recent_capacity, 1024);
         assert_eq!(config.redis.url, None);
         config.validate().expect("defaults are valid");

@@ -36,6 +36,8 @@ pub struct SinkStats {
     pub dropped_kills: u64,
     /// Signals the sink refused for good (e.g. webhook 4xx) and that were not retried.
     pub rejected: u64,
+    /// Signals that replaced a queued signal of the same loop (delivered in its place).
+    pub coalesced: u64,
     /// Signals waiting or being delivered now.
     pub queue_depth: u64,
 }
@@ -138,8 +140,8 @@ struct Spawned {
 }
 
 impl Spawned {
-    fn spawn<S: Sink>(&mut self, sink: S, capacity: usize, retry: RetryConfig) {
-        let queue = Arc::new(SinkQueue::new(S::NAME, capacity));
+    fn spawn<S: Sink>(&mut self, sink: S, (capacity, max_bytes): (usize, u64), retry: RetryConfig) {
+        let queue = Arc::new(SinkQueue::new(S::NAME, capacity, max_bytes));
         self.tasks
             .push(tokio::spawn(sink::run(sink, Arc::clone(&queue), retry)));
         self.sinks.push(queue);
@@ -163,15 +165,18 @@ impl SignalHub {
         let retry = config.retry;
         let mut spawned = Spawned::default();
         if let Some(url) = config.redis.url.clone() {
-            let capacity = config.redis.queue_capacity;
+            let capacity = (config.redis.queue_capacity, config.redis.queue_max_bytes);
             spawned.spawn(RedisSink::new(url, config.redis), capacity, retry);
         }
         if let Some(url) = config.nats.url.clone() {
-            let capacity = config.nats.queue_capacity;
+            let capacity = (config.nats.queue_capacity, config.nats.queue_max_bytes);
             spawned.spawn(NatsSink::new(url, config.nats), capacity, retry);
         }
         if let Some(url) = config.webhook.url.clone() {
-            let capacity = config.webhook.queue_capacity;
+            let capacity = (
+                config.webhook.queue_capacity,
+                config.webhook.queue_max_bytes,
+            );
             match WebhookSink::new(url, config.webhook) {
                 Ok(webhook) => spawned.spawn(webhook, capacity, retry),
                 Err(error) => tracing::error!(sink = "webhook", %error, "webhook sink disabled"),
@@ -281,6 +286,7 @@ impl SignalHub {
                 dropped: q.dropped.load(Ordering::Relaxed),
                 dropped_kills: q.dropped_kills.load(Ordering::Relaxed),
                 rejected: q.rejected.load(Ordering::Relaxed),
+                coalesced: q.coalesced.load(Ordering::Relaxed),
                 queue_depth: q.depth(),
             })
             .collect()

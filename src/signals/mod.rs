@@ -16,6 +16,7 @@ pub mod hub;
 pub mod nats;
 pub mod redis;
 mod sink;
+pub mod sink_queue;
 pub mod webhook;
 
 pub use config::{NatsSinkConfig, RedisSinkConfig, RetryConfig, SignalsConfig, WebhookSinkConfig};

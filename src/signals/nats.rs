@@ -4,7 +4,14 @@
 //! signal is published through JetStream awaiting the ack, with `Nats-Msg-Id` = the
 //! signal id so the stream's duplicate window drops re-deliveries. Without JetStream the
 //! publish is flushed to the server (at-most-once, like core NATS).
+//!
+//! Signals go in batches of up to [`BATCH`]: every publish of the batch is sent, then their
+//! JetStream acks are awaited together (core NATS: one flush), so a storm costs a round
+//! trip per batch, not per signal. A batch with any failure is retried whole; JetStream's
+//! duplicate window keeps one copy of each signal.
 
+use std::future::IntoFuture;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, message::PublishMessage};
@@ -14,8 +21,11 @@ use super::config::NatsSinkConfig;
 use super::sink::{DeliveryError, Sink};
 use super::Signal;
 
-/// Timeout of connecting, of a flush and of a JetStream ack.
+/// Timeout of connecting, of a flush and of a JetStream ack (of a batch's acks).
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Signals per batch.
+pub const BATCH: usize = 256;
 
 /// `service_name` as one subject token: `.`, `*`, `>` and whitespace become `_`;
 /// absent or empty becomes `unknown`.
@@ -118,61 +128,79 @@ impl Sink for NatsSink {
     }
 
     async fn deliver(&mut self, signal: &Signal) -> Result<(), DeliveryError> {
-        let payload = Bytes::from(
-            serde_json::to_vec(signal)
-                .map_err(|e| DeliveryError::Rejected(format!("signal to JSON: {e}")))?,
-        );
-        let subject = subject(&self.config.subject_prefix, signal);
+        self.deliver_all(std::slice::from_ref(&signal)).await
+    }
+
+    const BATCH: usize = BATCH;
+
+    async fn deliver_batch(&mut self, signals: &[Arc<Signal>]) -> Result<(), DeliveryError> {
+        let signals: Vec<&Signal> = signals.iter().map(|s| s.as_ref()).collect();
+        self.deliver_all(&signals).await
+    }
+}
+
+impl NatsSink {
+    /// Publishes `signals` in order (JetStream: every publish sent, then every ack awaited
+    /// together; core: one flush).
+    async fn deliver_all(&mut self, signals: &[&Signal]) -> Result<(), DeliveryError> {
+        let mut messages = Vec::with_capacity(signals.len());
+        for signal in signals {
+            let payload = Bytes::from(
+                serde_json::to_vec(signal)
+                    .map_err(|e| DeliveryError::Rejected(format!("signal to JSON: {e}")))?,
+            );
+            messages.push((
+                subject(&self.config.subject_prefix, signal),
+                payload,
+                &signal.id,
+            ));
+        }
         if self.connection.is_none() {
             self.connection = Some(self.connect().await?);
         }
-        let result = match &self.connection {
-            Some(Connection::Core(client)) => publish_core(client, subject, payload).await,
+        match &self.connection {
+            Some(Connection::Core(client)) => {
+                for (subject, payload, _) in messages {
+                    client
+                        .publish(subject, payload)
+                        .await
+                        .map_err(|e| DeliveryError::Retryable(format!("nats publish: {e}")))?;
+                }
+                flush_core(client).await
+            }
             Some(Connection::JetStream(context)) => {
-                let message = PublishMessage::build()
-                    .payload(payload)
-                    .message_id(&signal.id);
-                publish_jetstream(context, subject, message).await
+                let mut acks = Vec::with_capacity(messages.len());
+                for (subject, payload, id) in messages {
+                    let message = PublishMessage::build().payload(payload).message_id(id);
+                    let ack = context.send_publish(subject, message).await.map_err(|e| {
+                        DeliveryError::Retryable(format!("nats jetstream publish: {e}"))
+                    })?;
+                    acks.push(ack.into_future());
+                }
+                match tokio::time::timeout(IO_TIMEOUT, futures::future::join_all(acks)).await {
+                    Ok(results) => match results.into_iter().find_map(Result::err) {
+                        None => Ok(()),
+                        Some(e) => {
+                            Err(DeliveryError::Retryable(format!("nats jetstream ack: {e}")))
+                        }
+                    },
+                    Err(_) => Err(DeliveryError::Retryable(
+                        "nats jetstream ack timed out".to_owned(),
+                    )),
+                }
             }
             None => Err(DeliveryError::Retryable(
                 "nats connection missing".to_owned(),
             )),
-        };
-        result
+        }
     }
 }
 
-async fn publish_core(
-    client: &async_nats::Client,
-    subject: String,
-    payload: Bytes,
-) -> Result<(), DeliveryError> {
-    client
-        .publish(subject, payload)
-        .await
-        .map_err(|e| DeliveryError::Retryable(format!("nats publish: {e}")))?;
+async fn flush_core(client: &async_nats::Client) -> Result<(), DeliveryError> {
     match tokio::time::timeout(IO_TIMEOUT, client.flush()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(DeliveryError::Retryable(format!("nats flush: {e}"))),
         Err(_) => Err(DeliveryError::Retryable("nats flush timed out".to_owned())),
-    }
-}
-
-async fn publish_jetstream(
-    context: &jetstream::Context,
-    subject: String,
-    message: PublishMessage,
-) -> Result<(), DeliveryError> {
-    let ack = context
-        .send_publish(subject, message)
-        .await
-        .map_err(|e| DeliveryError::Retryable(format!("nats jetstream publish: {e}")))?;
-    match tokio::time::timeout(IO_TIMEOUT, ack).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(DeliveryError::Retryable(format!("nats jetstream ack: {e}"))),
-        Err(_) => Err(DeliveryError::Retryable(
-            "nats jetstream ack timed out".to_owned(),
-        )),
     }
 }
 

@@ -2,8 +2,14 @@
 //! `SET <key_prefix><trace_id> <json> EX <ttl>` so a runtime can poll a flag.
 //!
 //! Both commands go in one `MULTI`/`EXEC`, so a retried delivery never leaves a flag
-//! without its publish or publishes twice because the `SET` failed.
+//! without its publish or publishes twice because the `SET` failed. A batch of up to
+//! [`BATCH`] signals goes in one pipelined `MULTI`/`EXEC` (one round trip), so a loop storm
+//! of thousands of kills is delivered in a few dozen round trips.
 
+/// Signals per pipelined `MULTI`/`EXEC`.
+pub const BATCH: usize = 256;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -79,16 +85,39 @@ impl Sink for RedisSink {
     }
 
     async fn deliver(&mut self, signal: &Signal) -> Result<(), DeliveryError> {
-        let json = serde_json::to_string(signal)
-            .map_err(|e| DeliveryError::Rejected(format!("signal to JSON: {e}")))?;
         let mut pipe = redis::pipe();
         pipe.atomic();
+        self.add(&mut pipe, signal)?;
+        self.send(pipe).await
+    }
+
+    const BATCH: usize = BATCH;
+
+    async fn deliver_batch(&mut self, signals: &[Arc<Signal>]) -> Result<(), DeliveryError> {
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for signal in signals {
+            self.add(&mut pipe, signal)?;
+        }
+        self.send(pipe).await
+    }
+}
+
+impl RedisSink {
+    /// Adds `signal`'s commands to `pipe`: `SET … EX` for a kill, then `PUBLISH`.
+    fn add(&self, pipe: &mut redis::Pipeline, signal: &Signal) -> Result<(), DeliveryError> {
+        let json = serde_json::to_string(signal)
+            .map_err(|e| DeliveryError::Rejected(format!("signal to JSON: {e}")))?;
         if signal.action == super::Action::Kill {
             let key = format!("{}{}", self.config.key_prefix, signal.trace_id);
             let ttl = self.config.kill_ttl.as_secs().max(1);
             pipe.set_ex(key, &json, ttl).ignore();
         }
         pipe.publish(&self.config.channel, &json).ignore();
+        Ok(())
+    }
+
+    async fn send(&mut self, pipe: redis::Pipeline) -> Result<(), DeliveryError> {
         let connection = self.connection()?;
         match pipe.query_async::<()>(connection).await {
             Ok(()) => Ok(()),

@@ -5,6 +5,9 @@
 //! Every binary uses only some of these helpers, hence `dead_code` is allowed here.
 #![allow(dead_code)]
 
+/// The attack suite's helpers (issue 31): the binary with a config file, its RSS, looping
+/// tool calls, decoded-cost bombs.
+pub mod attack;
 /// A loopwatch in-process fed with every corpus run, for the fleet and Prometheus tests.
 pub mod corpus_server;
 /// A TCP proxy that can be cut and restored: the fault suite's outage.

@@ -89,7 +89,14 @@ pub async fn serve(
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let incoming = spawn_accept("webhook", listener, Some(tls), &limits, stopped());
+    let incoming = spawn_accept(
+        "webhook",
+        listener,
+        Some(tls),
+        &limits,
+        Arc::new(crate::net::listen::ListenerStats::new("webhook")),
+        stopped(),
+    );
     tracing::info!(listen = %bound, "loopwatch webhook listening");
     eprintln!("loopwatch webhook listening on https://{bound}/mutate");
     let server = crate::net::listen::http::serve_router(

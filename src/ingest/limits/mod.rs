@@ -37,7 +37,12 @@ pub const DEFAULT_MAX_SPANS_PER_REQUEST: usize = 100_000;
 pub const DEFAULT_MAX_VALUES_PER_REQUEST: usize = 1_000_000;
 
 /// Default `max_decoded_bytes_in_flight`: 256 MiB (16 requests of the 16 MiB receive limit).
+/// With a memory limit it is at most a quarter of that limit ([`Limits::new`]).
 pub const DEFAULT_MAX_DECODED_BYTES_IN_FLIGHT: u64 = 256 * 1024 * 1024;
+
+/// Least decoded-bytes budget a memory limit brings it down to: 16 MiB, one request of the
+/// default receive limit.
+pub const MIN_DECODED_BYTES_IN_FLIGHT: u64 = 16 * 1024 * 1024;
 
 /// Config section `[limits]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,8 +70,9 @@ pub struct LimitsConfig {
     /// refused as for `max_spans_per_request`. OTLP/JSON requests are not counted (their
     /// decoding is bounded by the receive limit only).
     pub max_values_per_request: usize,
-    /// Most decompressed request bytes being decoded and processed at once (default
-    /// 256 MiB). Must be at least `receiver.max_recv_msg_size_mib`.
+    /// Most bytes the requests being received, decoded and processed may hold at once,
+    /// counted as what they decode to (default 256 MiB; with a memory limit at most a
+    /// quarter of it, at least 16 MiB). Must be at least `receiver.max_recv_msg_size_mib`.
     pub max_decoded_bytes_in_flight: u64,
 }
 
@@ -136,10 +142,21 @@ pub struct Limits {
 
 impl Limits {
     /// Limits as configured; `memory_mib = 0` reads the cgroup limit now.
+    ///
+    /// With a memory limit, the decoded-bytes budget is at most a quarter of it (at least
+    /// 16 MiB): what requests decode to is counted against the memory the process may use
+    /// (issue 31 item 1), leaving the rest to the runs, the queues and the allocator.
     pub fn new(config: &LimitsConfig) -> Self {
+        let memory = MemoryLimiter::new(config);
+        let decoded = match memory.hard_limit_bytes() {
+            Some(hard) => config
+                .max_decoded_bytes_in_flight
+                .min((hard / 4).max(MIN_DECODED_BYTES_IN_FLIGHT)),
+            None => config.max_decoded_bytes_in_flight,
+        };
         Self {
-            memory: MemoryLimiter::new(config),
-            in_flight: InFlight::new(config.max_decoded_bytes_in_flight),
+            memory,
+            in_flight: InFlight::new(decoded),
             read: crate::otlp::wire::ReadLimits {
                 max_spans: config.max_spans_per_request,
                 max_values: config.max_values_per_request,

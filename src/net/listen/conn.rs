@@ -1,6 +1,7 @@
 //! One accepted connection: plain TCP or TLS, holding its slot of the listener's
-//! connection limit until dropped, and closed after `idle_timeout` without a byte read or
-//! written.
+//! connection limit until dropped, closed after `idle_timeout` without a byte read or
+//! written, and listed in its listener's [`ConnTable`] (which may ask it to close, to make
+//! room for a new client: its next read or write then fails).
 
 use std::future::Future;
 use std::io;
@@ -13,6 +14,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
+
+use super::table::{ConnState, ConnTable};
+use std::sync::Arc;
 
 /// The byte stream under a [`Conn`].
 pub enum Stream {
@@ -30,6 +34,8 @@ pub struct Conn {
     last_activity: Instant,
     idle: Pin<Box<Sleep>>,
     remote_addr: Option<SocketAddr>,
+    /// Its entry in the listener's table (`None` outside a listener, e.g. tests).
+    listed: Option<(Arc<ConnTable>, u64, Arc<ConnState>)>,
 }
 
 impl Conn {
@@ -49,7 +55,30 @@ impl Conn {
             last_activity: now,
             idle,
             remote_addr,
+            listed: None,
         }
+    }
+
+    /// Lists the connection in `table`, which may then ask it to close
+    /// ([`ConnTable::evict_idlest`]); it leaves the table when dropped.
+    pub fn listed_in(mut self, table: &Arc<ConnTable>) -> Self {
+        let (id, state) = table.add();
+        self.listed = Some((Arc::clone(table), id, state));
+        self
+    }
+
+    /// `Err` once the table asked the connection to close; registers the task otherwise.
+    fn check_closing(&self, cx: &mut Context<'_>) -> io::Result<()> {
+        if let Some((_, _, state)) = &self.listed {
+            state.register(cx.waker());
+            if state.closing() {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "closed to make room for a new connection (the listener was full and this one idle)",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The peer's address.
@@ -96,6 +125,9 @@ impl AsyncRead for Conn {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if let Err(e) = this.check_closing(cx) {
+            return Poll::Ready(Err(e));
+        }
         let before = buf.filled().len();
         let result = match &mut this.stream {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
@@ -105,6 +137,9 @@ impl AsyncRead for Conn {
             Poll::Ready(r) => {
                 if buf.filled().len() > before {
                     this.last_activity = Instant::now();
+                    if let Some((table, _, state)) = &this.listed {
+                        table.read(state);
+                    }
                 }
                 Poll::Ready(r)
             }
@@ -123,6 +158,9 @@ impl AsyncWrite for Conn {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if let Err(e) = this.check_closing(cx) {
+            return Poll::Ready(Err(e));
+        }
         let result = match &mut this.stream {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -176,6 +214,14 @@ impl AsyncWrite for Conn {
         match &mut self.get_mut().stream {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some((table, id, _)) = &self.listed {
+            table.remove(*id);
         }
     }
 }

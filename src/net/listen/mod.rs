@@ -1,10 +1,12 @@
 //! Listener hygiene shared by the OTLP gRPC and HTTP receivers and the admin API.
 //!
-//! [`spawn_accept`] runs one accept loop per listener: it takes a slot of the listener's
-//! connection limit *before* accepting (at the limit, new clients wait in the kernel's
-//! backlog instead of taking descriptors), survives accept errors such as `EMFILE` (logs,
-//! backs off, keeps listening), does the TLS handshake under a timeout in its own task, and
-//! hands finished connections ([`Conn`]) to the server over a channel. HTTP/2 limits and
+//! [`spawn_accept`] runs one accept loop per listener: it accepts a client, takes a slot of
+//! the listener's connection limit for it, and at the limit makes one by closing the
+//! connection that has read nothing for longest ([`table`]; at least a second), else waits
+//! for one (meanwhile new clients wait in the kernel's backlog, holding no descriptor). It
+//! survives accept errors such as `EMFILE` (logs, backs off, keeps listening), does the TLS
+//! handshake under a timeout in its own task, and hands finished connections ([`Conn`]) to
+//! the server over a channel. HTTP/2 limits and
 //! timeouts are applied by [`grpc::server_builder`] (tonic) and [`http::serve_router`]
 //! (hyper, for axum routers).
 
@@ -23,8 +25,10 @@ pub mod conn;
 pub mod fd;
 pub mod grpc;
 pub mod http;
+pub mod table;
 
 pub use conn::Conn;
+pub use table::{ConnTable, ListenerStats};
 
 /// `[receiver.connections]` / `[admin.connections]`: per-listener limits and timeouts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,30 +111,25 @@ impl ConnectionConfig {
 /// Connections handed from an accept loop to a server.
 pub type Incoming = mpsc::Receiver<Conn>;
 
-/// Spawns the accept loop of `listener` (named in logs, e.g. `receiver.grpc`): TLS when
-/// `tls` is set, at most `limits.max_connections` open connections, until `stop`.
+/// Spawns the accept loop of `listener` (named in logs, e.g. `receiver.grpc`; counted in
+/// `stats`): TLS when `tls` is set, at most `limits.max_connections` open connections (at
+/// the limit the connection idle longest is closed for a new client), until `stop`.
 pub fn spawn_accept(
     name: &'static str,
     listener: TcpListener,
     tls: Option<Arc<ReloadingServerTls>>,
     limits: &ConnectionConfig,
+    stats: Arc<ListenerStats>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let table = Arc::new(ConnTable::new(stats));
     let limits = limits.clone();
     tokio::spawn(async move {
         tokio::pin!(stop);
         let mut last_warning: Option<tokio::time::Instant> = None;
-        loop {
-            let slot = tokio::select! {
-                _ = &mut stop => break,
-                _ = tx.closed() => break,
-                slot = Arc::clone(&slots).acquire_owned() => match slot {
-                    Ok(slot) => slot,
-                    Err(_) => break,
-                },
-            };
+        'accept: loop {
             let (tcp, _) = tokio::select! {
                 _ = &mut stop => break,
                 _ = tx.closed() => break,
@@ -143,16 +142,34 @@ pub fn spawn_accept(
                             tracing::warn!(listener = name, %error, "accept failed; retrying");
                             last_warning = Some(now);
                         }
-                        drop(slot);
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
+                    }
+                },
+            };
+            // A slot for it: a free one, or one made by closing the connection that has
+            // read nothing for longest; else wait (re-trying the eviction) for one.
+            let slot = match Arc::clone(&slots).try_acquire_owned() {
+                Ok(slot) => slot,
+                Err(tokio::sync::TryAcquireError::Closed) => break,
+                Err(tokio::sync::TryAcquireError::NoPermits) => loop {
+                    table.evict_idlest(table::EVICT_IDLE_AFTER);
+                    tokio::select! {
+                        _ = &mut stop => break 'accept,
+                        _ = tx.closed() => break 'accept,
+                        slot = Arc::clone(&slots).acquire_owned() => match slot {
+                            Ok(slot) => break slot,
+                            Err(_) => break 'accept,
+                        },
+                        _ = tokio::time::sleep(Duration::from_millis(250)) => {}
                     }
                 },
             };
             let _ = tcp.set_nodelay(true);
             match &tls {
                 None => {
-                    let conn = Conn::new(conn::Stream::Plain(tcp), slot, limits.idle_timeout);
+                    let conn = Conn::new(conn::Stream::Plain(tcp), slot, limits.idle_timeout)
+                        .listed_in(&table);
                     if tx.send(conn).await.is_err() {
                         break;
                     }
@@ -161,12 +178,14 @@ pub fn spawn_accept(
                     let acceptor = tls.acceptor();
                     let tx = tx.clone();
                     let (handshake, idle) = (limits.handshake_timeout, limits.idle_timeout);
+                    let table = Arc::clone(&table);
                     tokio::spawn(async move {
                         let peer = tcp.peer_addr().ok();
                         match tokio::time::timeout(handshake, acceptor.accept(tcp)).await {
                             Ok(Ok(stream)) => {
                                 let stream = conn::Stream::Tls(Box::new(stream));
-                                let _ = tx.send(Conn::new(stream, slot, idle)).await;
+                                let conn = Conn::new(stream, slot, idle).listed_in(&table);
+                                let _ = tx.send(conn).await;
                             }
                             Ok(Err(error)) => {
                                 tracing::debug!(listener = name, ?peer, %error, "TLS handshake failed")

@@ -17,10 +17,11 @@
 //! - [`annotate`]: the in-place rewrite.
 
 pub mod decode;
+pub mod prune;
 pub mod reader;
 pub mod request;
 pub mod schema;
 pub mod view;
 
 pub use reader::WireError;
-pub use request::{ReadLimits, WireRequest, WireResource, WireSpan};
+pub use request::{ReadLimits, RejectedSpan, WireRequest, WireResource, WireSpan};

@@ -47,12 +47,17 @@ pub enum WireError {
         limit: usize,
     },
     /// Not malformed, but more attributes, events and array/kvlist elements than the reader
-    /// was allowed to build ([`super::decode::ValueBudget`]).
+    /// was allowed to build ([`ValueBudget`]).
     #[error("request holds more than {limit} attribute values")]
     TooManyValues {
         /// The cap.
         limit: usize,
     },
+    /// Not malformed, but what reading it builds does not fit the decoded-bytes budget now
+    /// ([`ValueBudget::with_memory`]): reading stopped before building it;
+    /// the receiver refuses the request retryably.
+    #[error("the request's decoded size does not fit the decoded-bytes budget now")]
+    OverBudget,
 }
 
 /// A field's value: scalars decoded, length-delimited values as absolute byte ranges.
@@ -279,16 +284,66 @@ pub(super) fn fixed64(field: &Field) -> u64 {
 /// kvlist attributes), every array element and every event counts one. Empty ones cost two
 /// bytes on the wire but 32–80 bytes once built, so without a bound a 16 MB request of
 /// empty attributes would build half a gigabyte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ValueBudget {
+///
+/// With a memory grant ([`ValueBudget::with_memory`]) it also pays for what the reader
+/// builds, in bytes: [`VALUE_VIEW_BYTES`] per value and [`SPAN_VIEW_BYTES`] per span,
+/// asking the grant for more in steps of [`GRANT_STEP`] bytes; when the grant refuses,
+/// reading stops with [`WireError::OverBudget`] before the memory is allocated (issue 31
+/// item 1: admission by decoded cost).
+pub struct ValueBudget<'g> {
     left: usize,
     limit: usize,
+    memory: Option<Memory<'g>>,
 }
 
-impl ValueBudget {
+/// The memory side of a [`ValueBudget`]: bytes paid for and not yet used, and where more
+/// come from.
+struct Memory<'g> {
+    left: usize,
+    grow: &'g mut dyn FnMut(usize) -> bool,
+}
+
+impl std::fmt::Debug for ValueBudget<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueBudget")
+            .field("left", &self.left)
+            .field("limit", &self.limit)
+            .field("memory_left", &self.memory.as_ref().map(|m| m.left))
+            .finish()
+    }
+}
+
+/// Bytes one value (attribute, event, array or kvlist element) is counted at once read:
+/// its view, twice (the arena's vectors grow by doubling, so up to half of it is slack).
+pub const VALUE_VIEW_BYTES: usize =
+    2 * std::mem::size_of::<crate::otlp::view::KeyValueView<'static>>();
+
+/// Bytes one span is counted at once read: its record and its view (see
+/// [`super::request`]), with slack for the vectors that hold them.
+pub const SPAN_VIEW_BYTES: usize =
+    2 * (std::mem::size_of::<crate::otlp::view::SpanView<'static>>() + 96);
+
+/// Memory is asked of the grant in steps of this many bytes (1 MiB).
+pub const GRANT_STEP: usize = 1 << 20;
+
+impl<'g> ValueBudget<'g> {
     /// A budget of `limit` values.
     pub fn new(limit: usize) -> Self {
-        Self { left: limit, limit }
+        Self {
+            left: limit,
+            limit,
+            memory: None,
+        }
+    }
+
+    /// A budget of `limit` values whose views are also paid for in bytes by `grow` (called
+    /// with the bytes wanted; `false` refuses).
+    pub fn with_memory(limit: usize, grow: &'g mut dyn FnMut(usize) -> bool) -> Self {
+        Self {
+            left: limit,
+            limit,
+            memory: Some(Memory { left: 0, grow }),
+        }
     }
 
     /// Values left to take.
@@ -296,14 +351,40 @@ impl ValueBudget {
         self.left
     }
 
-    /// Takes one value, or fails with [`WireError::TooManyValues`].
+    /// Takes one value, or fails with [`WireError::TooManyValues`] (or
+    /// [`WireError::OverBudget`]).
     pub(super) fn take(&mut self) -> Result<(), WireError> {
         match self.left.checked_sub(1) {
             Some(left) => {
                 self.left = left;
-                Ok(())
+                self.pay(VALUE_VIEW_BYTES)
             }
             None => Err(WireError::TooManyValues { limit: self.limit }),
+        }
+    }
+
+    /// Pays for one span's views ([`SPAN_VIEW_BYTES`]).
+    pub(super) fn take_span(&mut self) -> Result<(), WireError> {
+        self.pay(SPAN_VIEW_BYTES)
+    }
+
+    #[inline]
+    fn pay(&mut self, bytes: usize) -> Result<(), WireError> {
+        let Some(memory) = &mut self.memory else {
+            return Ok(());
+        };
+        match memory.left.checked_sub(bytes) {
+            Some(left) => {
+                memory.left = left;
+                Ok(())
+            }
+            None => {
+                if !(memory.grow)(GRANT_STEP) {
+                    return Err(WireError::OverBudget);
+                }
+                memory.left += GRANT_STEP - bytes;
+                Ok(())
+            }
         }
     }
 }

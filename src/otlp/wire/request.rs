@@ -59,6 +59,37 @@ struct Read<'a> {
     arena: view::ViewArena<'a>,
     /// Every span read, in request order.
     spans: Vec<ReadSpan<'a>>,
+    /// Spans that could not be read (see [`RejectedSpan`]), with their byte ranges.
+    rejected: Vec<(Range<usize>, RejectedSpan)>,
+}
+
+/// A span the reader could not read, left out of the request (issue 31 item 5): its fields
+/// were malformed or nested past the recursion limit, while the request around it was
+/// sound. The rest of the request is read and forwarded without it, and the receiver
+/// reports it in OTLP `partial_success`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedSpan {
+    /// (resource_spans, scope_spans, span) indices in the request as received.
+    pub index: (usize, usize, usize),
+    /// Why it could not be read (the reader's error).
+    pub reason: String,
+}
+
+impl RejectedSpan {
+    /// `resourceSpans[r].scopeSpans[s].spans[i]: reason` (a reason starting with `.` names
+    /// a field of the span and follows without the colon), for the partial-success message.
+    pub fn describe(&self) -> String {
+        let (r, s, i) = self.index;
+        let sep = if self.reason.starts_with('.') {
+            ""
+        } else {
+            ": "
+        };
+        format!(
+            "resourceSpans[{r}].scopeSpans[{s}].spans[{i}]{sep}{}",
+            self.reason
+        )
+    }
 }
 
 /// One span as the walk read it: a [`WireSpan`] whose view is still a record.
@@ -118,6 +149,12 @@ pub struct WireRequest {
     spans: Arc<Located>,
     /// How many of them [`WireRequest::spans`] shows ([`WireRequest::truncate_spans`]).
     shown: usize,
+    /// Spans left out because they could not be read (empty for a sound request: no
+    /// allocation).
+    rejected: Vec<RejectedSpan>,
+    /// Byte ranges of the rejected spans, between the two walks of
+    /// [`WireRequest::read_limited`] only.
+    cut: Option<Vec<Range<usize>>>,
 }
 
 impl WireRequest {
@@ -133,13 +170,66 @@ impl WireRequest {
     /// next one is built. A span view costs a few hundred bytes and a value 32–80 even when
     /// empty (two bytes on the wire), so the caps bound what one request can make the
     /// reader allocate.
+    ///
+    /// A span whose own fields are malformed (a wrong wire type, a length past its end,
+    /// nesting past the recursion limit) while the messages around it are sound does not
+    /// fail the request: it is cut out of the bytes ([`super::prune`]), the rest is read
+    /// again and kept, and the span is listed in [`WireRequest::rejected`]. Only such a
+    /// request is read twice.
     pub fn read_limited(bytes: Bytes, limits: ReadLimits) -> Result<WireRequest, WireError> {
+        Self::read_budgeted(bytes, limits, None)
+    }
+
+    /// As [`WireRequest::read_limited`], paying for the views it builds with `grow` (bytes
+    /// wanted → granted?; see [`ValueBudget::with_memory`]): when it refuses,
+    /// reading stops with [`WireError::OverBudget`] before the memory is allocated.
+    pub fn read_budgeted(
+        bytes: Bytes,
+        limits: ReadLimits,
+        mut grow: Option<&mut dyn FnMut(usize) -> bool>,
+    ) -> Result<WireRequest, WireError> {
+        let first: Option<&mut dyn FnMut(usize) -> bool> = match &mut grow {
+            Some(grow) => Some(&mut **grow),
+            None => None,
+        };
+        let mut request = Self::read_once(bytes, limits, first)?;
+        if request.rejected.is_empty() {
+            return Ok(request);
+        }
+        let rejected = std::mem::take(&mut request.rejected);
+        let cut: Vec<Range<usize>> = request.cut.take().unwrap_or_default();
+        let pruned = Bytes::from(super::prune::without_spans(&request.bytes, &cut)?);
+        drop(request);
+        let mut request = Self::read_once(pruned, limits, grow)?;
+        if !request.rejected.is_empty() {
+            // Cannot happen: the pruned request holds only spans that were read.
+            return Err(WireError::Truncated);
+        }
+        request.rejected = rejected;
+        Ok(request)
+    }
+
+    /// One validating walk of `bytes` (see [`WireRequest::read_limited`]); spans that could
+    /// not be read are listed, not cut.
+    fn read_once(
+        bytes: Bytes,
+        limits: ReadLimits,
+        grow: Option<&mut dyn FnMut(usize) -> bool>,
+    ) -> Result<WireRequest, WireError> {
         let max_spans = limits.max_spans;
-        let mut values = ValueBudget::new(limits.max_values);
+        let mut values = match grow {
+            Some(grow) => ValueBudget::with_memory(limits.max_values, grow),
+            None => ValueBudget::new(limits.max_values),
+        };
         let mut resources = Vec::new();
-        let parsed = Parsed::try_new(bytes.clone(), |bytes| {
+        let mut parsed = Parsed::try_new(bytes.clone(), |bytes| {
             walk(bytes, max_spans, &mut values, &mut resources)
         })?;
+        let (cut, rejected) = parsed.with_dependent_mut(|_, read| {
+            std::mem::take(&mut read.rejected)
+                .into_iter()
+                .unzip::<_, _, Vec<_>, Vec<_>>()
+        });
         let located = Located::new(parsed, |parsed| {
             let read = parsed.borrow_dependent();
             read.spans
@@ -157,7 +247,15 @@ impl WireRequest {
             resources,
             shown: located.borrow_dependent().len(),
             spans: Arc::new(located),
+            cut: (!cut.is_empty()).then_some(cut),
+            rejected,
         })
+    }
+
+    /// The spans left out because they could not be read (see
+    /// [`WireRequest::read_limited`]); empty for a sound request.
+    pub fn rejected(&self) -> &[RejectedSpan] {
+        &self.rejected
     }
 
     /// Every span, in request order.
@@ -202,6 +300,7 @@ fn walk<'a>(
     let mut arena = view::ViewArena::for_request(buf.len(), values.left());
     // One validating pass: spans are validated while their view is read, everything
     // else is checked without being read.
+    let mut rejected = Vec::new();
     let mut r = 0;
     for field in Fields::new(buf, 0..buf.len(), RECURSION_LIMIT) {
         let field = field?;
@@ -225,6 +324,7 @@ fn walk<'a>(
                 values,
                 &mut arena,
                 &mut spans,
+                &mut rejected,
             )
         };
         for field in Fields::new(buf, resource_spans, budget) {
@@ -265,7 +365,11 @@ fn walk<'a>(
         resources.push(resource);
         r += 1;
     }
-    Ok(Read { arena, spans })
+    Ok(Read {
+        arena,
+        spans,
+        rejected,
+    })
 }
 
 /// Reads the spans of the `ScopeSpans` in `buf[range]` (`budget`: prost's recursion budget
@@ -280,6 +384,7 @@ fn scope_spans<'a>(
     values: &mut ValueBudget,
     arena: &mut view::ViewArena<'a>,
     spans: &mut Vec<ReadSpan<'a>>,
+    rejected: &mut Vec<(Range<usize>, RejectedSpan)>,
 ) -> Result<(), WireError> {
     let mut i = 0;
     for field in Fields::new(buf, range, budget) {
@@ -289,7 +394,30 @@ fn scope_spans<'a>(
                 if spans.len() >= max_spans {
                     return Err(WireError::TooManySpans { limit: max_spans });
                 }
-                let record = view::span_into(buf, range.clone(), budget, values, arena)?;
+                values.take_span()?;
+                let record = match view::span_into(buf, range.clone(), budget, values, arena) {
+                    Ok(record) => record,
+                    // The request-wide caps stop the whole read.
+                    Err(
+                        e @ (WireError::TooManyValues { .. }
+                        | WireError::TooManySpans { .. }
+                        | WireError::OverBudget),
+                    ) => return Err(e),
+                    // The span's own bytes are bad, its framing is sound: it alone is left
+                    // out (what it put in the arena is never looked at: the request is
+                    // read again without it).
+                    Err(error) => {
+                        rejected.push((
+                            range,
+                            RejectedSpan {
+                                index: (r, s, i),
+                                reason: error.to_string(),
+                            },
+                        ));
+                        i += 1;
+                        continue;
+                    }
+                };
                 spans.push(ReadSpan {
                     resource,
                     index: (r, s, i),
@@ -528,6 +656,94 @@ mod tests {
             WireRequest::read_limited(two, limits).err(),
             Some(WireError::TooManySpans { limit: 1 })
         );
+    }
+
+    /// An attribute holding a kvlist holding a kvlist … `depth` levels down.
+    fn nested(depth: usize) -> AnyValue {
+        use opentelemetry_proto::tonic::common::v1::KeyValueList;
+        let mut value = AnyValue {
+            value: Some(Value::StringValue("leaf".into())),
+        };
+        for _ in 0..depth {
+            value = AnyValue {
+                value: Some(Value::KvlistValue(KeyValueList {
+                    values: vec![KeyValue {
+                        key: "k".into(),
+                        value: Some(value),
+                        ..Default::default()
+                    }],
+                })),
+            };
+        }
+        value
+    }
+
+    #[test]
+    fn a_span_nested_past_the_recursion_limit_is_left_out_alone() {
+        let mut request = request();
+        let deep = Span {
+            name: "deep".into(),
+            attributes: vec![KeyValue {
+                key: "deep".into(),
+                value: Some(nested(48)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        request.resource_spans[0].scope_spans[0]
+            .spans
+            .insert(1, deep);
+        let bytes = Bytes::from(request.encode_to_vec());
+        assert!(
+            ExportTraceServiceRequest::decode(bytes.clone()).is_err(),
+            "prost refuses the whole request"
+        );
+        let read = WireRequest::read(bytes).expect("the rest is read");
+        assert_eq!(read.span_count(), 4);
+        assert_eq!(read.rejected().len(), 1);
+        assert_eq!(read.rejected()[0].index, (0, 0, 1));
+        assert!(read.rejected()[0].reason.contains("recursion limit"));
+        // What is forwarded is the request without that span, every other byte kept.
+        let mut expected = request.clone();
+        expected.resource_spans[0].scope_spans[0].spans.remove(1);
+        assert_eq!(
+            ExportTraceServiceRequest::decode(read.bytes.clone()).ok(),
+            Some(expected.clone())
+        );
+        assert_eq!(read.bytes.len(), expected.encoded_len());
+        // A request-wide cap still stops the whole read.
+        let limits = ReadLimits {
+            max_spans: 2,
+            max_values: usize::MAX,
+        };
+        let bytes = Bytes::from(request.encode_to_vec());
+        assert_eq!(
+            WireRequest::read_limited(bytes, limits).err(),
+            Some(WireError::TooManySpans { limit: 2 })
+        );
+    }
+
+    #[test]
+    fn a_memory_grant_that_refuses_stops_the_read() {
+        let bytes = Bytes::from(request().encode_to_vec());
+        let mut asked = 0;
+        let mut refuse = |bytes: usize| {
+            asked += bytes;
+            false
+        };
+        assert_eq!(
+            WireRequest::read_budgeted(bytes.clone(), ReadLimits::NONE, Some(&mut refuse)).err(),
+            Some(WireError::OverBudget)
+        );
+        assert_eq!(asked, super::super::reader::GRANT_STEP);
+        let mut granted = 0;
+        let mut grant = |bytes: usize| {
+            granted += bytes;
+            true
+        };
+        let read = WireRequest::read_budgeted(bytes, ReadLimits::NONE, Some(&mut grant));
+        assert_eq!(read.map(|r| r.span_count()).ok(), Some(4));
+        assert_eq!(granted, super::super::reader::GRANT_STEP);
     }
 
     #[test]

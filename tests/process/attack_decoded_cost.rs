@@ -1,0 +1,139 @@
+//! Attack suite, admission by decoded cost (issue 31 items 1 and 6): 32 clients at once each
+//! send a request of ~2 MB holding one span of 1 000 000 empty attributes (tens of MB once
+//! decoded), to the real binary with `limits.memory_mib = 409` (the limit of a 512 MiB
+//! cgroup at 80 %), beside an ordinary client:
+//!
+//! - peak RSS (`VmHWM`) stays under 409 MiB: the decoded-bytes budget counts what the wire
+//!   reader builds, and a request that would pass it is refused retryably before it does;
+//! - the ordinary client is served within 5 s meanwhile;
+//! - every span acknowledged, attack and ordinary, reaches the downstream.
+
+use std::time::{Duration, Instant};
+
+use crate::support::attack::{empty_attributes_request, good_request, metric, Server};
+use crate::support::downstream::Downstream;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+
+/// Clients attacking at once.
+const CLIENTS: usize = 32;
+/// Requests each attacking client has acknowledged.
+const REQUESTS: usize = 1;
+/// The memory limit, MiB.
+const MEMORY_MIB: u64 = 409;
+
+/// POSTs `body` (OTLP/protobuf) to `/v1/traces` until accepted, waiting out retryable
+/// refusals as an OTLP exporter does; the refusals it met.
+async fn post_until_accepted(http: &str, body: Vec<u8>) -> u32 {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut refusals = 0;
+    loop {
+        let response = client
+            .post(format!("http://{http}/v1/traces"))
+            .header("content-type", "application/x-protobuf")
+            .body(body.clone())
+            .send()
+            .await;
+        match response.map(|r| r.status().as_u16()) {
+            Ok(200) => return refusals,
+            // Refused retryably, or the connection closed on a refusal sent before the
+            // body was read whole.
+            Ok(429 | 503) | Err(_) => refusals += 1,
+            Ok(other) => panic!("refused for good: {other}"),
+        }
+        assert!(Instant::now() < deadline, "never accepted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_that_decode_large_are_admitted_by_their_decoded_cost() {
+    let (downstream, addr) = Downstream::start(false).await;
+    let config = format!("[limits]\nmemory_mib = {MEMORY_MIB}\n");
+    let mut server = Server::start(Some(addr), &config, &[]);
+    let attack = empty_attributes_request(1_000_000);
+    let wire_bytes = attack.len();
+
+    let started = Instant::now();
+    let attackers: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let (http, body) = (server.http.clone(), attack.clone());
+            tokio::spawn(async move {
+                let mut refusals = 0;
+                for _ in 0..REQUESTS {
+                    refusals += post_until_accepted(&http, body.clone()).await;
+                }
+                refusals
+            })
+        })
+        .collect();
+
+    // An ordinary client, while the attack goes on.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ordinary = Instant::now();
+    let mut grpc = TraceServiceClient::connect(format!("http://{}", server.grpc))
+        .await
+        .unwrap();
+    let mut ordinary_refusals = 0;
+    loop {
+        match grpc.export(good_request(1, 20)).await {
+            Ok(_) => break,
+            Err(status) => {
+                assert!(
+                    matches!(
+                        status.code(),
+                        tonic::Code::Unavailable | tonic::Code::ResourceExhausted
+                    ),
+                    "{status}"
+                );
+                ordinary_refusals += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let ordinary_in = ordinary.elapsed();
+    let mut refusals = 0;
+    for attacker in attackers {
+        refusals += attacker.await.unwrap();
+    }
+    let attacked_in = started.elapsed();
+    let peak = server.peak_rss();
+    let expected = CLIENTS * REQUESTS + 20;
+    let delivered = downstream
+        .wait_for_spans(expected, Duration::from_secs(120))
+        .await;
+    let in_flight = metric(
+        &server.admin,
+        "loopwatch_requests_rejected_total{reason=\"in_flight_limit\"}",
+    )
+    .await;
+    let memory = metric(
+        &server.admin,
+        "loopwatch_requests_rejected_total{reason=\"memory_limit\"}",
+    )
+    .await;
+    println!(
+        "ATTACK decoded-cost clients={CLIENTS} requests={} wire_bytes={wire_bytes} memory_mib={MEMORY_MIB} \
+         peak_rss_mib={} ordinary_served_in={ordinary_in:?} ordinary_refusals={ordinary_refusals} \
+         attack_refusals={refusals} in_flight_limit={in_flight} memory_limit={memory} attack_done_in={attacked_in:?} \
+         delivered_spans={delivered}/{expected} alive={}",
+        CLIENTS * REQUESTS,
+        peak >> 20,
+        server.alive()
+    );
+    assert!(server.alive());
+    assert!(
+        peak < MEMORY_MIB << 20,
+        "peak RSS {} MiB over the limit",
+        peak >> 20
+    );
+    assert!(
+        ordinary_in < Duration::from_secs(5),
+        "ordinary client served in {ordinary_in:?}"
+    );
+    // At least once: a client that lost an answer to a broken connection sent again.
+    assert!(
+        delivered >= expected,
+        "acknowledged spans lost: {delivered} of {expected}"
+    );
+}

@@ -1,0 +1,214 @@
+//! Helpers of the attack suite (`tests/process/attack_*.rs`, `tests/signals/storm.rs`; issue 31): the real binary with a config
+//! file, its peak resident memory, metrics by full line name, tool-call spans that loop,
+//! and the real services it is attacked with.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::Value as Json;
+
+pub const REDIS_ADDR: &str = "127.0.0.1:6379";
+pub const NATS_ADDR: &str = "127.0.0.1:4222";
+
+/// A `loopwatch serve` child started with a config file, and its listener addresses.
+pub struct Server {
+    pub child: Child,
+    pub grpc: String,
+    pub http: String,
+    pub admin: String,
+    /// Its stderr lines (JSON logs) after the start-up line.
+    pub lines: Receiver<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// `loopwatch serve` on loopback port 0 forwarding to `downstream` (when given), with
+    /// `toml` as its config file (and `env` set).
+    pub fn start(
+        downstream: Option<std::net::SocketAddr>,
+        toml: &str,
+        env: &[(&str, &str)],
+    ) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("loopwatch.toml");
+        std::fs::write(&file, toml).unwrap();
+        let mut command: Command = super::serve_process::serve_command(downstream);
+        command.arg("--config").arg(&file);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let (child, listening, lines) = super::serve_process::spawn_until_listening(command);
+        let addr = |name: &str| listening[name].as_str().unwrap().to_owned();
+        Server {
+            grpc: addr("grpc"),
+            http: addr("http"),
+            admin: addr("admin"),
+            child,
+            lines,
+            _dir: dir,
+        }
+    }
+
+    /// Peak resident set size so far, in bytes (`VmHWM`).
+    pub fn peak_rss(&self) -> u64 {
+        status_kib(self.child.id(), "VmHWM:") * 1024
+    }
+
+    /// Resident set size now, in bytes (`VmRSS`).
+    pub fn rss(&self) -> u64 {
+        status_kib(self.child.id(), "VmRSS:") * 1024
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// The stderr lines written so far (since the last call).
+    pub fn drain_lines(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `/proc/<pid>/status` value in KiB.
+fn status_kib(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The value of the metric line `name` (its labels included, e.g.
+/// `loopwatch_signals_dropped_total{sink="redis",action="kill"}`) in `/metrics`; 0 when the
+/// line is absent.
+pub async fn metric(admin: &str, name: &str) -> f64 {
+    let body = super::serve_process::scrape(admin).await;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A name unique to this process and call.
+pub fn unique(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{name}_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000_000
+    )
+}
+
+/// True when `addr` accepts TCP. When it does not: panics if env `CI` is set (the attack
+/// needs the real server), else prints why the test is skipped and returns false.
+pub async fn service_up(addr: &str) -> bool {
+    let connect = tokio::net::TcpStream::connect(addr);
+    let up = matches!(
+        tokio::time::timeout(Duration::from_secs(2), connect).await,
+        Ok(Ok(_))
+    );
+    if !up {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{addr} is unreachable and CI is set: this attack needs the real server"
+        );
+        eprintln!("SKIPPED: {addr} is unreachable (set CI=1 to make this a failure)");
+    }
+    up
+}
+
+/// Call `call` (0-based) of run `run`: a GenAI `execute_tool` span of tool `search` with the
+/// same arguments every time (a loop), in its own trace; 1 s apart.
+pub fn tool_call(run: u64, call: u64) -> Span {
+    let mut trace_id = vec![0x5a; 8];
+    trace_id.extend_from_slice(&run.to_be_bytes());
+    let start = 1_700_000_000_000_000_000 + call * 1_000_000_000;
+    Span {
+        trace_id,
+        span_id: (run << 16 | call).to_be_bytes().to_vec(),
+        name: "execute_tool search".into(),
+        start_time_unix_nano: start,
+        end_time_unix_nano: start + 1_000_000,
+        attributes: vec![
+            super::spans::kv("gen_ai.operation.name", super::spans::s("execute_tool")),
+            super::spans::kv("gen_ai.tool.name", super::spans::s("search")),
+            super::spans::kv(
+                "gen_ai.tool.call.arguments",
+                super::spans::s(r#"{"q":"the same thing"}"#),
+            ),
+        ],
+        ..Span::default()
+    }
+}
+
+/// Spans of request `n` of size `spans`, with fresh 8-byte span ids (`n * spans ..`), in
+/// one trace per request: the "good client" of the attacks, whose every span is checked at
+/// the downstream.
+pub fn good_request(n: u64, spans: u64) -> ExportTraceServiceRequest {
+    super::spans::request_of(
+        (n * spans..(n + 1) * spans)
+            .map(|id| Span {
+                trace_id: [&[0x60u8; 8][..], &n.to_be_bytes()].concat(),
+                span_id: id.to_be_bytes().to_vec(),
+                name: "chat".into(),
+                ..Span::default()
+            })
+            .collect(),
+    )
+}
+
+/// A request of one span holding `attributes` empty attributes: ~2 bytes each on the wire,
+/// tens once decoded (the decoded-cost attack of issue 31 item 1).
+pub fn empty_attributes_request(attributes: usize) -> Vec<u8> {
+    use prost::Message;
+    // Encoded by hand: building a million KeyValues to encode them would cost the test
+    // what the attack costs the server.
+    let mut span = Vec::with_capacity(attributes * 2 + 64);
+    prost::encoding::bytes::encode(1, &vec![0x61u8; 16], &mut span);
+    prost::encoding::bytes::encode(2, &vec![0x62u8; 8], &mut span);
+    for _ in 0..attributes {
+        span.extend_from_slice(&[9 << 3 | 2, 0]);
+    }
+    let mut scope = Vec::with_capacity(span.len() + 8);
+    prost::encoding::bytes::encode(2, &span, &mut scope);
+    let mut resource = Vec::with_capacity(scope.len() + 8);
+    prost::encoding::bytes::encode(2, &scope, &mut resource);
+    let mut request = Vec::with_capacity(resource.len() + 8);
+    prost::encoding::bytes::encode(1, &resource, &mut request);
+    debug_assert!(ExportTraceServiceRequest::decode(request.as_slice()).is_ok());
+    request
+}
+
+/// Parses one JSON log line.
+pub fn log_line(line: &str) -> Option<Json> {
+    serde_json::from_str(line).ok()
+}
+
+/// Whether `path` is on a filesystem of its own (a mount point).
+pub fn is_mount_point(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == path.to_str())
+}
