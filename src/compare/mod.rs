@@ -82,7 +82,8 @@ pub struct ToolCompare {
 pub struct Comparer {
     builtin: Option<PatternSet>,
     config: CompareConfig,
-    /// Compute the arguments' SimHash (some profile has `near_repeat` on).
+    /// Compute the arguments' SimHash (for `near_repeat`; on in every engine built from config,
+    /// since a reload may turn the rule on).
     pub near_signatures: bool,
 }
 

@@ -37,15 +37,11 @@ impl Engine {
             match_tool_name_without_arguments: config.detection.match_tool_name_without_arguments,
             custom_conventions: config.conventions.custom.clone(),
         };
-        let near = profiles.iter().any(|p| p.near_repeat > 0)
-            || config
-                .tools
-                .iter()
-                .any(|t| t.near_repeat.is_some_and(|n| n > 0));
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = arc_swap::ArcSwap::from_pointee(config.fingerprint_rules()?);
         engine.comparer = crate::compare::Comparer::new(&config.detection.compare_config());
-        engine.comparer.near_signatures = near;
+        // Always: a config reload may turn near_repeat on in any profile.
+        engine.comparer.near_signatures = true;
         engine.delegations = DelegationTracker::new(
             &engine.registry.profiles(),
             config.budgets.max_handoffs,
@@ -65,8 +61,8 @@ impl Engine {
     /// its profiles (thresholds, presets, actions, per-profile tool rules) and the
     /// `[[tools]]` fingerprint rules. Runs in progress keep their events and reported
     /// detections ([`Registry::set_profiles`]). Returns the settings that changed but
-    /// cannot take effect without a restart (turning delegation detection or `near_repeat` on
-    /// where it was off at start-up, the `[detection]` comparison keys), as dotted keys.
+    /// cannot take effect without a restart (turning delegation detection on where it was
+    /// off at start-up, the `[detection]` comparison keys), as dotted keys.
     ///
     /// # Errors
     /// A profile or tool rule that does not validate; nothing is applied then.
@@ -84,14 +80,6 @@ impl Engine {
         }
         if config.detection.compare_config() != *self.comparer.config() {
             needs_restart.push("detection (comparison keys)".to_string());
-        }
-        if !self.comparer.near_signatures {
-            needs_restart.extend(
-                profiles
-                    .iter()
-                    .filter(|p| p.near_repeat > 0)
-                    .map(|p| format!("profiles.{}.near_repeat", p.name)),
-            );
         }
         self.registry.set_profiles(profiles);
         self.tool_fingerprints.store(std::sync::Arc::new(rules));
