@@ -21,6 +21,8 @@
 # Usage: deploy/tools/artifacts.sh            (from anywhere; CI: .ci/run)
 #   LOOPWATCH_IMAGE_BINARY=path  use this binary instead of steps 1-2 (e.g. a release build)
 #   LOOPWATCH_IMAGE_KEEP=1       keep the image in the script's buildah storage
+#   LOOPWATCH_INSTALL_PROFILE=dev  step 2 with --debug in ./target (reuses cargo test's
+#                                  build; what CI does), the image's binary stripped
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 started=$(date +%s)
@@ -65,8 +67,16 @@ else
   say "cargo package: $crate, $(du -k "$crate" | cut -f1) KiB, $(tar -tzf "$crate" | wc -l) files"
   # The Dockerfile's build settings: no debug info (Cargo.toml keeps line tables for
   # profiling), the standard library's stripped too; symbol names stay for backtraces.
-  CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=debuginfo \
-    cargo install --locked --path . --root "$work/install" --bin loopwatch --quiet --force
+  if [ "${LOOPWATCH_INSTALL_PROFILE:-release}" = dev ]; then
+    # The same command with --debug, built in this checkout's target/ so that it reuses
+    # what `cargo test` built (CI: a second, fat-LTO release build would take a quarter
+    # of its time); debug info is stripped from the image's copy below.
+    CARGO_TARGET_DIR="$PWD/target" \
+      cargo install --locked --path . --debug --root "$work/install" --bin loopwatch --quiet --force
+  else
+    CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=debuginfo \
+      cargo install --locked --path . --root "$work/install" --bin loopwatch --quiet --force
+  fi
   binary="$work/install/bin/loopwatch"
   "$binary" --version >/dev/null || die "the installed binary does not run"
   say "cargo install --locked --path .: $("$binary" --version), $(du -k "$binary" | cut -f1) KiB"
@@ -76,6 +86,10 @@ fi
 # ldd resolves them to, CA certificates, the nonroot user, an empty /tmp.
 rootfs="$work/rootfs"
 install -D -m 0755 "$binary" "$rootfs/usr/local/bin/loopwatch"
+if [ "${LOOPWATCH_INSTALL_PROFILE:-release}" = dev ]; then
+  need objcopy "binutils, to strip the debug build's debug info"
+  objcopy --strip-debug "$rootfs/usr/local/bin/loopwatch"
+fi
 libs=$(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
 [ -n "$libs" ] || die "ldd named no libraries for $binary"
 for lib in $libs; do
