@@ -698,8 +698,9 @@ impl Config {
                 .enumerate()
                 .map(|(i, t)| (format!("{}.tools[{i}]", key("preset")), t)),
         );
-        settings.tools =
-            std::sync::Arc::new(ToolRules::compile(&settings, &entries).map_err(key_error)?);
+        settings.tools = std::sync::Arc::new(
+            ToolRules::compile(&settings.limits_base(), &entries).map_err(key_error)?,
+        );
         Ok(Some(settings))
     }
 }

@@ -30,6 +30,7 @@ mod cycle;
 pub mod delegation;
 mod escalation;
 pub mod explain;
+mod limits;
 mod names;
 mod near_repeat;
 pub mod profile;
@@ -47,8 +48,9 @@ use std::sync::Arc;
 
 use crate::fingerprint::Fingerprint;
 use escalation::Escalation;
+pub use limits::{Limits, LimitsBase, ProfileError, ResultScope};
 pub use names::{Pattern, Severity, UnknownName};
-pub use profile::{Action, Limits, ProfileError, ProfileSettings, ResultScope};
+pub use profile::{Action, ProfileSettings};
 use repeated_result::RunStreaks;
 use repeated_text::TextStreak;
 pub use tools::{FingerprintRules, ToolRule, ToolRules};

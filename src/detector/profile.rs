@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::limits::{check_limits, Limits, LimitsBase, ProfileError, ResultScope};
 use super::tools::ToolRules;
 
 /// What a non-progress detection of this profile asks the agent runtime to do.
@@ -54,29 +55,6 @@ impl std::str::FromStr for Action {
             }),
         }
     }
-}
-
-/// Where `repeated_result` counts identical (call, result) pairs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResultScope {
-    /// Only the calls in the window (the reference rule; default).
-    #[default]
-    Window,
-    /// Every call of the run since the profile's last detection, however far apart.
-    Run,
-}
-
-/// The call thresholds that a `[[tools]]` entry may override for its tools.
-/// 0 switches the pattern off.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Limits {
-    pub repeated_call: usize,
-    pub repeated_result: usize,
-    pub alternating_calls: usize,
-    pub cycle: usize,
-    pub repeated_outcome: usize,
-    pub near_repeat: usize,
 }
 
 /// A profile: thresholds, the action a detection asks for and the per-profile switches.
@@ -229,6 +207,16 @@ impl ProfileSettings {
         }
     }
 
+    /// What this profile's `[[tools]]` entries default to and are checked against.
+    pub fn limits_base(&self) -> LimitsBase<'_> {
+        LimitsBase {
+            profile: &self.name,
+            limits: self.limits(),
+            window: self.window,
+            scope: self.repeated_result_scope,
+        }
+    }
+
     /// The thresholds of a window record: the profile's, or those of the `[[tools]]` entry
     /// the call matched.
     pub(crate) fn call_limits(&self, call: &super::CallRecord) -> Limits {
@@ -244,68 +232,6 @@ impl ProfileSettings {
             .max(self.max_cycle_period.saturating_mul(self.cycle))
             .max(1)
     }
-}
-
-/// An impossible profile setting (DESIGN §4: a config error at start-up that names the
-/// field).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {reason}")]
-pub struct ProfileError {
-    /// The config key, e.g. `profiles.nudge.alternating_calls`.
-    pub key: String,
-    /// Why the value is impossible, with the numbers involved.
-    pub reason: String,
-}
-
-/// Checks call thresholds against a window: each is 0 (off) or ≥ 2; `repeated_call` and
-/// `repeated_result` (window scope) ≤ `window`; 2·`alternating_calls` ≤ `window`.
-/// `cycle` may look past the window, so it has no upper bound. `key(field)` names the
-/// config key of a field.
-pub(crate) fn check_limits(
-    limits: &Limits,
-    window: usize,
-    scope: ResultScope,
-    key: &dyn Fn(&str) -> String,
-) -> Result<(), ProfileError> {
-    let fail = |field: &str, reason: String| {
-        Err(ProfileError {
-            key: key(field),
-            reason,
-        })
-    };
-    for (field, value) in [
-        ("repeated_call", limits.repeated_call),
-        ("repeated_result", limits.repeated_result),
-        ("alternating_calls", limits.alternating_calls),
-        ("cycle", limits.cycle),
-        ("repeated_outcome", limits.repeated_outcome),
-        ("near_repeat", limits.near_repeat),
-    ] {
-        if value == 1 {
-            return fail(field, "must be 0 (off) or at least 2, got 1".into());
-        }
-    }
-    let mut in_window = vec![
-        ("repeated_call", limits.repeated_call),
-        ("repeated_outcome", limits.repeated_outcome),
-        ("near_repeat", limits.near_repeat),
-    ];
-    if scope == ResultScope::Window {
-        in_window.push(("repeated_result", limits.repeated_result));
-    }
-    for (field, value) in in_window {
-        if value > window {
-            return fail(field, format!("{value} exceeds window ({window})"));
-        }
-    }
-    let alternating = limits.alternating_calls.saturating_mul(2);
-    if alternating > window {
-        return fail(
-            "alternating_calls",
-            format!("2·alternating_calls ({alternating}) exceeds window ({window})"),
-        );
-    }
-    Ok(())
 }
 
 impl ProfileSettings {

@@ -16,7 +16,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use super::profile::{check_limits, Limits, ProfileError, ProfileSettings};
+use super::limits::{check_limits, Limits, LimitsBase, ProfileError};
 use crate::compare::{PatternSet, ToolCompare};
 
 /// One `[[tools]]` entry as written in config.
@@ -138,22 +138,22 @@ impl ToolRules {
     /// pairs in priority order. Thresholds are checked against the profile's window;
     /// errors name the key (e.g. `tools[2].repeated_call`).
     pub fn compile(
-        profile: &ProfileSettings,
+        profile: &LimitsBase,
         entries: &[(String, ToolRule)],
     ) -> Result<ToolRules, ProfileError> {
         let mut builder = GlobSetBuilder::new();
         let mut rules = ToolRules::default();
-        for (key, entry) in entries.iter().filter(|(_, e)| e.applies_to(&profile.name)) {
+        for (key, entry) in entries
+            .iter()
+            .filter(|(_, e)| e.applies_to(profile.profile))
+        {
             builder.add(glob(&entry.pattern, &format!("{key}.match"))?);
-            let limits = entry.limits(profile.limits());
-            check_limits(
-                &limits,
-                profile.window,
-                profile.repeated_result_scope,
-                &|field| format!("{key}.{field}"),
-            )
+            let limits = entry.limits(profile.limits);
+            check_limits(&limits, profile.window, profile.scope, &|field| {
+                format!("{key}.{field}")
+            })
             .map_err(|e| ProfileError {
-                reason: format!("{} (profile {})", e.reason, profile.name),
+                reason: format!("{} (profile {})", e.reason, profile.profile),
                 ..e
             })?;
             rules.treatments.push(ToolTreatment {
@@ -298,6 +298,7 @@ impl FingerprintRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detector::ProfileSettings;
 
     fn rule(pattern: &str) -> ToolRule {
         ToolRule {
@@ -325,7 +326,7 @@ mod tests {
                 },
             ),
         ];
-        let rules = ToolRules::compile(&nudge, &entries).expect("valid");
+        let rules = ToolRules::compile(&nudge.limits_base(), &entries).expect("valid");
         let wait = rules.treatment("wait_for_job").expect("matches");
         assert!(wait.ignore);
         assert_eq!(wait.entry, 0);
@@ -346,22 +347,22 @@ mod tests {
                 ..rule("poll")
             },
         )];
-        let nudge = ToolRules::compile(&ProfileSettings::nudge(), &entries).unwrap();
+        let nudge = ToolRules::compile(&ProfileSettings::nudge().limits_base(), &entries).unwrap();
         assert!(nudge.treatment("poll").is_none());
-        let stop = ToolRules::compile(&ProfileSettings::stop(), &entries).unwrap();
+        let stop = ToolRules::compile(&ProfileSettings::stop().limits_base(), &entries).unwrap();
         assert!(stop.treatment("poll").expect("limited to stop").ignore);
     }
 
     #[test]
     fn bad_entries_name_their_key() {
         let bad_glob = ToolRules::compile(
-            &ProfileSettings::nudge(),
+            &ProfileSettings::nudge().limits_base(),
             &[("tools[3]".into(), rule("read_[file"))],
         )
         .unwrap_err();
         assert_eq!(bad_glob.key, "tools[3].match");
         let too_big = ToolRules::compile(
-            &ProfileSettings::nudge(),
+            &ProfileSettings::nudge().limits_base(),
             &[(
                 "tools[0]".into(),
                 ToolRule {
