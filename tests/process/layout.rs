@@ -1,6 +1,7 @@
 //! The module layout shows the span path (issue 8 item 5): every import points down,
 //! receiver → span path → forward, and no top-level module imports another that imports it
-//! back. Read from the source files, so a new upward `use crate::…` fails here.
+//! back; inside each folder, too, no two files import each other round a circle (issue 34
+//! item 6). Read from the source files, so a new upward `use crate::…` fails here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -234,4 +235,161 @@ fn only_the_process_layers_import_the_root_config() {
             "{module} imports the root config; readers: {readers:?}"
         );
     }
+}
+
+/// The module path of a file under `src/` (`otlp/wire/view.rs` → `otlp::wire::view`,
+/// `signals/mod.rs` → `signals`).
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// Full module paths `code` names: `crate::a::b` as `[a, b]` (each name of a
+/// `crate::a::{b, c}` group too), `super::x` and `self::x` resolved against `module`.
+fn paths_named(code: &str, module: &[String]) -> BTreeSet<Vec<String>> {
+    let mut out = BTreeSet::new();
+    let ident = |s: &str| -> String { s.chars().take_while(|c| is_ident(*c)).collect() };
+    let mut push = |base: Vec<String>, rest: &str| {
+        let mut path = base;
+        let mut rest = rest;
+        loop {
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let name = ident(item.trim());
+                    if !name.is_empty() {
+                        let mut p = path.clone();
+                        p.push(name);
+                        out.insert(p);
+                    }
+                }
+                return;
+            }
+            let name = ident(rest);
+            if name.is_empty() {
+                break;
+            }
+            rest = &rest[name.len()..];
+            path.push(name);
+            match rest.strip_prefix("::") {
+                Some(after) => rest = after,
+                None => break,
+            }
+        }
+        if !path.is_empty() {
+            out.insert(path);
+        }
+    };
+    let bytes = code.as_bytes();
+    for (at, _) in code.match_indices("crate::") {
+        if at > 0 && is_ident(bytes[at - 1] as char) {
+            continue;
+        }
+        push(Vec::new(), &code[at + "crate::".len()..]);
+    }
+    for (at, _) in code.match_indices("super::") {
+        if at > 0 && (is_ident(bytes[at - 1] as char) || bytes[at - 1] == b':') {
+            continue;
+        }
+        let mut rest = &code[at..];
+        let mut base = module.to_vec();
+        while let Some(after) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = after;
+        }
+        push(base, rest);
+    }
+    for (at, _) in code.match_indices("self::") {
+        if at > 0 && (is_ident(bytes[at - 1] as char) || bytes[at - 1] == b':') {
+            continue;
+        }
+        push(module.to_vec(), &code[at + "self::".len()..]);
+    }
+    out
+}
+
+/// For each folder of `src/` (by module path), the graph of its direct children: child →
+/// the siblings its files (its own and those below it) name. Test code is left out.
+fn sibling_graphs() -> BTreeMap<String, Graph> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut refs: Vec<(Vec<String>, BTreeSet<Vec<String>>)> = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap_or_else(|e| panic!("{e}"));
+        let module = module_path(rel);
+        let name = rel.file_name().unwrap_or_default().to_string_lossy();
+        if module.is_empty()
+            || matches!(module[0].as_str(), "lib" | "main" | "bin")
+            || name == "tests.rs"
+            || name.ends_with("_tests.rs")
+            || name == "test_support.rs"
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+        refs.push((module.clone(), paths_named(&product_code(&text), &module)));
+    }
+    let mut graphs: BTreeMap<String, Graph> = BTreeMap::new();
+    for (module, named) in &refs {
+        for depth in 0..module.len() {
+            let (folder, child) = (&module[..depth], &module[depth]);
+            let siblings = graphs.entry(folder.join("::")).or_default();
+            let deps = siblings.entry(child.clone()).or_default();
+            for path in named {
+                if path.len() > depth && path[..depth] == *folder && path[depth] != *child {
+                    deps.insert(path[depth].clone());
+                }
+            }
+        }
+    }
+    // Keep only edges to siblings that are modules (not items re-exported by the folder).
+    for graph in graphs.values_mut() {
+        let children: BTreeSet<String> = graph.keys().cloned().collect();
+        for deps in graph.values_mut() {
+            deps.retain(|d| children.contains(d));
+        }
+    }
+    graphs
+}
+
+/// No two files (or folders) of one folder import each other, directly or round a longer
+/// circle (issue 34 item 6): inside a folder, too, imports point one way.
+#[test]
+fn no_import_circle_inside_a_folder() {
+    let graphs = sibling_graphs();
+    assert!(graphs.contains_key("detector") && graphs.contains_key("otlp::wire"));
+    let circles: Vec<String> = graphs
+        .iter()
+        .filter_map(|(folder, graph)| {
+            find_cycle(graph).map(|c| format!("{}: {}", folder, c.join(" → ")))
+        })
+        .collect();
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
+}
+
+#[test]
+fn paths_named_resolves_super_self_and_groups() {
+    let module: Vec<String> = ["signals", "nats"].map(String::from).to_vec();
+    let named = paths_named(
+        "use super::sink::{Sink, DeliveryError};\nuse crate::otlp::{view, wire::decode};\nself::inner::f();",
+        &module,
+    );
+    let names: Vec<String> = named.iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        names,
+        [
+            "otlp::view",
+            "otlp::wire",
+            "signals::nats::inner::f",
+            "signals::sink::DeliveryError",
+            "signals::sink::Sink",
+        ]
+    );
 }
