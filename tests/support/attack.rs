@@ -5,14 +5,15 @@
 use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::Value as Json;
 
-pub const REDIS_ADDR: &str = "127.0.0.1:6379";
-pub const NATS_ADDR: &str = "127.0.0.1:4222";
+// The signal tests' helpers, for the storm test that reaches attack helpers through this module.
+#[allow(unused_imports)]
+pub use super::signals::{service_up, NATS_ADDR, REDIS_ADDR};
 
 /// A `loopwatch serve` child started with a config file, and its listener addresses.
 pub struct Server {
@@ -118,24 +119,6 @@ pub fn unique(name: &str) -> String {
         std::process::id(),
         nanos % 1_000_000_000_000
     )
-}
-
-/// True when `addr` accepts TCP. When it does not: panics if env `CI` is set (the attack
-/// needs the real server), else prints why the test is skipped and returns false.
-pub async fn service_up(addr: &str) -> bool {
-    let connect = tokio::net::TcpStream::connect(addr);
-    let up = matches!(
-        tokio::time::timeout(Duration::from_secs(2), connect).await,
-        Ok(Ok(_))
-    );
-    if !up {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{addr} is unreachable and CI is set: this attack needs the real server"
-        );
-        eprintln!("SKIPPED: {addr} is unreachable (set CI=1 to make this a failure)");
-    }
-    up
 }
 
 /// Call `call` (0-based) of run `run`: a GenAI `execute_tool` span of tool `search` with the
