@@ -145,13 +145,6 @@ def apply_answer(guard: Guard, request: ApprovalRequest, approved: bool) -> None
         except LoopwatchError as err:
             log.warning("loopwatch: could not record the approval of %s: %s", run.run_key, err)
         return
-    try:
-        guard.deny(run.run_key)
-    except AdminError as err:
-        if err.status not in (404, 409):
-            log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
-    except LoopwatchError as err:
-        log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
     exc = LoopDetected(
         request.message or "approval refused",
         action="approval_denied",
@@ -162,5 +155,14 @@ def apply_answer(guard: Guard, request: ApprovalRequest, approved: bool) -> None
         signal=request.signal,
         check=request.check,
     )
+    # Stopped before the deny is posted: the kill loopwatch publishes for it comes back on
+    # the signal stream and must not win the race to be the run's reason.
     guard._stop(run, exc, cancel=False)
+    try:
+        guard.deny(run.run_key)
+    except AdminError as err:
+        if err.status not in (404, 409):
+            log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
+    except LoopwatchError as err:
+        log.warning("loopwatch: could not record the denial of %s: %s", run.run_key, err)
     run.raise_if_stopped()
