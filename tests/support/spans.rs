@@ -329,28 +329,10 @@ pub fn request_of(spans: Vec<Span>) -> ExportTraceServiceRequest {
     }
 }
 
-/// Splits a request into one request per span (keeping resource and scope).
-pub fn one_span_per_request(request: &ExportTraceServiceRequest) -> Vec<ExportTraceServiceRequest> {
-    let mut out = Vec::new();
-    for rs in &request.resource_spans {
-        for ss in &rs.scope_spans {
-            for span in &ss.spans {
-                out.push(ExportTraceServiceRequest {
-                    resource_spans: vec![ResourceSpans {
-                        resource: rs.resource.clone(),
-                        schema_url: rs.schema_url.clone(),
-                        scope_spans: vec![ScopeSpans {
-                            scope: ss.scope.clone(),
-                            schema_url: ss.schema_url.clone(),
-                            spans: vec![span.clone()],
-                        }],
-                    }],
-                });
-            }
-        }
-    }
-    out
-}
+/// Splits a request into one request per span (keeping resource and scope). Defined in
+/// `fuzz.rs`, which the fuzz crate builds on its own and so cannot import from here.
+#[allow(unused_imports)] // not every test binary splits requests
+pub use super::fuzz::one_span_per_request;
 
 /// All oracle scenario names (file stems).
 pub fn scenario_names() -> Vec<String> {
