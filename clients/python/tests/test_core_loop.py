@@ -41,6 +41,24 @@ def test_kill_signal_stops_a_sync_loop_within_one_call(make_guard):
     assert warns and warns[0].pattern == "repeated_result"
 
 
+def test_a_stopped_run_span_says_why(make_guard, spans):
+    guard = make_guard()
+    with pytest.raises(loopwatch.LoopDetected) as info:
+        with guard.run("marked-loop"):
+            looping_agent(guard, [])
+    run_spans = [s for s in spans.get_finished_spans() if s.name == "invoke_agent marked-loop"]
+    assert len(run_spans) == 1, [s.name for s in spans.get_finished_spans()]
+    span = run_spans[0]
+    assert span.attributes["loopwatch.stopped"] == "kill"
+    events = [e for e in span.events if e.name == "loopwatch.stopped"]
+    assert len(events) == 1
+    assert dict(events[0].attributes) == {
+        "loopwatch.stop.action": "kill",
+        "loopwatch.stop.pattern": "repeated_result",
+        "loopwatch.stop.message": info.value.reason,
+    }
+
+
 def test_pre_check_blocks_the_threshold_call(make_guard):
     guard = make_guard(check=True)
     calls: list[int] = []

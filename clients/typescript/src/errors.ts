@@ -1,5 +1,6 @@
 /** Errors thrown by the loopwatch client. */
 
+import type { Span } from '@opentelemetry/api';
 import type { CheckResult, Signal } from './types.js';
 
 /** Why a run was stopped. */
@@ -62,4 +63,23 @@ export class LoopwatchTransportError extends Error {
     this.name = 'LoopwatchTransportError';
     this.status = status;
   }
+}
+
+/** Name of the span event a stopped run's span carries (the Python client's too). */
+export const STOPPED_EVENT = 'loopwatch.stopped';
+
+/**
+ * Marks `span` (the run's span) as stopped by loopwatch, as both clients do: the attribute
+ * `loopwatch.stopped` is the stop's reason (`kill`, `deny` or `approval_denied`), so a trace
+ * query finds stopped runs, and the event `loopwatch.stopped` carries
+ * `loopwatch.stop.action` (the same reason), `loopwatch.stop.pattern` (the detected pattern,
+ * `''` when none was given) and `loopwatch.stop.message` (the error's message).
+ */
+export function recordStop(span: Span, stop: LoopDetectedError): void {
+  span.setAttribute('loopwatch.stopped', stop.reason);
+  span.addEvent(STOPPED_EVENT, {
+    'loopwatch.stop.action': stop.reason,
+    'loopwatch.stop.pattern': stop.pattern,
+    'loopwatch.stop.message': stop.message,
+  });
 }

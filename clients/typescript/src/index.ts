@@ -7,7 +7,7 @@
 
 export { instrument, Loopwatch, type InstrumentOptions, type RunOptions, type RunGuardOptions } from './instrument.js';
 export { Guard, APPROVAL_EVENT, type GuardOptions, type ApprovalRequest } from './guard.js';
-export { LoopDetectedError, LoopwatchTransportError, type StopReason } from './errors.js';
+export { LoopDetectedError, LoopwatchTransportError, STOPPED_EVENT, recordStop, type StopReason } from './errors.js';
 export { traceToolCall, attributeText, TRACER_NAME, type ToolCall, type TraceToolCallOptions } from './tool-span.js';
 export { ToolFlushSpanProcessor, isToolSpan, type ToolFlushOptions } from './processor.js';
 export { currentGuard, currentScope, withRunScope, type RunScope } from './context.js';

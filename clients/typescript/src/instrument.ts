@@ -13,6 +13,7 @@ import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { ConnectionOptions } from './config.js';
 import { withRunScope } from './context.js';
+import { recordStop } from './errors.js';
 import { Guard, type GuardOptions } from './guard.js';
 import { ToolFlushSpanProcessor, type ToolFlushOptions } from './processor.js';
 import { TRACER_NAME } from './tool-span.js';
@@ -131,12 +132,7 @@ export class Loopwatch {
       span.setStatus({ code: SpanStatusCode.ERROR, message: (thrown as Error)?.message ?? String(thrown) });
       throw thrown;
     } finally {
-      if (guard.stopped) {
-        span.addEvent('loopwatch.stopped', {
-          'loopwatch.stop.reason': guard.stopped.reason,
-          'loopwatch.pattern': guard.stopped.pattern,
-        });
-      }
+      if (guard.stopped) recordStop(span, guard.stopped);
       span.end();
       guard.close();
       await this.processor.forceFlush().catch(() => undefined);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { InMemorySpanExporter, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { APPROVAL_EVENT, instrument, LoopDetectedError, traceToolCall, type Guard, type Loopwatch } from '@loopwatch/client';
+import { APPROVAL_EVENT, instrument, LoopDetectedError, STOPPED_EVENT, traceToolCall, type Guard, type Loopwatch } from '@loopwatch/client';
 import { requireServerBinary, serverBinaryExists } from './helpers/env.js';
 import { ToolLog, URL_ARG } from './helpers/loop.js';
 import { startServer, type Server } from './helpers/server.js';
@@ -100,6 +100,20 @@ describe('approval span events', () => {
       ['invoke_agent checked', { 'loopwatch.approval.decision': 'approve', ...common }],
       ['invoke_agent checked', { 'loopwatch.approval.decision': 'deny', ...common }],
     ]);
+    const runSpans = memory.getFinishedSpans().filter((span) => span.name === 'invoke_agent checked');
+    assert.equal(runSpans.length, 1);
+    const runSpan = runSpans[0]!;
+    assert.equal(runSpan.attributes['loopwatch.stopped'], 'approval_denied');
+    assert.deepEqual(
+      runSpan.events.filter((e) => e.name === STOPPED_EVENT).map((e) => ({ ...e.attributes })),
+      [
+        {
+          'loopwatch.stop.action': 'approval_denied',
+          'loopwatch.stop.pattern': 'repeated_result',
+          'loopwatch.stop.message': (error as LoopDetectedError).message,
+        },
+      ],
+    );
   });
 
   test('signal without a callback: the default denial is recorded with the signal id', async (t) => {

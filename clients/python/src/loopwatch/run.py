@@ -28,6 +28,29 @@ def current_run() -> Run | None:
     return _current_run.get()
 
 
+STOPPED_EVENT = "loopwatch.stopped"
+"""Name of the span event a stopped run's span carries (the TypeScript client's too)."""
+
+
+def record_stop(span: trace.Span, stop: LoopDetected) -> None:
+    """Marks `span` (the run's span) as stopped by loopwatch, as both clients do.
+
+    Sets the attribute `loopwatch.stopped` to the stop's action (`kill`, `deny` or
+    `approval_denied`) so that a trace query can find stopped runs, and adds the event
+    `loopwatch.stopped` with `loopwatch.stop.action`, `loopwatch.stop.pattern` (the detected
+    pattern, `""` when none was given) and `loopwatch.stop.message` (the stop's sentence).
+    """
+    span.set_attribute("loopwatch.stopped", stop.action)
+    span.add_event(
+        STOPPED_EVENT,
+        {
+            "loopwatch.stop.action": stop.action,
+            "loopwatch.stop.pattern": stop.pattern,
+            "loopwatch.stop.message": stop.reason,
+        },
+    )
+
+
 class Run:
     """One agent run as the guard sees it. Thread-safe: signals arrive on the transport's thread.
 
@@ -213,10 +236,10 @@ class RunScope:
         otel_context.detach(ctx_token)
         if self._adopted is not None:
             if run.stopped is not None:  # the owner of the span ends it, with its own status
-                run.span.set_attribute("loopwatch.stopped", run.stopped.action)
+                record_stop(run.span, run.stopped)
             return
         if run.stopped is not None:
-            run.span.set_attribute("loopwatch.stopped", run.stopped.action)
+            record_stop(run.span, run.stopped)
             run.span.set_status(trace.Status(trace.StatusCode.ERROR, run.stopped.reason))
         elif exc is not None:
             run.span.record_exception(exc)
