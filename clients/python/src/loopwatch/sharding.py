@@ -229,8 +229,13 @@ class TraceIdShardedSpanExporter(SpanExporter):
     def split(self, spans: Sequence[ReadableSpan]) -> dict[int, list[ReadableSpan]]:
         """The batch per shard index (only shards with spans), each in the batch's order."""
         batches: dict[int, list[ReadableSpan]] = {}
+        owners: dict[bytes, int] = {}  # a batch holds many spans of few runs: hash each key once
         for span in spans:
-            batches.setdefault(self.ring.shard_index(self.routing_key(span)), []).append(span)
+            key = self.routing_key(span)
+            index = owners.get(key)
+            if index is None:
+                index = owners[key] = self.ring.shard_index(key)
+            batches.setdefault(index, []).append(span)
         return batches
 
     def _export_one(self, index: int, batch: list[ReadableSpan]) -> SpanExportResult:
