@@ -12,8 +12,8 @@
 //! cargo xtask bench --rounds 6 --duration 10s --out /tmp/b.md
 //! cargo xtask bench --no-latency       # without the latency step
 //! cargo xtask bench --worker-threads   # without the worker-thread scaling cells
-//! cargo xtask bench --raw-passthrough  # also a raw pass-through (bytes forwarded as received:
-//!                                      # the transport's own cost, the floor of any server here)
+//! cargo xtask bench --no-raw-passthrough  # without the raw pass-through (bytes forwarded as
+//!                                         # received: the transport's own cost, the floor column)
 //! ```
 //!
 //! Every other flag goes to `loadgen bench` (`cargo xtask loadgen bench --help`). rotel:

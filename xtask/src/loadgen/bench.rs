@@ -88,9 +88,10 @@ pub struct BenchArgs {
     /// Let the servers' output through to standard error (default: discarded).
     #[arg(long)]
     pub server_logs: bool,
-    /// Also run the raw pass-through (received bytes forwarded as they are, no decode or
-    /// encode) in every closed-loop cell: the transport's own share of the CPU.
-    #[arg(long)]
+    /// Leave out the raw pass-through (received bytes forwarded as they are, no decode or
+    /// encode), which otherwise runs in every closed-loop cell as the floor column: the
+    /// transport's own share of the CPU.
+    #[arg(long = "no-raw-passthrough", action = clap::ArgAction::SetFalse)]
     pub raw_passthrough: bool,
 }
 
@@ -101,7 +102,7 @@ pub enum Setup {
     Loopwatch,
     Passthrough,
     /// The pass-through forwarding received bytes with no decode or encode: the transport
-    /// alone (`--raw-passthrough`).
+    /// alone (left out with `--no-raw-passthrough`).
     #[serde(rename = "raw-passthrough")]
     RawPassthrough,
     Rotel,
@@ -778,6 +779,23 @@ mod tests {
         assert_eq!(first_cpus("0,1", 0), "0");
         assert_eq!(first_cpus("", 2), "");
         assert_eq!(first_cpus("x", 2), "x");
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    #[test]
+    fn the_raw_passthrough_runs_unless_left_out() {
+        use clap::Parser;
+        assert!(Cli::parse_from(["bench"]).bench.raw_passthrough);
+        assert!(
+            !Cli::parse_from(["bench", "--no-raw-passthrough"])
+                .bench
+                .raw_passthrough
+        );
     }
 
     #[test]

@@ -61,16 +61,72 @@ fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// The pass-through row of the same cell as `row`.
-fn passthrough_of<'a>(rows: &'a [Row], row: &Row) -> Option<&'a Row> {
-    rows.iter().find(|r| {
-        r.setup == Setup::Passthrough
+/// The row of `setup` in the same cell as `row`.
+fn setup_of<'a>(
+    rows: impl IntoIterator<Item = &'a Row>,
+    row: &Row,
+    setup: Setup,
+) -> Option<&'a Row> {
+    rows.into_iter().find(|r| {
+        r.setup == setup
             && r.cell.traffic == row.cell.traffic
             && r.cell.spans_per_request == row.cell.spans_per_request
             && r.cell.clients == row.cell.clients
             && r.cell.worker_threads == row.cell.worker_threads
             && r.cell.server_cpus == row.cell.server_cpus
     })
+}
+
+/// The pass-through row of the same cell as `row`.
+fn passthrough_of<'a>(rows: &'a [Row], row: &Row) -> Option<&'a Row> {
+    setup_of(rows, row, Setup::Passthrough)
+}
+
+/// `a / b` to two decimals, empty when `b` is 0 (the setup did not run).
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        String::new()
+    }
+}
+
+/// The one table: per closed-loop cell, spans per server CPU-second of every setup, and
+/// loopwatch's against each (the prost pass-through, the raw pass-through as the floor of
+/// this transport, rotel). Cells where loopwatch did not run are left out.
+fn floor_table(out: &mut String, rows: &[&Row]) {
+    out.push_str("Spans per server CPU-second; loopwatch ÷ each other setup in the same cell (×pass: the prost pass-through; ×raw: the raw pass-through, the transport's floor):\n\n");
+    out.push_str("| traffic | spans/req | clients | loopwatch | prost pass-through | raw pass-through | rotel | ×pass | ×raw | ×rotel |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for row in rows.iter().filter(|r| r.setup == Setup::Loopwatch) {
+        let per_cpu = |setup| {
+            setup_of(rows.iter().copied(), row, setup)
+                .map(|r| r.median.spans_per_cpu_second)
+                .unwrap_or(0.0)
+        };
+        let shown = |v: f64| if v > 0.0 { thousands(v) } else { "–".into() };
+        let lw = row.median.spans_per_cpu_second;
+        let (pass, raw, rotel) = (
+            per_cpu(Setup::Passthrough),
+            per_cpu(Setup::RawPassthrough),
+            per_cpu(Setup::Rotel),
+        );
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.cell.traffic.label(),
+            row.cell.spans_per_request,
+            row.cell.clients,
+            shown(lw),
+            shown(pass),
+            shown(raw),
+            shown(rotel),
+            ratio(lw, pass),
+            ratio(lw, raw),
+            ratio(lw, rotel)
+        );
+    }
+    out.push_str("\nEvery measurement of the same run:\n\n");
 }
 
 fn cpus_label(cpus: &str) -> String {
@@ -200,6 +256,7 @@ pub fn markdown(r: &BenchReport) -> String {
         .rows
         .iter()
         .partition(|row| row.cell.worker_threads.is_none());
+    floor_table(&mut out, &matrix);
     out.push_str(
         "| traffic | spans/req | clients | setup | spans/s | per CPU-s | ×pass | p50 ms | p99 ms | lost | refused | annotated | reports dropped | client CPU |\n",
     );
@@ -207,13 +264,7 @@ pub fn markdown(r: &BenchReport) -> String {
     for row in matrix {
         let s = &row.median;
         let ratio = passthrough_of(&r.rows, row)
-            .filter(|p| p.median.spans_per_cpu_second > 0.0)
-            .map(|p| {
-                format!(
-                    "{:.2}",
-                    s.spans_per_cpu_second / p.median.spans_per_cpu_second
-                )
-            })
+            .map(|p| ratio(s.spans_per_cpu_second, p.median.spans_per_cpu_second))
             .unwrap_or_default();
         let _ = writeln!(
             out,
@@ -306,6 +357,56 @@ pub fn markdown(r: &BenchReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(setup: Setup, traffic: crate::loadgen::bench::Traffic, per_cpu: f64) -> Row {
+        Row {
+            cell: crate::loadgen::bench::Cell {
+                traffic,
+                spans_per_request: 1000.0,
+                clients: 4,
+                server_cpus: "0".into(),
+                worker_threads: None,
+                runs: 0,
+                setups: Vec::new(),
+            },
+            setup,
+            rounds: 3,
+            median: crate::loadgen::bench::Sample {
+                spans_per_cpu_second: per_cpu,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_floor_table_puts_each_setup_of_a_cell_beside_loopwatch() {
+        use crate::loadgen::bench::Traffic::{LoopHeavy, NoLoops};
+        let rows = [
+            row(Setup::Loopwatch, NoLoops, 300_000.0),
+            row(Setup::Passthrough, NoLoops, 400_000.0),
+            row(Setup::RawPassthrough, NoLoops, 1_500_000.0),
+            row(Setup::Loopwatch, LoopHeavy, 200_000.0),
+            row(Setup::Passthrough, LoopHeavy, 250_000.0),
+        ];
+        let mut out = String::new();
+        floor_table(&mut out, &rows.iter().collect::<Vec<_>>());
+        let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert_eq!(
+            lines[1],
+            format!(
+                "| {} | 1000 | 4 | 300.0 k | 400.0 k | 1500.0 k | – | 0.75 | 0.20 |  |",
+                NoLoops.label()
+            )
+        );
+        assert_eq!(
+            lines[2],
+            format!(
+                "| {} | 1000 | 4 | 200.0 k | 250.0 k | – | – | 0.80 |  |  |",
+                LoopHeavy.label()
+            )
+        );
+    }
 
     #[test]
     fn servers_share_cpus_with_clients_on_overlap_or_unpinned() {
