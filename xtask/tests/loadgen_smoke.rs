@@ -170,7 +170,8 @@ fn request_bound_sends_the_same_requests_to_both_setups_and_loops_are_annotated(
 #[test]
 fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
     // The reduced matrix of `cargo xtask bench --quick`: one client count, one synthetic size,
-    // both worker-thread cells, no rotel; not pinned (the test machine's CPUs are unknown).
+    // the raw pass-through beside the two others (its default), both worker-thread cells, no
+    // rotel; not pinned (the test machine's CPUs are unknown).
     let dir = tempfile::tempdir().unwrap();
     let report = bench(
         dir.path(),
@@ -201,7 +202,7 @@ fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
     }
     let mut expected = Vec::new();
     for traffic in ["corpus", "no_loops", "loop_heavy"] {
-        for setup in ["loopwatch", "passthrough"] {
+        for setup in ["loopwatch", "passthrough", "raw-passthrough"] {
             expected.push((traffic.to_string(), None, setup.to_string()));
         }
     }
@@ -223,7 +224,7 @@ fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
     assert!(annotated("loop_heavy") > 0, "{report}");
     assert_eq!(annotated("no_loops"), 0, "{report}");
     let memory = report["memory"].as_array().unwrap();
-    assert_eq!(memory.len(), 2, "{report}");
+    assert_eq!(memory.len(), 3, "{report}");
     for m in memory {
         assert!(m["idle_rss_bytes"].as_u64().unwrap() > 0, "{m}");
         assert_eq!(m["runs"], 1000, "{m}");
@@ -284,15 +285,28 @@ fn bench_quick_reports_every_row_and_loopwatch_loses_nothing() {
             "{report}"
         );
     }
-    // The markdown has one table line per row (matrix and latency step).
+    // The markdown has one table line per cell in the floor table, per row in the matrix and
+    // per row of the latency step.
     let text = std::fs::read_to_string(&md).unwrap();
-    let lines = text
+    let traffic_lines: Vec<&str> = text
         .lines()
         .filter(|l| {
             l.starts_with("| corpus") || l.starts_with("| 0 %") || l.starts_with("| loop-heavy")
         })
-        .count();
-    assert_eq!(lines, 6 + 4, "{text}");
+        .collect();
+    assert_eq!(traffic_lines.len(), 3 + 9 + 4, "{text}");
+    // The floor table comes first: loopwatch against the prost and the raw pass-through,
+    // both ratios filled in, rotel's left empty.
+    assert!(text.contains("| ×pass | ×raw | ×rotel |"), "{text}");
+    for line in &traffic_lines[..3] {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // ["", traffic, spans/req, clients, lw, pass, raw, rotel, ×pass, ×raw, ×rotel, ""]
+        assert_eq!(cells.len(), 12, "{line}");
+        for ratio in [cells[8], cells[9]] {
+            assert!(ratio.parse::<f64>().is_ok_and(|r| r > 0.0), "{line}");
+        }
+        assert_eq!((cells[7], cells[10]), ("–", ""), "{line}");
+    }
     assert!(text.contains("maximum load (open loop)"), "{text}");
     // Two worker-thread rows and one memory row start with the setup.
     let starting = |setup: &str| text.lines().filter(|l| l.starts_with(setup)).count();
