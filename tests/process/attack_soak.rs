@@ -16,7 +16,10 @@
 //! `/healthz` answered within 2 s on every probe, every acknowledged good span at the
 //! downstream (counted by trace and span id), one kill per looping run in Redis and
 //! JetStream and in `loopwatch_kills_total`, two warnings per looping run and nothing for
-//! the others, each stalled stream and body cut retryably, each bad span rejected alone.
+//! the others, each stalled stream and body answered retryably (cut by the minimum body
+//! rate, or refused while the bombs hold the decoded-bytes budget), each bad span rejected
+//! alone, and an ordinary request accepted within 20 s (issue 31's target is 5 s; the
+//! figure is printed).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -56,7 +59,7 @@ async fn metric_sum(admin: &str, name: &str, label: &str) -> f64 {
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
         .filter(|l| l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .fold(0.0, |sum, v| sum + v)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -100,11 +103,11 @@ stream_max_age = "10m"
         } else {
             server.http.clone()
         };
-        let (stop, figures) = (stop.clone(), figures.clone());
+        let (stop, figures, sink) = (stop.clone(), figures.clone(), sink.clone());
         good.push(tokio::spawn(async move {
             GoodClient::new(client, grpc, &target)
                 .await
-                .run(&stop, &figures)
+                .run(&stop, &figures, &sink)
                 .await
         }));
     }
@@ -225,7 +228,11 @@ stream_max_age = "10m"
         .await;
     let bomb_key: SpanKey = (vec![0x61; 16], vec![0x62; 8]);
     let bombs = figures.get(&figures.bombs_acknowledged);
-    let bomb_arrivals = sink.count(&bomb_key);
+    let wait_bombs = Instant::now() + Duration::from_secs(120);
+    while u64::from(sink.count(&bomb_key)) < bombs && Instant::now() < wait_bombs {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let bomb_arrivals = u64::from(sink.count(&bomb_key));
     // One kill per looping run in Redis and JetStream.
     let loops = figures.get(&figures.loop_runs);
     let redis = redis::Client::open(format!("redis://{REDIS_ADDR}")).unwrap();
@@ -254,7 +261,7 @@ stream_max_age = "10m"
     let (distinct, arrivals) = sink.totals();
     println!(
         "ATTACK soak secs={} clients_done_in={clients_done_in:?} good_requests(grpc, http)=({}, {}) \
-         good_spans_acknowledged={} lost={} good_refusals={} good_max_latency={:?} \
+         good_spans_acknowledged={} lost={} good_refusals={} good_max_latency={:?} (downstream up throughout: {:?}) \
          healthz_probes={probes} healthz_max={healthz_max:?} bombs_acknowledged={bombs} bomb_refusals={} \
          bomb_arrivals={bomb_arrivals} stalled_grpc_codes={:?} stalled_http_codes={:?} partial_requests={} \
          admin_idle=80 downstream_refused_exports={} sink_spans(distinct, arrivals)=({distinct}, {arrivals}) \
@@ -267,6 +274,7 @@ stream_max_age = "10m"
         missing.len(),
         figures.get(&figures.good_refusals),
         figures.max_latency(),
+        figures.max_latency_sink_up(),
         figures.get(&figures.bomb_refusals),
         figures.stalled_grpc(),
         figures.stalled_http(),
@@ -289,7 +297,10 @@ stream_max_age = "10m"
         "acknowledged spans lost: {}",
         missing.len()
     );
-    assert!(bomb_arrivals >= bombs as u32, "acknowledged bombs lost");
+    assert!(
+        bomb_arrivals >= bombs,
+        "acknowledged bombs lost: {bomb_arrivals} of {bombs} arrived"
+    );
     assert!(loops > 0 && bombs > 0, "the soak ran both kinds of client");
     assert_eq!(flags, loops, "a Redis kill flag per looping run");
     assert_eq!(nats_kills, loops, "a JetStream kill per looping run");
@@ -304,12 +315,16 @@ stream_max_age = "10m"
         figures.max_latency()
     );
     let (grpc_codes, http_codes) = (figures.stalled_grpc(), figures.stalled_http());
+    // Cut by the minimum body rate (UNAVAILABLE), or refused at once while the bombs hold
+    // the decoded-bytes budget (RESOURCE_EXHAUSTED): retryable either way, and answered.
     assert!(
-        grpc_codes.keys().all(|c| *c == Some(14)),
-        "every stalled stream cut with UNAVAILABLE: {grpc_codes:?}"
+        grpc_codes.keys().all(|c| matches!(c, Some(14 | 8))),
+        "every stalled stream answered retryably: {grpc_codes:?}"
     );
     assert!(
-        http_codes.keys().all(|c| c.as_deref() == Some("503")),
-        "every stalled body cut with 503: {http_codes:?}"
+        http_codes
+            .keys()
+            .all(|c| matches!(c.as_deref(), Some("503" | "429"))),
+        "every stalled body answered retryably: {http_codes:?}"
     );
 }

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::support::attack::{export_until_accepted, post_until_accepted, tool_call};
-use crate::support::span_sink::SpanKey;
+use crate::support::span_sink::{SinkMode, SpanKey, SpanSink};
 use crate::support::spans::{kv, request_of, s};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -31,6 +31,7 @@ pub struct Figures {
     pub bomb_refusals: AtomicU64,
     pub partial_requests: AtomicU64,
     max_latency_micros: AtomicU64,
+    max_latency_sink_up_micros: AtomicU64,
     acknowledged: Mutex<Vec<SpanKey>>,
     stalled_grpc: Mutex<BTreeMap<Option<i32>, u64>>,
     stalled_http: Mutex<BTreeMap<Option<String>, u64>>,
@@ -58,6 +59,11 @@ impl Figures {
     /// The longest an ordinary request waited to be accepted (retries included).
     pub fn max_latency(&self) -> Duration {
         Duration::from_micros(self.max_latency_micros.load(Ordering::Relaxed))
+    }
+
+    /// The same, of requests sent and accepted while the downstream was up throughout.
+    pub fn max_latency_sink_up(&self) -> Duration {
+        Duration::from_micros(self.max_latency_sink_up_micros.load(Ordering::Relaxed))
     }
 
     pub fn count_stalled_grpc(&self, code: Option<i32>) {
@@ -159,13 +165,15 @@ impl GoodClient {
         }
     }
 
-    /// Sends runs 100 ms apart until `stop`, each retried until accepted; adds to `figures`.
-    pub async fn run(mut self, stop: &AtomicBool, figures: &Figures) {
+    /// Sends runs 100 ms apart until `stop`, each retried until accepted; adds to `figures`
+    /// (latency apart for the requests `sink` was up throughout).
+    pub async fn run(mut self, stop: &AtomicBool, figures: &Figures, sink: &SpanSink) {
         let mut n = 0;
         while !stop.load(Ordering::Relaxed) {
             let looping = n % 2 == 0;
             let request = good_run(self.id, n, looping);
             let started = Instant::now();
+            let (mode, changes) = (sink.mode(), sink.changes());
             let patience = Duration::from_secs(60);
             let refusals = match self.grpc.as_mut() {
                 Some(client) => {
@@ -181,6 +189,11 @@ impl GoodClient {
             figures
                 .max_latency_micros
                 .fetch_max(waited, Ordering::Relaxed);
+            if mode == SinkMode::Up && sink.mode() == SinkMode::Up && sink.changes() == changes {
+                figures
+                    .max_latency_sink_up_micros
+                    .fetch_max(waited, Ordering::Relaxed);
+            }
             figures.add(&figures.good_refusals, u64::from(refusals));
             figures.add(
                 if looping {

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +36,8 @@ pub struct SpanSink {
     seen: Arc<Mutex<HashMap<SpanKey, u32>>>,
     mode: Arc<AtomicU8>,
     refused: Arc<Mutex<u64>>,
+    /// Mode changes so far.
+    changes: Arc<AtomicU64>,
 }
 
 #[tonic::async_trait]
@@ -95,7 +97,15 @@ impl SpanSink {
 
     /// Answers as `mode` from now on.
     pub fn set_mode(&self, mode: SinkMode) {
-        self.mode.store(mode as u8, Ordering::Relaxed);
+        if self.mode.swap(mode as u8, Ordering::Relaxed) != mode as u8 {
+            self.changes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Mode changes so far: a span of time with the same count and mode [`SinkMode::Up`]
+    /// at both ends was all up.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Relaxed)
     }
 
     /// Times the span `key` arrived (0: never).
