@@ -84,9 +84,11 @@ channel = "{name}:signals"
 url = "nats://{NATS_ADDR}"
 subject_prefix = "{subject_prefix}"
 stream = "{stream}"
-stream_max_age = "10m"
+stream_max_age = "2h"
 "#
     );
+    // (The stream keeps kills 2 h: the long form's first kills must not age out before they
+    // are counted.)
     let (sink, addr) = SpanSink::start().await;
     let meter = MemoryMeter::new("attack_soak", CGROUP_MIB << 20);
     let mut server = Server::start_in(meter.cgroup(), Some(addr), &config, &[]);
