@@ -22,13 +22,18 @@ const CALLS: u64 = 10;
 /// What the soak's clients did, shared by all of them.
 #[derive(Default)]
 pub struct Figures {
+    /// Ordinary requests sent over gRPC, and over OTLP/HTTP.
     pub grpc_requests: AtomicU64,
     pub http_requests: AtomicU64,
+    /// Retryable refusals the ordinary clients met (and retried).
     pub good_refusals: AtomicU64,
+    /// Ordinary runs acknowledged that loop, and that do not.
     pub loop_runs: AtomicU64,
     pub other_runs: AtomicU64,
+    /// Decoded-cost bombs acknowledged, and the refusals met on the way.
     pub bombs_acknowledged: AtomicU64,
     pub bomb_refusals: AtomicU64,
+    /// Requests of good spans beside an unreadable one, acknowledged.
     pub partial_requests: AtomicU64,
     max_latency_micros: AtomicU64,
     max_latency_sink_up_micros: AtomicU64,
@@ -38,10 +43,12 @@ pub struct Figures {
 }
 
 impl Figures {
+    /// Adds `n` to `counter` (one of the fields).
     pub fn add(&self, counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// The value of `counter`.
     pub fn get(&self, counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
@@ -66,10 +73,12 @@ impl Figures {
         Duration::from_micros(self.max_latency_sink_up_micros.load(Ordering::Relaxed))
     }
 
+    /// Counts a stalled stream's answer.
     pub fn count_stalled_grpc(&self, code: Option<i32>) {
         *self.stalled_grpc.lock().unwrap().entry(code).or_insert(0) += 1;
     }
 
+    /// Counts a stalled body's answer.
     pub fn count_stalled_http(&self, code: Option<String>) {
         *self.stalled_http.lock().unwrap().entry(code).or_insert(0) += 1;
     }

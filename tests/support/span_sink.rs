@@ -125,9 +125,9 @@ impl SpanSink {
     }
 
     /// Waits until every key of `keys` arrived (or `timeout` passed); the keys still missing.
-    pub async fn wait_for<'a>(
+    pub async fn wait_for(
         &self,
-        keys: impl Iterator<Item = &'a SpanKey> + Clone,
+        keys: impl Iterator<Item = &SpanKey> + Clone,
         timeout: Duration,
     ) -> Vec<SpanKey> {
         let deadline = tokio::time::Instant::now() + timeout;
