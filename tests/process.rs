@@ -14,6 +14,8 @@ mod process {
     mod attack_disk_full;
     mod attack_partial;
     mod attack_slow_clients;
+    mod attack_soak;
+    mod attack_soak_clients;
     mod cli;
     mod cli_broken_pipe;
     mod config_reload;

@@ -17,7 +17,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue, KeyValueList};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
@@ -34,29 +33,11 @@ fn span(id: u8) -> Span {
     }
 }
 
-/// A span whose one attribute is a kvlist holding a kvlist … 48 levels down: past the
-/// protobuf recursion limit of 100 that prost (and the Collector) decode with.
+/// A span whose one attribute is nested 48 levels deep: past the protobuf recursion limit
+/// of 100 that prost (and the Collector) decode with.
 fn deep_span(id: u8) -> Span {
-    let mut value = AnyValue {
-        value: Some(Value::StringValue("leaf".into())),
-    };
-    for _ in 0..48 {
-        value = AnyValue {
-            value: Some(Value::KvlistValue(KeyValueList {
-                values: vec![KeyValue {
-                    key: "k".into(),
-                    value: Some(value),
-                    ..KeyValue::default()
-                }],
-            })),
-        };
-    }
     Span {
-        attributes: vec![KeyValue {
-            key: "deep".into(),
-            value: Some(value),
-            ..KeyValue::default()
-        }],
+        attributes: vec![crate::support::hostile::deep_attribute("deep", 48)],
         ..span(id)
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::attack::{good_request, metric, Server};
 use crate::support::downstream::Downstream;
+use crate::support::hostile::{healthz_in, stalled_http, stalled_streams};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use prost::Message;
 use tokio::io::AsyncWriteExt;
@@ -22,51 +23,6 @@ const CONFIG: &str = r#"
 [exporter]
 queue_capacity = 100
 "#;
-
-/// Opens `streams` gRPC Export streams on one HTTP/2 connection to `grpc`, each sending
-/// the 5-byte message prefix of a 1000-byte message and one byte of it, then stalling;
-/// returns the tasks that wait for each stream's `grpc-status`.
-async fn stalled_streams(grpc: &str, streams: usize) -> Vec<tokio::task::JoinHandle<Option<i32>>> {
-    let tcp = tokio::net::TcpStream::connect(grpc).await.unwrap();
-    let (client, connection): (h2::client::SendRequest<bytes::Bytes>, _) =
-        h2::client::Builder::new()
-            .initial_window_size(1 << 20)
-            .handshake(tcp)
-            .await
-            .expect("h2");
-    tokio::spawn(connection);
-    let mut waits = Vec::new();
-    for _ in 0..streams {
-        let request = http::Request::post(format!(
-            "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-        ))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
-        let mut client = client.clone().ready().await.expect("ready");
-        let (response, mut body) = client.send_request(request, false).expect("send");
-        let mut prefix = vec![0u8];
-        prefix.extend_from_slice(&1000u32.to_be_bytes());
-        prefix.push(0x0a);
-        body.send_data(prefix.into(), false).expect("one byte");
-        waits.push(tokio::spawn(async move {
-            let _keep_open = body;
-            let response = response.await.ok()?;
-            let status = |map: &http::HeaderMap| {
-                map.get("grpc-status")
-                    .and_then(|v| v.to_str().ok()?.parse::<i32>().ok())
-            };
-            if let Some(code) = status(response.headers()) {
-                return Some(code);
-            }
-            let mut body = response.into_body();
-            while body.data().await.is_some() {}
-            status(&body.trailers().await.ok()??)
-        }));
-    }
-    waits
-}
 
 /// One ordinary gRPC export of 20 spans, retried (as an OTLP exporter does) until accepted;
 /// how long it took.
@@ -89,22 +45,6 @@ async fn served_in(grpc: &str, n: u64) -> Duration {
     }
 }
 
-/// `GET /healthz` on `admin`: how long it took (fails after 10 s).
-async fn healthz_in(admin: &str) -> Duration {
-    let started = Instant::now();
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let response = client
-        .get(format!("http://{admin}/healthz"))
-        .send()
-        .await
-        .expect("/healthz answers");
-    assert_eq!(response.status(), 200);
-    started.elapsed()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn slow_clients_lock_out_neither_the_receivers_nor_the_admin_listener() {
     let (downstream, addr) = Downstream::start(false).await;
@@ -116,16 +56,7 @@ async fn slow_clients_lock_out_neither_the_receivers_nor_the_admin_listener() {
         waits.extend(stalled_streams(&server.grpc, 250).await);
     }
     // 300 stalled HTTP/1.1 requests.
-    let mut stalled_http = Vec::new();
-    for _ in 0..300 {
-        let mut tcp = tokio::net::TcpStream::connect(&server.http).await.unwrap();
-        let head = format!(
-            "POST /v1/traces HTTP/1.1\r\nhost: {}\r\ncontent-type: application/x-protobuf\r\ncontent-length: 1000\r\n\r\n\x0a",
-            server.http
-        );
-        tcp.write_all(head.as_bytes()).await.unwrap();
-        stalled_http.push(tcp);
-    }
+    let stalled_http = stalled_http(&server.http, 300).await;
     // 80 idle connections to the admin listener (64 allowed), idle past the eviction age.
     let mut idle_admin = Vec::new();
     for _ in 0..80 {
@@ -161,17 +92,8 @@ async fn slow_clients_lock_out_neither_the_receivers_nor_the_admin_listener() {
         *codes.entry(code).or_insert(0) += 1;
     }
     let mut http_codes = std::collections::BTreeMap::new();
-    for mut tcp in stalled_http {
-        let mut answer = vec![0u8; 12];
-        let read = tokio::time::timeout(
-            Duration::from_secs(20),
-            tokio::io::AsyncReadExt::read_exact(&mut tcp, &mut answer),
-        )
-        .await;
-        let code = read
-            .ok()
-            .and_then(Result::ok)
-            .map(|_| String::from_utf8_lossy(&answer[9..12]).into_owned());
+    for tcp in stalled_http {
+        let code = crate::support::hostile::http_status(tcp, Duration::from_secs(20)).await;
         *http_codes.entry(code).or_insert(0) += 1;
     }
     let cut_in = cut_started.elapsed();

@@ -9,8 +9,10 @@
 use std::time::{Duration, Instant};
 
 use crate::support::attack::{
-    metric, service_up, tool_call, unique, Server, NATS_ADDR, REDIS_ADDR,
+    cleanup_sinks, metric, redis_keys, service_up, stream_messages, tool_call, unique, Server,
+    NATS_ADDR, REDIS_ADDR,
 };
+use futures::StreamExt;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
 /// Runs looping at once.
@@ -103,7 +105,7 @@ stream_max_age = "10m"
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut flags, mut kills) = (0, 0);
     while Instant::now() < deadline {
-        flags = count_keys(&mut redis, &redis_prefix).await;
+        flags = redis_keys(&mut redis, &redis_prefix).await;
         kills = stream_messages(&jetstream, &stream, &format!("{subject_prefix}.kill.>")).await;
         if flags >= RUNS && kills >= RUNS {
             break;
@@ -138,7 +140,7 @@ stream_max_age = "10m"
         figures.0, figures.1, figures.2, figures.3, figures.4, figures.5,
         server.peak_rss() >> 20
     );
-    cleanup(&mut redis, &redis_prefix, &jetstream, &stream).await;
+    cleanup_sinks(&mut redis, &redis_prefix, &jetstream, &stream).await;
     assert_eq!(flags, RUNS, "a kill flag per run in Redis");
     assert_eq!(kills, RUNS, "a kill per run in JetStream");
     assert_eq!((figures.0, figures.1), (0.0, 0.0), "no kill dropped");
@@ -147,82 +149,4 @@ stream_max_age = "10m"
         (0.0, 0.0),
         "no warning dropped either"
     );
-}
-
-use futures::StreamExt;
-
-/// Keys of Redis starting with `prefix`.
-async fn count_keys(redis: &mut redis::aio::MultiplexedConnection, prefix: &str) -> u64 {
-    let mut cursor: u64 = 0;
-    let mut count = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(10_000)
-            .query_async(redis)
-            .await
-            .unwrap();
-        count += keys.len() as u64;
-        if next == 0 {
-            return count;
-        }
-        cursor = next;
-    }
-}
-
-/// Messages of `stream` on subjects matching `filter` (0 before the stream exists).
-async fn stream_messages(
-    jetstream: &async_nats::jetstream::Context,
-    stream: &str,
-    filter: &str,
-) -> u64 {
-    let Ok(stream) = jetstream.get_stream(stream).await else {
-        return 0;
-    };
-    match stream.info_with_subjects(filter).await {
-        Ok(subjects) => {
-            let counts: Vec<_> = subjects.collect().await;
-            counts
-                .into_iter()
-                .filter_map(Result::ok)
-                .map(|(_, n)| n as u64)
-                .sum()
-        }
-        Err(_) => 0,
-    }
-}
-
-async fn cleanup(
-    redis: &mut redis::aio::MultiplexedConnection,
-    prefix: &str,
-    jetstream: &async_nats::jetstream::Context,
-    stream: &str,
-) {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(10_000)
-            .query_async(redis)
-            .await
-            .unwrap();
-        if !keys.is_empty() {
-            let _: () = redis::cmd("DEL")
-                .arg(&keys)
-                .query_async(redis)
-                .await
-                .unwrap();
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
-    let _ = jetstream.delete_stream(stream).await;
 }

@@ -5,15 +5,18 @@
 use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::mpsc::Receiver;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::Value as Json;
 
 // The signal tests' helpers, for the storm test that reaches attack helpers through this module.
 #[allow(unused_imports)]
-pub use super::signals::{service_up, NATS_ADDR, REDIS_ADDR};
+pub use super::signals::{
+    cleanup_sinks, redis_keys, service_up, stream_messages, NATS_ADDR, REDIS_ADDR,
+};
 
 /// A `loopwatch serve` child started with a config file, and its listener addresses.
 pub struct Server {
@@ -34,6 +37,17 @@ impl Server {
         toml: &str,
         env: &[(&str, &str)],
     ) -> Server {
+        Server::start_in(None, downstream, toml, env)
+    }
+
+    /// As [`Server::start`], moved into `cgroup` (when given) as soon as it is spawned,
+    /// before it reads its config.
+    pub fn start_in(
+        cgroup: Option<&super::cgroup::MemoryCgroup>,
+        downstream: Option<std::net::SocketAddr>,
+        toml: &str,
+        env: &[(&str, &str)],
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("loopwatch.toml");
         std::fs::write(&file, toml).unwrap();
@@ -42,7 +56,14 @@ impl Server {
         for (k, v) in env {
             command.env(k, v);
         }
-        let (child, listening, lines) = super::serve_process::spawn_until_listening(command);
+        let (mut child, lines) = super::serve_process::spawn_with_lines(command);
+        if let Some(cgroup) = cgroup {
+            if let Err(e) = cgroup.add(child.id()) {
+                let _ = child.kill();
+                panic!("{}: {e}", cgroup.describe());
+            }
+        }
+        let (child, listening, lines) = super::serve_process::wait_listening(child, lines);
         let addr = |name: &str| listening[name].as_str().unwrap().to_owned();
         Server {
             grpc: addr("grpc"),
@@ -194,4 +215,57 @@ pub fn is_mount_point(path: &Path) -> bool {
         .unwrap_or_default()
         .lines()
         .any(|l| l.split_whitespace().nth(1) == path.to_str())
+}
+
+/// POSTs `body` (OTLP/protobuf) to `/v1/traces` until accepted, waiting out retryable
+/// refusals (429, 503, or the connection closed on a refusal sent before the body was read
+/// whole) 200 ms apart as an OTLP exporter does; the refusals it met. Panics on any other
+/// answer, or when not accepted within `patience`.
+pub async fn post_until_accepted(http: &str, body: Vec<u8>, patience: Duration) -> u32 {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + patience;
+    let mut refusals = 0;
+    loop {
+        let response = client
+            .post(format!("http://{http}/v1/traces"))
+            .header("content-type", "application/x-protobuf")
+            .body(body.clone())
+            .send()
+            .await;
+        match response.map(|r| r.status().as_u16()) {
+            Ok(200) => return refusals,
+            Ok(429 | 503) | Err(_) => refusals += 1,
+            Ok(other) => panic!("refused for good: {other}"),
+        }
+        assert!(Instant::now() < deadline, "never accepted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Exports `request` over gRPC until accepted, waiting out `UNAVAILABLE` and
+/// `RESOURCE_EXHAUSTED` 100 ms apart as an OTLP exporter does; the refusals it met. Panics
+/// on any other code, or when not accepted within `patience`.
+pub async fn export_until_accepted(
+    client: &mut TraceServiceClient<tonic::transport::Channel>,
+    request: &ExportTraceServiceRequest,
+    patience: Duration,
+) -> u32 {
+    let deadline = Instant::now() + patience;
+    let mut refusals = 0;
+    loop {
+        match client.export(request.clone()).await {
+            Ok(_) => return refusals,
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::ResourceExhausted
+                ) =>
+            {
+                refusals += 1
+            }
+            Err(status) => panic!("refused for good: {status}"),
+        }
+        assert!(Instant::now() < deadline, "never accepted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -8,6 +8,9 @@
 /// The attack suite's helpers (issue 31): the binary with a config file, its RSS, looping
 /// tool calls, decoded-cost bombs.
 pub mod attack;
+/// A memory cgroup for a spawned server (peak usage, OOM kills), or `/proc` where none
+/// can be made.
+pub mod cgroup;
 /// A loopwatch in-process fed with every corpus run, for the fleet and Prometheus tests.
 pub mod corpus_server;
 /// A TCP proxy that can be cut and restored: the fault suite's outage.
@@ -18,6 +21,9 @@ pub mod downstream;
 pub mod fault_load;
 /// What the fuzz targets run; also the library of the `fuzz/` crate.
 pub mod fuzz;
+/// The attack suite's hostile clients: stalled streams and bodies, over-deep attributes,
+/// timed liveness probes.
+pub mod hostile;
 /// OTLP ≤ 0.18 protobuf (`instrumentation_library_spans`).
 pub mod legacy;
 /// The external tools the operations tests drive (helm, kubectl, promtool, Chromium).
@@ -32,5 +38,7 @@ pub mod serve_process;
 pub mod server;
 /// Signal helpers: the Redis and NATS addresses, retry settings, a signal builder.
 pub mod signals;
+/// A downstream that counts spans by id and can flap (refuse, stall), for soak tests.
+pub mod span_sink;
 /// The corpus and oracle scenarios as OTLP requests, span builders, `loopwatch scan`.
 pub mod spans;

@@ -70,7 +70,16 @@ pub fn spawn_with_lines(mut command: Command) -> (Child, Receiver<String>) {
 /// Returns the child, that line's `fields` (listener addresses: `grpc`, `http`, `admin`)
 /// and the receiver of the lines after it. Panics (killing the child) when it never starts.
 pub fn spawn_until_listening(command: Command) -> (Child, Json, Receiver<String>) {
-    let (mut child, lines) = spawn_with_lines(command);
+    let (child, lines) = spawn_with_lines(command);
+    wait_listening(child, lines)
+}
+
+/// Waits up to 20 s for the start-up line of `child` (spawned by [`spawn_with_lines`]);
+/// as [`spawn_until_listening`].
+pub fn wait_listening(
+    mut child: Child,
+    lines: Receiver<String>,
+) -> (Child, Json, Receiver<String>) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {

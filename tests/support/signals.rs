@@ -102,3 +102,80 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Keys of Redis starting with `prefix`.
+pub async fn redis_keys(redis: &mut redis::aio::MultiplexedConnection, prefix: &str) -> u64 {
+    let mut cursor: u64 = 0;
+    let mut count = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(redis)
+            .await
+            .unwrap();
+        count += keys.len() as u64;
+        if next == 0 {
+            return count;
+        }
+        cursor = next;
+    }
+}
+
+/// Messages of `stream` on subjects matching `filter` (0 before the stream exists).
+pub async fn stream_messages(
+    jetstream: &async_nats::jetstream::Context,
+    stream: &str,
+    filter: &str,
+) -> u64 {
+    let Ok(stream) = jetstream.get_stream(stream).await else {
+        return 0;
+    };
+    match stream.info_with_subjects(filter).await {
+        Ok(subjects) => {
+            let counts: Vec<_> = futures::StreamExt::collect(subjects).await;
+            counts
+                .into_iter()
+                .filter_map(Result::ok)
+                .map(|(_, n)| n as u64)
+                .sum()
+        }
+        Err(_) => 0,
+    }
+}
+
+/// Deletes the Redis keys starting with `prefix` and the JetStream stream `stream`.
+pub async fn cleanup_sinks(
+    redis: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    jetstream: &async_nats::jetstream::Context,
+    stream: &str,
+) {
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(redis)
+            .await
+            .unwrap();
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(redis)
+                .await
+                .unwrap();
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let _ = jetstream.delete_stream(stream).await;
+}
