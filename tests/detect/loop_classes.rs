@@ -156,3 +156,33 @@ fn a_new_answer_or_work_in_between_is_no_streak() {
         [warn(6, "repeated_outcome")]
     );
 }
+
+/// test, edit, test, edit, test: a shell agent whose edits are `sed -i` commands given as
+/// `edits[i]`; the test fails the same way each time.
+fn edit_and_retry(edits: &[&str]) -> serde_json::Value {
+    let test = json!({"tool": "bash", "args": {"command": "python -m pytest tests/test_config.py -q"}, "result": "FAILED tests/test_config.py::test_timeout - AssertionError: expected 10, got 5\n1 failed"});
+    let mut calls = vec![test.clone()];
+    for edit in edits {
+        calls.push(json!({"tool": "bash", "args": {"command": edit}, "result": ""}));
+        calls.push(test.clone());
+    }
+    run(calls)
+}
+
+#[test]
+fn the_same_edit_at_a_shifted_line_is_the_same_edit_again() {
+    // The same change applied where the line now is (12, then 14): one edit again, so the
+    // unchanged test result after it counts, as after no edit at all.
+    let shifted = edit_and_retry(&[
+        "sed -i '12s/timeout = 5/timeout = 10/' app/config.py",
+        "sed -i '14s/timeout = 5/timeout = 10/' app/config.py",
+    ]);
+    assert_eq!(detections("", &shifted), [warn(5, "repeated_result")]);
+    // Two different edits are debugging: the same failure after each is what the agent
+    // wanted to see.
+    let different = edit_and_retry(&[
+        "sed -i '12s/timeout = 5/timeout = 10/' app/config.py",
+        "sed -i 's/return self.default/return self.value/' app/config.py",
+    ]);
+    assert_eq!(detections("", &different), []);
+}
