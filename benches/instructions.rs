@@ -13,7 +13,9 @@
 //! ~100 B argument object, keys out of order; both after one uncollected warm-up call),
 //! `wire_tools` / `passthrough_tools` (10 synthetic requests of 1000 GenAI `execute_tool`
 //! spans, 0 % loops) and `wire_loops` / `passthrough_loops` (the same, every trace one
-//! repeated call). The binary prints the number of spans (or bytes) the workload covered,
+//! repeated call), `field` (the recorded agent runs of `shared/field/runs`, or the folder
+//! in `LOOPWATCH_FIELD`: OTLP/JSON read and encoded outside the workload, then the wire
+//! path as `wire`; plain-text tool results, where the issue-29 comparison works). The binary prints the number of spans (or bytes) the workload covered,
 //! to divide the instruction count by. `fingerprint_cpu` (no callgrind) prints on-CPU
 //! nanoseconds per fingerprint call instead. Under valgrind SHA-256 runs its portable code
 //! (valgrind hides SHA-NI), about 3 400 instructions per 64-byte block.
@@ -191,6 +193,25 @@ fn corpus_time(config: &loopwatch::config::Config, raw: &[Bytes]) {
     }
 }
 
+/// The recorded agent runs (`LOOPWATCH_FIELD`, default `../shared/field/runs` beside the
+/// checkout), one encoded request per run file, in path order.
+fn field_bytes() -> Vec<Vec<u8>> {
+    let root = std::env::var_os("LOOPWATCH_FIELD").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/field/runs"),
+        std::path::PathBuf::from,
+    );
+    let files = loopwatch::cli::scan::request_files(&[root]).expect("field folder");
+    assert!(!files.is_empty(), "no field runs found");
+    files
+        .iter()
+        .map(|f| {
+            loopwatch::cli::scan::read_request(f)
+                .expect("field run reads")
+                .encode_to_vec()
+        })
+        .collect()
+}
+
 fn main() {
     let name = std::env::args()
         .skip(1)
@@ -202,6 +223,7 @@ fn main() {
     let raw: Vec<Bytes> = match name.as_str() {
         "wire_tools" | "passthrough_tools" => support::tool_call_requests(10, 1000, false),
         "wire_loops" | "passthrough_loops" => support::tool_call_requests(10, 1000, true),
+        "field" => field_bytes(),
         _ => support::corpus_bytes(),
     }
     .into_iter()
@@ -216,7 +238,7 @@ fn main() {
         .sum();
     let engine = || Engine::from_config(&config).expect("default config");
     match name.as_str() {
-        "wire" | "wire_tools" | "wire_loops" => black_box(workload_wire(&engine(), &raw)),
+        "wire" | "wire_tools" | "wire_loops" | "field" => black_box(workload_wire(&engine(), &raw)),
         "prost" => black_box(workload_prost(&engine(), &raw)),
         "passthrough" | "passthrough_tools" | "passthrough_loops" => {
             black_box(workload_passthrough(&raw))
@@ -263,7 +285,7 @@ fn main() {
             // `cargo bench` runs every bench binary: nothing to do without a name.
             eprintln!(
                 "usage: instructions wire|prost|passthrough|wire_tools|passthrough_tools|\
-                 wire_loops|passthrough_loops|fingerprint_5kb|fingerprint_small|fingerprint_cpu"
+                 wire_loops|passthrough_loops|field|fingerprint_5kb|fingerprint_small|fingerprint_cpu"
             );
             return;
         }

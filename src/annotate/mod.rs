@@ -67,7 +67,7 @@ pub fn reason_of(det: &Detection) -> String {
             det.count
         ),
         Pattern::RepeatedOutcome => format!(
-            "{} returned the same outcome {} times in a row with different arguments",
+            "{} returned no new outcome in {} calls in a row with different arguments (the same one each time, or a few by turns, each at least twice)",
             joined(tools, ", "),
             det.count
         ),

@@ -159,7 +159,10 @@ impl Detector {
                     repeated_call: limits.repeated_call,
                     same_results,
                     repeated_result: limits.repeated_result,
-                    same_outcomes: repeated_outcome::streak(window),
+                    same_outcomes: repeated_outcome::streak(
+                        window,
+                        self.settings.repeated_outcome_forms,
+                    ),
                     repeated_outcome: limits.repeated_outcome,
                     near_repeats: near_repeat::near_streak(
                         window,

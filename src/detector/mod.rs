@@ -381,7 +381,7 @@ impl Detector {
             .or_else(|| {
                 let threshold =
                     |n: usize| joint(s, window.iter().rev().take(n), |l| l.repeated_outcome);
-                repeated_outcome::check(window, &threshold)
+                repeated_outcome::check(window, &threshold, s.repeated_outcome_forms)
             })
             .or_else(|| {
                 let threshold = joint(s, window.iter().rev().take(2), |l| l.alternating_calls);

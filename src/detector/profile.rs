@@ -82,6 +82,11 @@ pub struct ProfileSettings {
     /// excluded). 0 = off (the default of profiles written without it).
     #[serde(default)]
     pub repeated_outcome: usize,
+    /// Different outcomes a `repeated_outcome` streak may hold, 1..=4 (default 1: one
+    /// outcome; the built-ins say 2: an agent stuck between two errors by turns), each of
+    /// them at least twice among the N calls ([`super::repeated_outcome`]).
+    #[serde(default = "one")]
+    pub repeated_outcome_forms: usize,
     /// N consecutive calls of one tool with near-identical arguments (SimHash within
     /// `near_repeat_distance` bits) and the same result, at least two of them different.
     /// 0 = off.
@@ -135,6 +140,10 @@ pub struct ProfileSettings {
 
 fn yes() -> bool {
     true
+}
+
+fn one() -> usize {
+    1
 }
 
 fn default_near_distance() -> u32 {
@@ -240,7 +249,8 @@ impl ProfileSettings {
     /// `repeated_result` ≤ `window`; `near_repeat_distance` ≤ 16;
     /// 2·`alternating_calls` ≤ `window`; `max_cycle_period` in 3..=8 (a cycle may look
     /// back `max_cycle_period`·`cycle` calls, past the window); `escalate_after` 0 or ≥ 2
-    /// (1 would be `action = "kill"`); `delegation_cycle` 0 or ≥ 2. The error names the first offending key under
+    /// (1 would be `action = "kill"`); `delegation_cycle` 0 or ≥ 2; `repeated_outcome_forms`
+    /// in 1..=4. The error names the first offending key under
     /// `profiles.<name>.`.
     pub fn validate(&self) -> Result<(), ProfileError> {
         let key = |field: &str| format!("profiles.{}.{field}", self.name);
@@ -280,6 +290,16 @@ impl ProfileSettings {
                 format!(
                     "must be at most 16 (of 32 bits; unrelated texts differ in about 16), got {}",
                     self.near_repeat_distance
+                ),
+            );
+        }
+        let forms = self.repeated_outcome_forms;
+        if !(1..=super::repeated_outcome::MAX_FORMS).contains(&forms) {
+            return fail(
+                "repeated_outcome_forms",
+                format!(
+                    "must be between 1 and {}, got {forms}",
+                    super::repeated_outcome::MAX_FORMS
                 ),
             );
         }
