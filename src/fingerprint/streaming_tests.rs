@@ -245,7 +245,7 @@ proptest! {
         let fp = Fingerprinter::default();
         let drop = drop_set();
         let wrapped = Value::String(a.clone()).to_string();
-        let respelled = serde_json::from_str::<Value>(&a).ok().map(|v| Payload::Json(v));
+        let respelled = serde_json::from_str::<Value>(&a).ok().map(Payload::Json);
         let others = [Some(Payload::Text(b)), Some(Payload::Text(wrapped)), respelled];
         let a = Payload::Text(a);
         for other in others.into_iter().flatten() {
