@@ -9,7 +9,8 @@
 //!
 //! Names: `wire` (bytes → wire reader → engine → bytes, fresh engine), `prost` (decode →
 //! engine → encode), `passthrough` (prost decode + encode only), `fingerprint_5kb` (one
-//! result fingerprint of a ~5 KB JSON text), `fingerprint_small` (one call fingerprint of a
+//! result fingerprint of a ~5 KB JSON text), `fingerprint_5kb_match` (its matching hash
+//! instead), `fingerprint_small` (one call fingerprint of a
 //! ~100 B argument object, keys out of order; both after one uncollected warm-up call),
 //! `wire_tools` / `passthrough_tools` (10 synthetic requests of 1000 GenAI `execute_tool`
 //! spans, 0 % loops) and `wire_loops` / `passthrough_loops` (the same, every trace one
@@ -91,6 +92,13 @@ fn workload_fingerprint(fingerprinter: &Fingerprinter, payload: &Payload) -> boo
 }
 
 #[inline(never)]
+fn workload_fingerprint_match(fingerprinter: &Fingerprinter, payload: &Payload) -> bool {
+    fingerprinter
+        .result_match(&CallStatus::Ok, Some(payload))
+        .is_some()
+}
+
+#[inline(never)]
 fn workload_fingerprint_call(fingerprinter: &Fingerprinter, payload: &Payload) -> u8 {
     fingerprinter.call_fingerprint("read_file", payload)[0]
 }
@@ -144,8 +152,40 @@ fn fingerprint_cpu(fingerprinter: &Fingerprinter) {
         println!("{name}: {ns:.0} ns per call on CPU");
     }
     let text = support::large_json(5 * 1024);
+    let payload = Payload::Text(text.clone());
+    let ns = per_call(&|| {
+        fingerprinter
+            .result_match(&CallStatus::Ok, Some(black_box(&payload)))
+            .is_some()
+    });
+    println!("matching hash (XXH3-128) of the 5 KB result: {ns:.0} ns per call on CPU");
+    let ns = per_call(&|| {
+        fingerprinter
+            .result_both_with(
+                &CallStatus::Ok,
+                Some(black_box(&payload)),
+                &Default::default(),
+            )
+            .is_some()
+    });
+    println!("matching hash and SHA-256 of the 5 KB result: {ns:.0} ns per call on CPU");
     let ns = per_call(&|| Sha256::digest(black_box(text.as_bytes()))[0] > 0);
     println!("sha256 of the 5 KB text alone: {ns:.0} ns per call on CPU");
+    let secret = [7u8; 192];
+    let ns = per_call(&|| {
+        xxhash_rust::xxh3::xxh3_128_with_secret(black_box(text.as_bytes()), &secret) > 0
+    });
+    println!("xxh3-128 of the 5 KB text alone: {ns:.0} ns per call on CPU");
+    // SipHash-1-3 (the standard library's keyed hasher, 64-bit output; the 128-bit
+    // variant adds one finalisation), for the speed comparison in docs/security.md
+    let keyed = std::collections::hash_map::RandomState::new();
+    let ns = per_call(&|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = keyed.build_hasher();
+        h.write(black_box(text.as_bytes()));
+        h.finish() > 0
+    });
+    println!("siphash-1-3 of the 5 KB text alone: {ns:.0} ns per call on CPU");
 }
 
 /// Time of every corpus request on the span path (bytes → wire reader → engine →
@@ -243,7 +283,7 @@ fn main() {
         "passthrough" | "passthrough_tools" | "passthrough_loops" => {
             black_box(workload_passthrough(&raw))
         }
-        "fingerprint_5kb" | "fingerprint_small" => {
+        "fingerprint_5kb" | "fingerprint_small" | "fingerprint_5kb_match" => {
             let (text, call) = fingerprint_input(&name);
             println!("bytes {}", text.len());
             let fingerprinter = Fingerprinter::new(&config.detection.fingerprint_config());
@@ -252,6 +292,9 @@ fn main() {
             // per-thread scratch buffer happen once per process, not per call.
             black_box(fingerprint_once(&fingerprinter, &payload, call));
             match call {
+                false if name == "fingerprint_5kb_match" => {
+                    black_box(workload_fingerprint_match(&fingerprinter, &payload))
+                }
                 false => black_box(workload_fingerprint(&fingerprinter, &payload)),
                 true => black_box(workload_fingerprint_call(&fingerprinter, &payload) > 0),
             };
@@ -285,7 +328,8 @@ fn main() {
             // `cargo bench` runs every bench binary: nothing to do without a name.
             eprintln!(
                 "usage: instructions wire|prost|passthrough|wire_tools|passthrough_tools|\
-                 wire_loops|passthrough_loops|field|fingerprint_5kb|fingerprint_small|fingerprint_cpu"
+                 wire_loops|passthrough_loops|field|fingerprint_5kb|fingerprint_5kb_match|\
+                 fingerprint_small|fingerprint_cpu"
             );
             return;
         }

@@ -119,6 +119,18 @@ pub struct ResultView<'a> {
     pub noise: bool,
 }
 
+/// The arguments as text: a text, UTF-8 bytes, or a structured value that is a string.
+fn text_of_arguments(arguments: Option<&Payload>) -> Option<Cow<'_, str>> {
+    match arguments {
+        Some(Payload::Text(text)) => Some(Cow::Borrowed(text.as_str())),
+        Some(Payload::Bytes(bytes)) => std::str::from_utf8(bytes).ok().map(Cow::Borrowed),
+        Some(Payload::Json(value)) if !value.is_object() && !value.is_array() => {
+            value.as_str().map(|s| Cow::Owned(s.to_string()))
+        }
+        _ => None,
+    }
+}
+
 impl Comparer {
     pub fn new(config: &CompareConfig) -> Comparer {
         Comparer {
@@ -148,14 +160,34 @@ impl Comparer {
         arguments: Option<&Payload>,
         tool: Option<&ToolCompare>,
     ) -> ArgumentsView {
-        let text = match arguments {
-            Some(Payload::Text(text)) => Some(Cow::Borrowed(text.as_str())),
-            Some(Payload::Bytes(bytes)) => std::str::from_utf8(bytes).ok().map(Cow::Borrowed),
-            Some(Payload::Json(value)) if !value.is_object() && !value.is_array() => {
-                value.as_str().map(|s| Cow::Owned(s.to_string()))
-            }
-            _ => None,
-        };
+        let mut view = self.arguments_without_words(tool_name, arguments, tool);
+        view.words = self.argument_words(arguments);
+        view
+    }
+
+    /// The words of the arguments masked in a result ([`ArgumentsView::words`]): only a
+    /// plain-text result or an error message needs them, so the engine asks for them then.
+    pub fn argument_words(&self, arguments: Option<&Payload>) -> Vec<String> {
+        match (
+            self.config.argument_echo,
+            text_of_arguments(arguments),
+            arguments,
+        ) {
+            (false, _, _) => Vec::new(),
+            (true, Some(text), _) => echo::argument_words(&text),
+            (true, None, Some(Payload::Json(value))) => echo::value_words(value),
+            (true, None, _) => Vec::new(),
+        }
+    }
+
+    /// [`Comparer::arguments`] with [`ArgumentsView::words`] left empty.
+    pub fn arguments_without_words(
+        &self,
+        tool_name: &str,
+        arguments: Option<&Payload>,
+        tool: Option<&ToolCompare>,
+    ) -> ArgumentsView {
+        let text = text_of_arguments(arguments);
         let shell = self.is_shell(tool_name, tool);
         let command = match (shell, &text, arguments) {
             (false, _, _) => None,
@@ -177,12 +209,6 @@ impl Comparer {
                 }),
             },
         };
-        let words = match (self.config.argument_echo, &text, arguments) {
-            (false, _, _) => Vec::new(),
-            (true, Some(text), _) => echo::argument_words(text),
-            (true, None, Some(Payload::Json(value))) => echo::value_words(value),
-            (true, None, _) => Vec::new(),
-        };
         let compared: Option<Cow<str>> = match (&command, &text, arguments) {
             (Some(command), _, _) => Some(Cow::Borrowed(command.as_str())),
             (None, Some(text), _) => Some(Cow::Borrowed(text.as_ref())),
@@ -200,7 +226,7 @@ impl Comparer {
             _ => 0,
         };
         ArgumentsView {
-            words,
+            words: Vec::new(),
             effect,
             command,
             near,

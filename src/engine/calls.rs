@@ -112,13 +112,10 @@ impl Engine {
             MessagePart::Response { id, response } => {
                 // The tool is not named on a response part: no tool's own keys, and no
                 // argument words to mask.
-                let (result_fingerprint, traits, _) = self.compared_result(
-                    &CallStatus::Ok,
-                    Some(&wrappers::normalize_result(response)),
-                    &[],
-                    None,
-                    None,
-                );
+                let result = wrappers::normalize_result(response);
+                let json = super::observe::result_is_json(&CallStatus::Ok, Some(&result));
+                let (result_fingerprint, traits, _) =
+                    self.compared_result(&CallStatus::Ok, Some(&result), json, &[], None, None);
                 ToolCallPart {
                     call_id: CallKey::of(&id),
                     tool_name: None,

@@ -44,6 +44,12 @@ fn is_json_container(text: &str) -> bool {
         && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
+/// True for a successful call whose result is a text holding a JSON object or array
+/// ([`is_json_container`]): compared as canonical JSON, not as plain text.
+pub(super) fn result_is_json(status: &CallStatus, result: Option<&Payload>) -> bool {
+    matches!((status, result), (CallStatus::Ok, Some(Payload::Text(text))) if is_json_container(text))
+}
+
 /// The arguments' half of the traits read from `view`.
 pub(super) fn argument_traits(view: &ArgumentsView) -> CallTraits {
     let mut traits = CallTraits::default();
@@ -110,7 +116,7 @@ impl Engine {
         let compare = rule.map(|r| &r.compare);
         let read_arguments = || {
             self.comparer
-                .arguments(&call.tool_name, call.arguments.as_ref(), compare)
+                .arguments_without_words(&call.tool_name, call.arguments.as_ref(), compare)
         };
         let remembered = match &call.arguments {
             Some(Payload::Text(text)) if forms.is_none() => recent.arguments(&call.tool_name, text),
@@ -136,9 +142,6 @@ impl Engine {
             });
         }
         let effect = effect_of(argument_traits);
-        let words = |view: &mut Option<ArgumentsView>| -> Vec<String> {
-            view.get_or_insert_with(read_arguments).words.clone()
-        };
         let transient = match &call.status {
             CallStatus::Error { message } => rule
                 .and_then(|r| r.transient_errors.as_ref())
@@ -161,18 +164,27 @@ impl Engine {
         } else if let Some((fingerprint, bits)) = remembered {
             (Some(fingerprint), CallTraits::unpack(bits))
         } else {
+            let json = result_is_json(&call.status, call.result.as_ref());
             let needs_words = match (&call.status, &call.result) {
                 (CallStatus::Error { .. }, _) => true,
-                (CallStatus::Ok, Some(Payload::Text(text))) => !is_json_container(text),
+                (CallStatus::Ok, Some(Payload::Text(_))) => !json,
                 _ => false,
             };
+            // The argument words are read only for what masks them: a plain-text result
+            // or an error message.
             let words = if needs_words {
-                words(&mut view)
+                self.comparer.argument_words(call.arguments.as_ref())
             } else {
                 Vec::new()
             };
-            let compared =
-                self.compared_result(&call.status, call.result.as_ref(), &words, rule, effect);
+            let compared = self.compared_result(
+                &call.status,
+                call.result.as_ref(),
+                json,
+                &words,
+                rule,
+                effect,
+            );
             if let (Some(forms), Some(text)) = (forms, &compared.2) {
                 let recorded = match (&call.status, &call.result) {
                     (CallStatus::Error { message }, _) => message.as_str(),
@@ -204,12 +216,14 @@ impl Engine {
     }
 
     /// The comparison fingerprint of a result (or error message), the result's half of the
-    /// traits, and the compared text of a plain-text result or error message. `words` are
-    /// the call's argument words to mask; `effect` the call's.
+    /// traits, and the compared text of a plain-text result or error message. `json` is
+    /// [`result_is_json`] of the result (read once by the caller); `words` are the call's
+    /// argument words to mask; `effect` the call's.
     pub(super) fn compared_result(
         &self,
         status: &CallStatus,
         result: Option<&Payload>,
+        json: bool,
         words: &[String],
         rule: Option<&FingerprintTreatment>,
         effect: Option<CommandEffect>,
@@ -240,7 +254,7 @@ impl Engine {
                 };
                 (fingerprint, traits, Some(text))
             }
-            (CallStatus::Ok, Some(Payload::Text(text))) if is_json_container(text) => {
+            (CallStatus::Ok, Some(Payload::Text(text))) if json => {
                 traits.set(
                     CallTraits::OUTCOME,
                     self.comparer.is_json_outcome(text, effect),

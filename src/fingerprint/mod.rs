@@ -43,6 +43,7 @@ use crate::conventions::event::{CallStatus, Payload};
 
 mod canonical;
 mod fast;
+mod matching;
 mod recent;
 #[cfg(test)]
 mod reference;
@@ -50,6 +51,7 @@ mod reference;
 mod streaming_tests;
 mod tree;
 
+pub use matching::{MatchHash, MatchingKey};
 pub use recent::RecentFingerprints;
 
 use canonical::{write_canonical, Limits};
@@ -109,6 +111,8 @@ pub struct Fingerprinter {
     tool_volatile_keys: HashMap<String, HashSet<String>>,
     max_bytes: usize,
     max_depth: usize,
+    /// The key of the matching hashes ([`MatchingKey::process`] unless set).
+    matching: MatchingKey,
 }
 
 impl Default for Fingerprinter {
@@ -136,6 +140,7 @@ impl Fingerprinter {
             tool_volatile_keys,
             max_bytes: config.max_bytes,
             max_depth: config.max_depth,
+            matching: MatchingKey::process().clone(),
         }
     }
 
@@ -192,21 +197,34 @@ impl Fingerprinter {
         volatile_keys: Option<&HashSet<String>>,
         normalize: impl FnOnce(&Payload) -> Option<Payload>,
     ) -> Fingerprint {
-        let drop = volatile_keys.unwrap_or_else(|| self.call_volatile_keys(tool_name));
         let mut hasher = Self::call_hasher(tool_name);
+        self.feed_call_normalized(tool_name, arguments, volatile_keys, normalize, &mut hasher);
+        hasher.finalize().into()
+    }
+
+    /// Feeds the canonical arguments of [`Fingerprinter::call_fingerprint_normalized`]
+    /// (not the `tool_name ‖ 0x00` prefix) to `sink`.
+    fn feed_call_normalized(
+        &self,
+        tool_name: &str,
+        arguments: &Payload,
+        volatile_keys: Option<&HashSet<String>>,
+        normalize: impl FnOnce(&Payload) -> Option<Payload>,
+        sink: &mut impl Sink,
+    ) {
+        let drop = volatile_keys.unwrap_or_else(|| self.call_volatile_keys(tool_name));
         if let Payload::Text(text) = arguments {
             let json_container = text
                 .trim_start_matches([' ', '\t', '\n', '\r'])
                 .starts_with(['{', '[']);
-            if json_container && self.feed_one_pass(text, drop, &mut hasher) {
-                return hasher.finalize().into();
+            if json_container && self.feed_one_pass(text, drop, sink) {
+                return;
             }
         }
         match normalize(arguments) {
-            Some(normalized) => self.feed_canonical(&normalized, drop, &mut hasher),
-            None => self.feed_canonical(arguments, drop, &mut hasher),
+            Some(normalized) => self.feed_canonical(&normalized, drop, sink),
+            None => self.feed_canonical(arguments, drop, sink),
         }
-        hasher.finalize().into()
     }
 
     /// SHA-256(status ‖ 0x00 ‖ canonical result or error message), status `ok`/`error`;
@@ -228,18 +246,31 @@ impl Fingerprinter {
         volatile_keys: &HashSet<String>,
     ) -> Option<Fingerprint> {
         let mut hasher = Sha256::new();
+        self.feed_result(status, result, volatile_keys, &mut hasher)
+            .then(|| hasher.finalize().into())
+    }
+
+    /// Feeds what [`Fingerprinter::result_fingerprint_with`] hashes (`status ‖ 0x00 ‖ …`)
+    /// to `sink`; false, with nothing fed, for a success whose result was not captured.
+    fn feed_result(
+        &self,
+        status: &CallStatus,
+        result: Option<&Payload>,
+        volatile_keys: &HashSet<String>,
+        sink: &mut impl Sink,
+    ) -> bool {
         match (status, result) {
             (CallStatus::Error { message }, _) => {
-                hasher.update(b"error\0");
-                hasher.update(message.as_bytes());
+                sink.put(b"error\0");
+                sink.put(message.as_bytes());
             }
-            (CallStatus::Ok, None) => return None,
+            (CallStatus::Ok, None) => return false,
             (CallStatus::Ok, Some(result)) => {
-                hasher.update(b"ok\0");
-                self.feed_canonical(result, volatile_keys, &mut hasher);
+                sink.put(b"ok\0");
+                self.feed_canonical(result, volatile_keys, sink);
             }
         }
-        Some(hasher.finalize().into())
+        true
     }
 
     /// The tagged canonical bytes of `payload` (JCS text, or a tag + raw/big-int form).

@@ -170,6 +170,17 @@ fn assert_same(payload: &Payload, fp: &Fingerprinter) -> Result<(), TestCaseErro
     want.update(&reference);
     let want: [u8; 32] = want.finalize().into();
     prop_assert_eq!(fp.call_fingerprint_with("t", payload, &drop_set()), want);
+    // the matching hash is XXH3-128 of the same bytes, and computing both gives both
+    let drop = drop_set();
+    let matching = super::MatchingKey::process().hash_of(&[b"t\0".as_slice(), &reference].concat());
+    prop_assert_eq!(
+        fp.call_match_normalized("t", payload, Some(&drop), |_| None),
+        matching
+    );
+    prop_assert_eq!(
+        fp.call_both_normalized("t", payload, Some(&drop), |_| None),
+        (matching, want)
+    );
     Ok(())
 }
 
@@ -219,6 +230,30 @@ proptest! {
             &payload, &fp.result_volatile_keys, fp.max_depth, fp.max_bytes);
         let want: [u8; 32] = Sha256::digest([b"ok\0".as_slice(), &reference].concat()).into();
         prop_assert_eq!(fp.result_fingerprint(&CallStatus::Ok, Some(&payload)), Some(want));
+        let matching = super::MatchingKey::process().hash_of(&[b"ok\0".as_slice(), &reference].concat());
+        prop_assert_eq!(fp.result_match(&CallStatus::Ok, Some(&payload)), Some(matching));
+        prop_assert_eq!(
+            fp.result_both_with(&CallStatus::Ok, Some(&payload), &fp.result_volatile_keys),
+            Some((matching, want))
+        );
+    }
+
+    /// Matching hashes are equal exactly when the canonical bytes are: for two arbitrary
+    /// texts, and for a text and other spellings of its value.
+    #[test]
+    fn matching_hash_equal_iff_canonical_bytes_equal(a in json_text(), b in json_text()) {
+        let fp = Fingerprinter::default();
+        let drop = drop_set();
+        let wrapped = Value::String(a.clone()).to_string();
+        let respelled = serde_json::from_str::<Value>(&a).ok().map(Payload::Json);
+        let others = [Some(Payload::Text(b)), Some(Payload::Text(wrapped)), respelled];
+        let a = Payload::Text(a);
+        for other in others.into_iter().flatten() {
+            let same_bytes = fp.canonical_bytes(&a, &drop) == fp.canonical_bytes(&other, &drop);
+            let same_hash = fp.call_match_normalized("t", &a, Some(&drop), |_| None)
+                == fp.call_match_normalized("t", &other, Some(&drop), |_| None);
+            prop_assert_eq!(same_bytes, same_hash, "{:?} / {:?}", a, other);
+        }
     }
 }
 
