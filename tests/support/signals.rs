@@ -103,10 +103,13 @@ where
     }
 }
 
-/// Keys of Redis starting with `prefix`.
-pub async fn redis_keys(redis: &mut redis::aio::MultiplexedConnection, prefix: &str) -> u64 {
+/// Keys of Redis starting with `prefix` (SCAN over the whole keyspace).
+pub async fn redis_key_list(
+    redis: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+) -> Vec<String> {
     let mut cursor: u64 = 0;
-    let mut count = 0;
+    let mut all = Vec::new();
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
@@ -117,12 +120,17 @@ pub async fn redis_keys(redis: &mut redis::aio::MultiplexedConnection, prefix: &
             .query_async(redis)
             .await
             .unwrap();
-        count += keys.len() as u64;
+        all.extend(keys);
         if next == 0 {
-            return count;
+            return all;
         }
         cursor = next;
     }
+}
+
+/// How many keys of Redis start with `prefix`.
+pub async fn redis_keys(redis: &mut redis::aio::MultiplexedConnection, prefix: &str) -> u64 {
+    redis_key_list(redis, prefix).await.len() as u64
 }
 
 /// Messages of `stream` on subjects matching `filter` (0 before the stream exists).
@@ -154,28 +162,12 @@ pub async fn cleanup_sinks(
     jetstream: &async_nats::jetstream::Context,
     stream: &str,
 ) {
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(10_000)
+    for keys in redis_key_list(redis, prefix).await.chunks(10_000) {
+        let _: () = redis::cmd("DEL")
+            .arg(keys)
             .query_async(redis)
             .await
             .unwrap();
-        if !keys.is_empty() {
-            let _: () = redis::cmd("DEL")
-                .arg(&keys)
-                .query_async(redis)
-                .await
-                .unwrap();
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
     }
     let _ = jetstream.delete_stream(stream).await;
 }
