@@ -53,4 +53,7 @@ def test_example_with_signals_only(name, lw):
         need_module(FRAMEWORK_MODULE[name])
     outcome = run_example(name, lw, "--no-check")
     assert outcome["stopped"] is True and outcome["action"] == "kill", outcome
-    assert 6 <= outcome["tool_calls"] <= 7, outcome
+    # The examples' tools return at once, so without the pre-check the kill signal races
+    # the next calls: the threshold call (the 6th) runs, and up to two more may run before
+    # the signal lands (test_timeliness.py measures it: "signals only, tool 0 ms", max 2).
+    assert 6 <= outcome["tool_calls"] <= 8, outcome
