@@ -66,17 +66,7 @@ impl Downstream {
     }
 
     async fn serve_on_new_port(self) -> SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let service = TraceServiceServer::new(self).max_decoding_message_size(64 << 20);
-        tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
-                .await
-                .unwrap();
-        });
-        addr
+        serve_trace_service(self).await
     }
 
     pub fn open(&self) {
@@ -107,4 +97,20 @@ impl Downstream {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Serves `service` as an OTLP/gRPC trace receiver on a new 127.0.0.1 port (requests up to
+/// 64 MiB) for the rest of the test; its address.
+pub async fn serve_trace_service<S: TraceService>(service: S) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = TraceServiceServer::new(service).max_decoding_message_size(64 << 20);
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+            .await
+            .unwrap();
+    });
+    addr
 }

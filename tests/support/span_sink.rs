@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -73,16 +71,7 @@ impl SpanSink {
     /// Starts on 127.0.0.1:0, up.
     pub async fn start() -> (SpanSink, SocketAddr) {
         let sink = SpanSink::default();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let service = TraceServiceServer::new(sink.clone()).max_decoding_message_size(64 << 20);
-        tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
-                .await
-                .unwrap();
-        });
+        let addr = super::downstream::serve_trace_service(sink.clone()).await;
         (sink, addr)
     }
 
