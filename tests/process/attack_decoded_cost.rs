@@ -13,7 +13,8 @@
 use std::time::{Duration, Instant};
 
 use crate::support::attack::{
-    empty_attributes_request, good_request, metric, post_until_accepted, Server,
+    empty_attributes_request, export_until_accepted, good_request, metric, post_until_accepted,
+    Server,
 };
 use crate::support::cgroup::MemoryMeter;
 use crate::support::downstream::Downstream;
@@ -58,23 +59,8 @@ async fn requests_that_decode_large_are_admitted_by_their_decoded_cost() {
     let mut grpc = TraceServiceClient::connect(format!("http://{}", server.grpc))
         .await
         .unwrap();
-    let mut ordinary_refusals = 0;
-    loop {
-        match grpc.export(good_request(1, 20)).await {
-            Ok(_) => break,
-            Err(status) => {
-                assert!(
-                    matches!(
-                        status.code(),
-                        tonic::Code::Unavailable | tonic::Code::ResourceExhausted
-                    ),
-                    "{status}"
-                );
-                ordinary_refusals += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    let ordinary_refusals =
+        export_until_accepted(&mut grpc, &good_request(1, 20), Duration::from_secs(120)).await;
     let ordinary_in = ordinary.elapsed();
     let mut refusals = 0;
     for attacker in attackers {

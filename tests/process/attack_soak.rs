@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::attack::{
-    cleanup_sinks, empty_attributes_request, post_until_accepted, redis_keys, service_up,
-    stream_messages, unique, Server, NATS_ADDR, REDIS_ADDR,
+    cleanup_sinks, empty_attributes_request, export_retrying, post_until_accepted, redis_keys,
+    service_up, stream_messages, unique, Server, NATS_ADDR, REDIS_ADDR,
 };
 use crate::support::cgroup::MemoryMeter;
 use crate::support::hostile::{healthz_in, http_status, stalled_http, stalled_streams};
@@ -166,21 +166,8 @@ stream_max_age = "2h"
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 let (request, good) = partial_request(n);
-                let response = loop {
-                    match client.export(request.clone()).await {
-                        Ok(response) => break response.into_inner(),
-                        Err(status) => {
-                            assert!(
-                                matches!(
-                                    status.code(),
-                                    tonic::Code::Unavailable | tonic::Code::ResourceExhausted
-                                ),
-                                "{status}"
-                            );
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                    }
-                };
+                let (response, _) =
+                    export_retrying(&mut client, &request, Duration::from_secs(120)).await;
                 let rejected = response.partial_success.map(|p| p.rejected_spans);
                 assert_eq!(rejected, Some(1), "the bad span alone is rejected");
                 figures.acknowledge(good);

@@ -8,7 +8,9 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::Value as Json;
 
@@ -250,11 +252,20 @@ pub async fn export_until_accepted(
     request: &ExportTraceServiceRequest,
     patience: Duration,
 ) -> u32 {
+    export_retrying(client, request, patience).await.1
+}
+
+/// [`export_until_accepted`], also giving the accepting response (its `partial_success`).
+pub async fn export_retrying(
+    client: &mut TraceServiceClient<tonic::transport::Channel>,
+    request: &ExportTraceServiceRequest,
+    patience: Duration,
+) -> (ExportTraceServiceResponse, u32) {
     let deadline = Instant::now() + patience;
     let mut refusals = 0;
     loop {
         match client.export(request.clone()).await {
-            Ok(_) => return refusals,
+            Ok(response) => return (response.into_inner(), refusals),
             Err(status)
                 if matches!(
                     status.code(),
