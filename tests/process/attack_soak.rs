@@ -248,6 +248,13 @@ stream_max_age = "2h"
     let infos = metric_sum(admin, "loopwatch_detections_total", "severity=\"info\"").await;
     let signals_dropped = metric_sum(admin, "loopwatch_signals_dropped_total", "").await;
     let (distinct, arrivals) = sink.totals();
+    let refusals: Vec<String> = scrape(admin)
+        .await
+        .lines()
+        .filter(|l| l.starts_with("loopwatch_requests_rejected_total{") && !l.ends_with(" 0"))
+        .map(|l| l.trim_start_matches("loopwatch_requests_rejected_total").to_owned())
+        .collect();
+    println!("ATTACK soak refusals by reason: {}", refusals.join(" "));
     println!(
         "ATTACK soak secs={} clients_done_in={clients_done_in:?} good_requests(grpc, http)=({}, {}) \
          good_spans_acknowledged={} lost={} good_refusals={} good_max_latency={:?} (downstream up throughout: {:?}) \

@@ -12,6 +12,16 @@
 //! *large* token, and the holder may wait ([`LARGE_WAIT`]) for room the others give back:
 //! without it, many requests that each decode to more than their share would all stop
 //! half-way, be refused, retry and stop half-way again, and none would ever get through.
+//!
+//! A quarter of the budget is kept for *small* requests (those that decode to at most a
+//! sixteenth of it, [`DecodedBytes::is_small`]): a request growing past that size takes
+//! room only while a quarter of the budget stays free. So requests that decode to a lot (a
+//! decoded-cost bomb, a 16 MiB batch) can hold at most three quarters of the budget between
+//! them, and an ordinary request of a few KiB finds room at once however many of them are
+//! being read — it is not refused, retried and delayed behind them (issue 31's target: an
+//! ordinary client served within 5 s while the attack goes on). The check reads the free
+//! room before taking it, so concurrent growers may dip into the reserve by at most one
+//! growth step ([`STEP`]) each.
 
 use std::sync::Arc;
 
@@ -27,6 +37,11 @@ pub struct InFlight {
     capacity_units: u64,
     /// One permit: the right to grow past a quarter of the budget.
     large: Arc<Semaphore>,
+}
+
+/// The part of the budget kept for small requests: a quarter of `capacity_units`.
+fn small_reserve_units(capacity_units: u64) -> u64 {
+    capacity_units / 4
 }
 
 /// How long the holder of the large token waits for room mid-read before it is refused.
@@ -64,6 +79,31 @@ impl DecodedBytes {
         self.used
     }
 
+    /// Whether a request of `used` bytes is *small*: at most a sixteenth of the budget
+    /// (see the module docs); small requests may take the room kept for them.
+    fn is_small(&self, used: u64) -> bool {
+        used <= self.capacity_units * UNIT / 16
+    }
+
+    /// The units a request of `used` bytes may hold at most: the whole budget when small,
+    /// else all but the small-request reserve. Holding that much, it grows without limit
+    /// (one request larger than the budget is served, never refused for ever).
+    fn cap_units(&self, used: u64) -> u64 {
+        if self.is_small(used) {
+            self.capacity_units
+        } else {
+            self.capacity_units - small_reserve_units(self.capacity_units)
+        }
+    }
+
+    /// Whether taking `units` more leaves the small-request reserve free, for a request
+    /// that will then count `used` bytes (always, for a small one).
+    fn leaves_reserve(&self, semaphore: &Semaphore, used: u64, units: u64) -> bool {
+        self.is_small(used)
+            || semaphore.available_permits() as u64
+                >= units + small_reserve_units(self.capacity_units)
+    }
+
     /// Counts `bytes` more, taking permits without waiting when the grant is used up.
     /// `false` (nothing counted) when the budget has no room: the caller refuses the
     /// request retryably. A reservation already holding the whole budget may always grow
@@ -89,16 +129,20 @@ impl DecodedBytes {
             return self.grow_waiting(used);
         }
         let held = self.granted / UNIT;
-        if held >= self.capacity_units {
+        let cap = self.cap_units(used);
+        if held >= cap {
             self.used = used;
             return true;
         }
-        let room = self.capacity_units - held;
+        let room = cap - held;
         let need = (used - self.granted).div_ceil(UNIT).min(room);
         let step = (used - self.granted).max(STEP).div_ceil(UNIT).min(room);
         // A step when there is room for one, else just what is needed.
         let semaphore = Arc::clone(semaphore);
         for units in [step, need] {
+            if !self.leaves_reserve(&semaphore, used, units) {
+                continue;
+            }
             let units = units.min(u32::MAX as u64) as u32;
             if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(units) {
                 self.add(permit, units);
@@ -123,18 +167,21 @@ impl DecodedBytes {
         let deadline = std::time::Instant::now() + LARGE_WAIT;
         let mut wait = || loop {
             let held = self.granted / UNIT;
-            if used <= self.granted || held >= self.capacity_units {
+            let cap = self.cap_units(used);
+            if used <= self.granted || held >= cap {
                 self.used = used;
                 return true;
             }
             let want = (used - self.granted)
                 .max(STEP)
                 .div_ceil(UNIT)
-                .min(self.capacity_units - held)
+                .min(cap - held)
                 .min(u32::MAX as u64) as u32;
-            if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(want) {
-                self.add(permit, want);
-                continue;
+            if self.leaves_reserve(&semaphore, used, u64::from(want)) {
+                if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(want) {
+                    self.add(permit, want);
+                    continue;
+                }
             }
             if std::time::Instant::now() >= deadline {
                 return false;
@@ -161,15 +208,33 @@ impl DecodedBytes {
         let held = self.granted / UNIT;
         let units = (used - self.granted)
             .div_ceil(UNIT)
-            .min(self.capacity_units.saturating_sub(held))
+            .min(self.cap_units(used).saturating_sub(held))
             .min(u32::MAX as u64) as u32;
-        match tokio::time::timeout(wait, semaphore.acquire_many_owned(units)).await {
-            Ok(Ok(permit)) => {
-                self.add(permit, units);
-                self.used = used;
-                true
+        if self.is_small(used) {
+            return match tokio::time::timeout(wait, semaphore.acquire_many_owned(units)).await {
+                Ok(Ok(permit)) => {
+                    self.add(permit, units);
+                    self.used = used;
+                    true
+                }
+                _ => false,
+            };
+        }
+        // A large request waits for room beyond the small-request reserve, which a
+        // semaphore cannot wait for: it looks again every 2 ms.
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if self.leaves_reserve(&semaphore, used, u64::from(units)) {
+                if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(units) {
+                    self.add(permit, units);
+                    self.used = used;
+                    return true;
+                }
             }
-            _ => false,
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
     }
 
@@ -183,7 +248,7 @@ impl DecodedBytes {
 
     /// Whether `used` bytes fit the grant (or the grant is the whole budget).
     fn used_fits(&self, used: u64) -> bool {
-        used <= self.granted || self.granted / UNIT >= self.capacity_units
+        used <= self.granted || self.granted / UNIT >= self.cap_units(used)
     }
 }
 
@@ -261,6 +326,48 @@ mod tests {
             let all = budget.reserve(1 << 30).await;
             assert_eq!(budget.in_use_bytes(), 10 * 1024);
             drop(all);
+        });
+    }
+
+    #[test]
+    fn large_requests_leave_a_quarter_of_the_budget_to_small_ones() {
+        let budget = InFlight::new(1024 * 1024);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build();
+        let Ok(rt) = rt else { panic!("runtime") };
+        rt.block_on(async {
+            let mut a = budget.reserve(0).await;
+            assert!(a.try_grow(600 * 1024), "the large token's holder grows");
+            let mut b = budget.reserve(0).await;
+            assert!(
+                !b.try_grow(200 * 1024),
+                "424 KiB are free, but 200 KiB would leave less than the 256 KiB reserve"
+            );
+            assert!(b.try_grow(150 * 1024));
+            assert_eq!(budget.in_use_bytes(), 750 * 1024);
+            let mut c = budget.reserve(0).await;
+            assert!(!c.try_grow(100 * 1024), "not small: kept out of the reserve");
+            assert!(!c.grow(100 * 1024, std::time::Duration::from_millis(10)).await);
+            // Small requests (≤ 64 KiB here) take the reserve, 64 KiB steps each.
+            let mut small: Vec<DecodedBytes> = Vec::new();
+            for _ in 0..4 {
+                let mut d = budget.reserve(0).await;
+                assert!(d.try_grow(10 * 1024), "a small request finds room");
+                small.push(d);
+            }
+            assert_eq!(budget.in_use_bytes(), 1006 * 1024);
+            // Past a sixteenth of the budget it is no longer small.
+            assert!(!small[0].try_grow(60 * 1024));
+            drop(small);
+            drop(a);
+            assert!(c.grow(100 * 1024, std::time::Duration::from_millis(10)).await);
+            // With nothing else held, a large request may hold all but the reserve, and
+            // grows without limit from there (never refused for ever).
+            drop((b, c));
+            let mut e = budget.reserve(0).await;
+            assert!(e.try_grow(2 * 1024 * 1024));
+            assert_eq!(budget.in_use_bytes(), 768 * 1024);
         });
     }
 

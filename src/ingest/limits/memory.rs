@@ -153,16 +153,70 @@ pub fn resident_bytes() -> Option<u64> {
     memory_stats::memory_stats().map(|m| m.physical_mem as u64)
 }
 
-/// The memory limit of the cgroup this process runs in (v2 `memory.max`, else v1
-/// `memory.limit_in_bytes`), when one is set.
+/// The memory limit of the cgroup this process runs in, when one is set: the smallest of
+/// the limits (v2 `memory.max`, v1 `memory.limit_in_bytes`) of the process's own cgroup and
+/// its ancestors, as the kernel enforces them.
+///
+/// The process's cgroup is read from `/proc/self/cgroup` and looked up under the
+/// hierarchy's mount (`/sys/fs/cgroup` for v2, `/sys/fs/cgroup/memory` for v1). In a
+/// container with a cgroup namespace the path is `/` and the mount root is the container's
+/// own cgroup; without one (a cgroup v1 host, or a process started in a child cgroup) the
+/// root file holds the host's limit, which is why the path is followed down. Path levels
+/// not visible in the mount (a container without a cgroup namespace sees its own cgroup at
+/// the root) are skipped.
 pub fn cgroup_limit_bytes() -> Option<u64> {
+    let (v2, v1) = own_cgroup_paths();
     [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+        ("/sys/fs/cgroup", "memory.max", v2),
+        ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", v1),
     ]
-    .iter()
-    .find_map(|path| std::fs::read_to_string(path).ok())
-    .and_then(|text| parse_cgroup_limit(&text))
+    .into_iter()
+    .find_map(|(mount, file, path)| {
+        limit_along(std::path::Path::new(mount), file, path.as_deref().unwrap_or("/"))
+    })
+}
+
+/// The smallest limit in `file` of the cgroup at `path` under `mount` and of every
+/// ancestor up to the mount's root; `None` when no level has the file or none sets a limit.
+fn limit_along(mount: &std::path::Path, file: &str, path: &str) -> Option<u64> {
+    let mut limit: Option<u64> = None;
+    let mut seen = false;
+    let mut dir = std::path::PathBuf::from(path.trim_start_matches('/'));
+    loop {
+        if let Ok(text) = std::fs::read_to_string(mount.join(&dir).join(file)) {
+            seen = true;
+            if let Some(bytes) = parse_cgroup_limit(&text) {
+                limit = Some(limit.map_or(bytes, |l| l.min(bytes)));
+            }
+        }
+        if !dir.pop() {
+            break;
+        }
+    }
+    seen.then_some(limit).flatten()
+}
+
+/// The process's cgroup paths: the v2 hierarchy's and the v1 memory controller's.
+#[cfg(target_os = "linux")]
+fn own_cgroup_paths() -> (Option<String>, Option<String>) {
+    let Ok(groups) = procfs::process::Process::myself().and_then(|me| me.cgroups()) else {
+        return (None, None);
+    };
+    let mut v2 = None;
+    let mut v1 = None;
+    for group in groups {
+        if group.hierarchy == 0 && group.controllers.is_empty() {
+            v2 = Some(group.pathname);
+        } else if group.controllers.iter().any(|c| c == "memory") {
+            v1 = Some(group.pathname);
+        }
+    }
+    (v2, v1)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn own_cgroup_paths() -> (Option<String>, Option<String>) {
+    (None, None)
 }
 
 /// A cgroup memory limit file's value: bytes, or `None` for `max` and the v1 "unlimited"
@@ -175,6 +229,29 @@ pub fn parse_cgroup_limit(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_limit_is_the_smallest_along_the_cgroup_path() {
+        let mount = std::env::temp_dir().join(format!("lw-cgroup-{}", std::process::id()));
+        let file = "memory.limit_in_bytes";
+        let set = |dir: &str, value: &str| {
+            let dir = mount.join(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(file), value).unwrap();
+        };
+        set("", "9223372036854771712\n"); // the v1 root: unlimited
+        set("pods", "2147483648\n");
+        set("pods/app", "536870912\n");
+        assert_eq!(limit_along(&mount, file, "/pods/app"), Some(512 * MIB));
+        assert_eq!(limit_along(&mount, file, "/pods"), Some(2048 * MIB));
+        assert_eq!(limit_along(&mount, file, "/"), None, "the root sets no limit");
+        // A path the mount does not show (a container without a cgroup namespace sees its
+        // own cgroup at the root): the levels that exist count.
+        set("", "268435456\n");
+        assert_eq!(limit_along(&mount, file, "/docker/abc"), Some(256 * MIB));
+        assert_eq!(limit_along(&mount, "memory.max", "/pods"), None, "no such file");
+        std::fs::remove_dir_all(&mount).unwrap();
+    }
 
     #[test]
     fn soft_limit_is_hard_minus_spike() {
