@@ -12,7 +12,8 @@
 //!   Its latency step (`latency.rs`) offers loopwatch and the pass-through the same
 //!   open-loop load (`open_loop.rs`: a fixed rate, latency from each request's due time)
 //!   at half of loopwatch's maximum and reports the added p99.
-//! - `passthrough` (`servers.rs`): the pass-through as a process of its own, for `bench`.
+//! - `passthrough` (`servers.rs`): the pass-through as a process of its own, for `bench`,
+//!   which starts it, loopwatch and rotel as pinned processes (`processes.rs`).
 //!
 //! K concurrent clients (`client.rs`) send corpus requests (`tests/fixtures/corpus/**/req-*.pb`)
 //! or synthetic tool-call requests (`traffic.rs`) over OTLP/gRPC, each run with fresh
@@ -26,6 +27,7 @@ mod client;
 mod inproc;
 mod latency;
 mod open_loop;
+mod processes;
 mod procfs;
 mod report;
 mod servers;
