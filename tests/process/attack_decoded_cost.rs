@@ -46,7 +46,7 @@ async fn requests_that_decode_large_are_admitted_by_their_decoded_cost() {
                 let mut refusals = 0;
                 for _ in 0..REQUESTS {
                     refusals +=
-                        post_until_accepted(&http, body.clone(), Duration::from_secs(240)).await;
+                        post_until_accepted(&http, body.clone(), Duration::from_secs(400)).await;
                 }
                 refusals
             })

@@ -13,15 +13,14 @@
 //! without it, many requests that each decode to more than their share would all stop
 //! half-way, be refused, retry and stop half-way again, and none would ever get through.
 //!
-//! A quarter of the budget is kept for *small* requests (those that decode to at most a
-//! sixteenth of it, [`DecodedBytes::is_small`]): a request growing past that size takes
-//! room only while a quarter of the budget stays free. So requests that decode to a lot (a
-//! decoded-cost bomb, a 16 MiB batch) can hold at most three quarters of the budget between
-//! them, and an ordinary request of a few KiB finds room at once however many of them are
-//! being read — it is not refused, retried and delayed behind them (issue 31's target: an
-//! ordinary client served within 5 s while the attack goes on). The check reads the free
-//! room before taking it, so concurrent growers may dip into the reserve by at most one
-//! growth step ([`STEP`]) each.
+//! A quarter of the budget is kept for *small* requests, those that decode to at most a
+//! sixteenth of it: the requests past that size hold at most three quarters of the budget
+//! between them (a second semaphore counts what they hold; a request growing past the
+//! small size moves what it holds there first, or is refused). So requests that decode to
+//! a lot (a decoded-cost bomb, a 16 MiB batch) never fill the budget, and an ordinary
+//! request of a few KiB finds room at once however many of them are being read, instead of
+//! being refused and retried behind them (issue 31's target: an ordinary client served
+//! within 5 s while the attack goes on).
 
 use std::sync::Arc;
 
@@ -34,6 +33,8 @@ const UNIT: u64 = 1024;
 #[derive(Debug)]
 pub struct InFlight {
     semaphore: Arc<Semaphore>,
+    /// What requests past the small size may hold together: all but a quarter of the budget.
+    not_small: Arc<Semaphore>,
     capacity_units: u64,
     /// One permit: the right to grow past a quarter of the budget.
     large: Arc<Semaphore>,
@@ -58,6 +59,11 @@ pub struct DecodedBytes {
     permit: Option<OwnedSemaphorePermit>,
     /// The budget it grows from (`None`: no budget, growth always allowed).
     semaphore: Option<Arc<Semaphore>>,
+    /// The share of requests past the small size, and this reservation's hold of it: as
+    /// many units as `permit` once it is past the small size, none before.
+    not_small: Option<Arc<Semaphore>>,
+    not_small_held: Option<OwnedSemaphorePermit>,
+    past_small: bool,
     /// The whole budget, in units.
     capacity_units: u64,
     /// Bytes granted (whole units) and bytes used of them.
@@ -96,12 +102,39 @@ impl DecodedBytes {
         }
     }
 
-    /// Whether taking `units` more leaves the small-request reserve free, for a request
-    /// that will then count `used` bytes (always, for a small one).
-    fn leaves_reserve(&self, semaphore: &Semaphore, used: u64, units: u64) -> bool {
-        self.is_small(used)
-            || semaphore.available_permits() as u64
-                >= units + small_reserve_units(self.capacity_units)
+    /// Takes `units` more, without waiting, for a reservation about to count `used` bytes:
+    /// from the budget and, past the small size, from the share of requests past it as
+    /// well (moving what it already holds there the first time). `false`, holding what it
+    /// held before, when either has no room.
+    fn take(&mut self, used: u64, units: u32) -> bool {
+        let Some(semaphore) = self.semaphore.clone() else {
+            return true;
+        };
+        let Ok(permit) = semaphore.try_acquire_many_owned(units) else {
+            return false;
+        };
+        if !self.is_small(used) {
+            let moved = if self.past_small {
+                0
+            } else {
+                (self.granted / UNIT).min(u32::MAX as u64) as u32
+            };
+            let share = self
+                .not_small
+                .clone()
+                .map(|s| s.try_acquire_many_owned(units.saturating_add(moved)));
+            match share {
+                Some(Ok(share)) => {
+                    merge(&mut self.not_small_held, share);
+                    self.past_small = true;
+                }
+                Some(Err(_)) => return false,
+                None => {}
+            }
+        }
+        merge(&mut self.permit, permit);
+        self.granted += u64::from(units) * UNIT;
+        true
     }
 
     /// Counts `bytes` more, taking permits without waiting when the grant is used up.
@@ -110,14 +143,10 @@ impl DecodedBytes {
     /// (one request larger than the budget is served alone, never refused for ever).
     pub fn try_grow(&mut self, bytes: usize) -> bool {
         let used = self.used.saturating_add(bytes as u64);
-        if used <= self.granted {
+        if used <= self.granted || self.semaphore.is_none() {
             self.used = used;
             return true;
         }
-        let Some(semaphore) = &self.semaphore else {
-            self.used = used;
-            return true;
-        };
         if self.large_held.is_none() && used > self.capacity_units * UNIT / 4 {
             match self.large.clone().map(Semaphore::try_acquire_owned) {
                 Some(Ok(token)) => self.large_held = Some(token),
@@ -138,14 +167,8 @@ impl DecodedBytes {
         let need = (used - self.granted).div_ceil(UNIT).min(room);
         let step = (used - self.granted).max(STEP).div_ceil(UNIT).min(room);
         // A step when there is room for one, else just what is needed.
-        let semaphore = Arc::clone(semaphore);
         for units in [step, need] {
-            if !self.leaves_reserve(&semaphore, used, units) {
-                continue;
-            }
-            let units = units.min(u32::MAX as u64) as u32;
-            if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(units) {
-                self.add(permit, units);
+            if self.take(used, units.min(u32::MAX as u64) as u32) {
                 if self.used_fits(used) {
                     self.used = used;
                     return true;
@@ -160,10 +183,6 @@ impl DecodedBytes {
     /// [`LARGE_WAIT`] for room (off the async worker: it runs in the request's
     /// `block_in_place`, or hands its thread off itself).
     fn grow_waiting(&mut self, used: u64) -> bool {
-        let Some(semaphore) = self.semaphore.clone() else {
-            self.used = used;
-            return true;
-        };
         let deadline = std::time::Instant::now() + LARGE_WAIT;
         let mut wait = || loop {
             let held = self.granted / UNIT;
@@ -177,11 +196,8 @@ impl DecodedBytes {
                 .div_ceil(UNIT)
                 .min(cap - held)
                 .min(u32::MAX as u64) as u32;
-            if self.leaves_reserve(&semaphore, used, u64::from(want)) {
-                if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(want) {
-                    self.add(permit, want);
-                    continue;
-                }
+            if self.take(used, want) {
+                continue;
             }
             if std::time::Instant::now() >= deadline {
                 return false;
@@ -213,23 +229,21 @@ impl DecodedBytes {
         if self.is_small(used) {
             return match tokio::time::timeout(wait, semaphore.acquire_many_owned(units)).await {
                 Ok(Ok(permit)) => {
-                    self.add(permit, units);
+                    merge(&mut self.permit, permit);
+                    self.granted += u64::from(units) * UNIT;
                     self.used = used;
                     true
                 }
                 _ => false,
             };
         }
-        // A large request waits for room beyond the small-request reserve, which a
-        // semaphore cannot wait for: it looks again every 2 ms.
+        // Past the small size it needs room in two semaphores at once, which neither can
+        // wait for alone: it looks again every 2 ms.
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            if self.leaves_reserve(&semaphore, used, u64::from(units)) {
-                if let Ok(permit) = Arc::clone(&semaphore).try_acquire_many_owned(units) {
-                    self.add(permit, units);
-                    self.used = used;
-                    return true;
-                }
+            if self.take(used, units) {
+                self.used = used;
+                return true;
             }
             if tokio::time::Instant::now() >= deadline {
                 return false;
@@ -238,17 +252,17 @@ impl DecodedBytes {
         }
     }
 
-    fn add(&mut self, permit: OwnedSemaphorePermit, units: u32) {
-        match &mut self.permit {
-            Some(held) => held.merge(permit),
-            None => self.permit = Some(permit),
-        }
-        self.granted += u64::from(units) * UNIT;
-    }
-
-    /// Whether `used` bytes fit the grant (or the grant is the whole budget).
+    /// Whether `used` bytes fit the grant (or the grant is as much as it may hold).
     fn used_fits(&self, used: u64) -> bool {
         used <= self.granted || self.granted / UNIT >= self.cap_units(used)
+    }
+}
+
+/// Adds `permit` to `held`.
+fn merge(held: &mut Option<OwnedSemaphorePermit>, permit: OwnedSemaphorePermit) {
+    match held {
+        Some(held) => held.merge(permit),
+        None => *held = Some(permit),
     }
 }
 
@@ -260,6 +274,9 @@ impl InFlight {
             .clamp(1, Semaphore::MAX_PERMITS as u64);
         Self {
             semaphore: Arc::new(Semaphore::new(units as usize)),
+            not_small: Arc::new(Semaphore::new(
+                (units - small_reserve_units(units)) as usize,
+            )),
             capacity_units: units,
             large: Arc::new(Semaphore::new(1)),
         }
@@ -278,6 +295,9 @@ impl InFlight {
         let mut reserved = DecodedBytes {
             permit: None,
             semaphore: Some(Arc::clone(&self.semaphore)),
+            not_small: Some(Arc::clone(&self.not_small)),
+            not_small_held: None,
+            past_small: false,
             capacity_units: self.capacity_units,
             granted: 0,
             used: 0,
@@ -287,7 +307,8 @@ impl InFlight {
         if bytes > 0 {
             let units = self.units(bytes);
             if let Ok(permit) = Arc::clone(&self.semaphore).acquire_many_owned(units).await {
-                reserved.add(permit, units);
+                merge(&mut reserved.permit, permit);
+                reserved.granted = u64::from(units) * UNIT;
                 reserved.used = bytes as u64;
             }
         }
@@ -342,7 +363,7 @@ mod tests {
             let mut b = budget.reserve(0).await;
             assert!(
                 !b.try_grow(200 * 1024),
-                "424 KiB are free, but 200 KiB would leave less than the 256 KiB reserve"
+                "424 KiB are free, but past the small size only 168 KiB of the 768 KiB share are"
             );
             assert!(b.try_grow(150 * 1024));
             assert_eq!(budget.in_use_bytes(), 750 * 1024);
