@@ -31,6 +31,7 @@ const CGROUP_MIB: u64 = 512;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn requests_that_decode_large_are_admitted_by_their_decoded_cost() {
+    let _alone = crate::support::attack::CPU_HEAVY.lock().await;
     let (downstream, addr) = Downstream::start(false).await;
     let config = format!("[limits]\nmemory_mib = {MEMORY_MIB}\n");
     let meter = MemoryMeter::new("attack_decoded_cost", CGROUP_MIB << 20);

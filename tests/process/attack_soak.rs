@@ -68,6 +68,7 @@ async fn mixed_good_and_hostile_clients_for_the_soak_length_lose_nothing() {
         return;
     }
     let length = soak_length();
+    let _alone = crate::support::attack::CPU_HEAVY.lock().await;
     let name = unique("soak");
     let redis_prefix = format!("{name}:kill:");
     let subject_prefix = format!("{name}_signals");
@@ -89,7 +90,8 @@ stream_max_age = "2h"
     );
     // (The stream keeps kills 2 h: the long form's first kills must not age out before they
     // are counted.)
-    let (sink, addr) = SpanSink::start().await;
+    // The downstream decodes on threads of its own: its bombs must not delay the probes.
+    let (sink, addr, _sink_runtime) = SpanSink::start_apart().await;
     let meter = MemoryMeter::new("attack_soak", CGROUP_MIB << 20);
     let mut server = Server::start_in(meter.cgroup(), Some(addr), &config, &[]);
     let stop = Arc::new(AtomicBool::new(false));

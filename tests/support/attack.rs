@@ -20,6 +20,11 @@ pub use super::signals::{
     cleanup_sinks, redis_keys, service_up, stream_messages, NATS_ADDR, REDIS_ADDR,
 };
 
+/// Taken for its whole length by each attack that keeps both CPUs of a small machine busy
+/// (the 32 decoded-cost bomb clients, the soak): they run one after the other, so neither
+/// measures its latencies while the other's bombs hold the CPUs.
+pub static CPU_HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A `loopwatch serve` child started with a config file, and its listener addresses.
 pub struct Server {
     pub child: Child,

@@ -67,12 +67,36 @@ impl TraceService for SpanSink {
     }
 }
 
+/// A runtime of its own a sink serves on; shut down (in the background) when dropped.
+pub struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 impl SpanSink {
-    /// Starts on 127.0.0.1:0, up.
-    pub async fn start() -> (SpanSink, SocketAddr) {
+    /// Starts on 127.0.0.1:0, up, serving on a runtime of its own (2 threads) that lives
+    /// as long as the [`OwnRuntime`]: decoding what loopwatch forwards (the soak's bombs of a
+    /// million attributes take seconds in a debug build) then holds up none of the test's
+    /// own clients and probes, whose latencies are what the test measures.
+    pub async fn start_apart() -> (SpanSink, SocketAddr, OwnRuntime) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("span-sink")
+            .enable_all()
+            .build()
+            .unwrap();
         let sink = SpanSink::default();
-        let addr = super::downstream::serve_trace_service(sink.clone()).await;
-        (sink, addr)
+        let serving = sink.clone();
+        let addr = runtime
+            .spawn(async move { super::downstream::serve_trace_service(serving).await })
+            .await
+            .unwrap();
+        (sink, addr, OwnRuntime(Some(runtime)))
     }
 
     /// How it answers now.
