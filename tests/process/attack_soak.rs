@@ -254,7 +254,10 @@ stream_max_age = "2h"
         .await
         .lines()
         .filter(|l| l.starts_with("loopwatch_requests_rejected_total{") && !l.ends_with(" 0"))
-        .map(|l| l.trim_start_matches("loopwatch_requests_rejected_total").to_owned())
+        .map(|l| {
+            l.trim_start_matches("loopwatch_requests_rejected_total")
+                .to_owned()
+        })
         .collect();
     println!("ATTACK soak refusals by reason: {}", refusals.join(" "));
     println!(

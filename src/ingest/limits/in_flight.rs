@@ -368,8 +368,14 @@ mod tests {
             assert!(b.try_grow(150 * 1024));
             assert_eq!(budget.in_use_bytes(), 750 * 1024);
             let mut c = budget.reserve(0).await;
-            assert!(!c.try_grow(100 * 1024), "not small: kept out of the reserve");
-            assert!(!c.grow(100 * 1024, std::time::Duration::from_millis(10)).await);
+            assert!(
+                !c.try_grow(100 * 1024),
+                "not small: kept out of the reserve"
+            );
+            assert!(
+                !c.grow(100 * 1024, std::time::Duration::from_millis(10))
+                    .await
+            );
             // Small requests (≤ 64 KiB here) take the reserve, 64 KiB steps each.
             let mut small: Vec<DecodedBytes> = Vec::new();
             for _ in 0..4 {
@@ -382,7 +388,10 @@ mod tests {
             assert!(!small[0].try_grow(60 * 1024));
             drop(small);
             drop(a);
-            assert!(c.grow(100 * 1024, std::time::Duration::from_millis(10)).await);
+            assert!(
+                c.grow(100 * 1024, std::time::Duration::from_millis(10))
+                    .await
+            );
             // With nothing else held, a large request may hold all but the reserve, and
             // grows without limit from there (never refused for ever).
             drop((b, c));

@@ -172,7 +172,11 @@ pub fn cgroup_limit_bytes() -> Option<u64> {
     ]
     .into_iter()
     .find_map(|(mount, file, path)| {
-        limit_along(std::path::Path::new(mount), file, path.as_deref().unwrap_or("/"))
+        limit_along(
+            std::path::Path::new(mount),
+            file,
+            path.as_deref().unwrap_or("/"),
+        )
     })
 }
 
@@ -244,12 +248,20 @@ mod tests {
         set("pods/app", "536870912\n");
         assert_eq!(limit_along(&mount, file, "/pods/app"), Some(512 * MIB));
         assert_eq!(limit_along(&mount, file, "/pods"), Some(2048 * MIB));
-        assert_eq!(limit_along(&mount, file, "/"), None, "the root sets no limit");
+        assert_eq!(
+            limit_along(&mount, file, "/"),
+            None,
+            "the root sets no limit"
+        );
         // A path the mount does not show (a container without a cgroup namespace sees its
         // own cgroup at the root): the levels that exist count.
         set("", "268435456\n");
         assert_eq!(limit_along(&mount, file, "/docker/abc"), Some(256 * MIB));
-        assert_eq!(limit_along(&mount, "memory.max", "/pods"), None, "no such file");
+        assert_eq!(
+            limit_along(&mount, "memory.max", "/pods"),
+            None,
+            "no such file"
+        );
         std::fs::remove_dir_all(&mount).unwrap();
     }
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::loadgen::bench::{measure_once, median, Row, Setup, Traffic};
-use crate::loadgen::processes::Binaries;
 use crate::loadgen::client::Load;
 use crate::loadgen::open_loop::{measure_paced, Pace};
+use crate::loadgen::processes::Binaries;
 use crate::loadgen::servers::start_sink;
 use crate::loadgen::traffic::{self, Run};
 
