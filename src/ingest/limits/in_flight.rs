@@ -325,6 +325,15 @@ impl InFlight {
 mod tests {
     use super::*;
 
+    /// A current-thread runtime with timers (the waiting `grow`s time out).
+    fn timed_runtime() -> tokio::runtime::Runtime {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build();
+        let Ok(rt) = rt else { panic!("runtime") };
+        rt
+    }
+
     #[test]
     fn reservations_hold_and_give_back() {
         let budget = InFlight::new(10 * 1024);
@@ -353,11 +362,7 @@ mod tests {
     #[test]
     fn large_requests_leave_a_quarter_of_the_budget_to_small_ones() {
         let budget = InFlight::new(1024 * 1024);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build();
-        let Ok(rt) = rt else { panic!("runtime") };
-        rt.block_on(async {
+        timed_runtime().block_on(async {
             let mut a = budget.reserve(0).await;
             assert!(a.try_grow(600 * 1024), "the large token's holder grows");
             let mut b = budget.reserve(0).await;
@@ -404,11 +409,7 @@ mod tests {
     #[test]
     fn a_reservation_grows_until_the_budget_is_spent_and_gives_it_all_back() {
         let budget = InFlight::new(256 * 1024);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build();
-        let Ok(rt) = rt else { panic!("runtime") };
-        rt.block_on(async {
+        timed_runtime().block_on(async {
             let mut a = budget.reserve(0).await;
             assert_eq!(budget.in_use_bytes(), 0);
             assert!(a.try_grow(1000));
