@@ -132,9 +132,14 @@ impl DecodedBytes {
                 None => {}
             }
         }
+        self.add(permit, units);
+        true
+    }
+
+    /// Adds `permit`, of `units` of the budget, to the grant.
+    fn add(&mut self, permit: OwnedSemaphorePermit, units: u32) {
         merge(&mut self.permit, permit);
         self.granted += u64::from(units) * UNIT;
-        true
     }
 
     /// Counts `bytes` more, taking permits without waiting when the grant is used up.
@@ -229,8 +234,7 @@ impl DecodedBytes {
         if self.is_small(used) {
             return match tokio::time::timeout(wait, semaphore.acquire_many_owned(units)).await {
                 Ok(Ok(permit)) => {
-                    merge(&mut self.permit, permit);
-                    self.granted += u64::from(units) * UNIT;
+                    self.add(permit, units);
                     self.used = used;
                     true
                 }
@@ -307,8 +311,7 @@ impl InFlight {
         if bytes > 0 {
             let units = self.units(bytes);
             if let Ok(permit) = Arc::clone(&self.semaphore).acquire_many_owned(units).await {
-                merge(&mut reserved.permit, permit);
-                reserved.granted = u64::from(units) * UNIT;
+                reserved.add(permit, units);
                 reserved.used = bytes as u64;
             }
         }
