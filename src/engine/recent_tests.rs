@@ -6,7 +6,9 @@ use opentelemetry_proto::tonic::common::v1::KeyValueList;
 use proptest::prelude::*;
 
 use super::*;
+use crate::conventions;
 use crate::conventions::event::{CallStatus, Payload};
+use crate::fingerprint::RecentFingerprints;
 use crate::otlp::test_support::kv;
 
 fn tool_span(i: u8, tool: &str, arguments: &str, result: &str, error: bool) -> otlp::Span {

@@ -18,9 +18,8 @@
 //! list of a run's detections keeps those of kept events plus at most `max_events_per_run`
 //! of forgotten ones (it grows by at most one per call and profile).
 
-use foldhash::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
@@ -29,7 +28,6 @@ use smallvec::SmallVec;
 
 use crate::conventions::event::span_of_call;
 use crate::detector::{Detection, Detector, Observation, Pattern, ProfileSettings};
-use crate::fingerprint::Fingerprint;
 
 mod call_context;
 mod kept;
@@ -42,6 +40,16 @@ pub use reload::ProfileSet;
 mod span_ids;
 mod what_if;
 pub use what_if::WhatIf;
+mod eviction;
+mod queries;
+mod records;
+mod run_state;
+pub use eviction::EvictionCause;
+use eviction::Recency;
+use records::{occurrence_key, Identity, OccurrenceKey};
+pub use records::{RepeatedCall, RunDetection, RunEvent, RunSummary, SpanId, TraceId};
+use run_state::{Detectors, Forgotten, RunState};
+pub use run_state::{ALLOCATION_BYTES, DETECTOR_BYTES};
 
 /// Registry limits. Config section `[registry]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,336 +95,6 @@ impl Default for RegistryConfig {
             max_bytes: DEFAULT_MAX_BYTES,
         }
     }
-}
-
-/// A trace_id as a run holds it: inline up to 16 bytes (every valid OTLP trace_id, 24
-/// bytes in all), on the heap past that, so any byte string is kept exactly.
-pub type TraceId = SmallVec<[u8; 16]>;
-/// A span_id (or parent span_id) as a run holds it: inline up to 8 bytes (every valid
-/// OTLP span_id, 24 bytes in all), on the heap past that.
-pub type SpanId = SmallVec<[u8; 8]>;
-
-/// One extracted, fingerprinted span on its way into a run.
-#[derive(Clone, Debug)]
-pub struct RunEvent {
-    /// Run key: the trace_id hex, or the configured attribute's value.
-    pub run_key: Arc<str>,
-    pub trace_id: TraceId,
-    pub span_id: SpanId,
-    /// Span start and end, ns since the Unix epoch.
-    pub start_time_unix_nano: u64,
-    pub end_time_unix_nano: u64,
-    pub service_name: Option<Arc<str>>,
-    pub agent_name: Option<Arc<str>>,
-    pub observation: Observation,
-    /// Parent span, completeness, call ids and message parts: how copies and double traces
-    /// of one call are recognised ([`merge`]).
-    pub call: CallContext,
-}
-
-impl RunEvent {
-    fn order_key(&self) -> (u64, u64, &[u8]) {
-        (
-            self.start_time_unix_nano,
-            self.end_time_unix_nano,
-            &self.span_id,
-        )
-    }
-}
-
-/// A detection with the span context it applies to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunDetection {
-    /// Index of the profile in the registry's profile list.
-    pub profile_index: usize,
-    pub profile: Arc<ProfileSettings>,
-    /// What the detector found; shared, so the copy the run keeps and the copy
-    /// [`Registry::observe`] returns (then reported, logged and signalled) are one
-    /// allocation, not two lists of tools, fingerprints and members each.
-    pub detection: Arc<Detection>,
-    pub run_key: Arc<str>,
-    /// trace_id and span_id of the span that completed the detection (inline when 16 and
-    /// 8 bytes, as valid ids are).
-    pub trace_id: TraceId,
-    pub span_id: SpanId,
-    /// span_ids of the spans that formed it, in start order (inline each: a loop of ten
-    /// calls was ten allocations, twice, per detection). Shared: the copy the run keeps and
-    /// the copy [`Registry::observe`] returns are one list.
-    pub span_ids: Arc<[SpanId]>,
-    /// End time of the completing span (ns since the Unix epoch).
-    pub time_unix_nano: u64,
-    /// 1-based count of detections in this run with the same profile, pattern and
-    /// fingerprints, up to and including this one.
-    pub occurrence: u32,
-    pub service_name: Option<Arc<str>>,
-    pub agent_name: Option<Arc<str>>,
-}
-
-#[cfg(test)]
-impl RunDetection {
-    /// A detection for tests: `pattern` over `tool_names` (one fingerprint `[7; 32]` each)
-    /// at `severity` under the built-in nudge profile, completed by span `[2; 8]` of trace
-    /// `[1; 16]` in run `run`; counts, times, members and names zero or empty.
-    pub(crate) fn sample(
-        pattern: crate::detector::Pattern,
-        tool_names: &[&str],
-        severity: crate::detector::Severity,
-    ) -> RunDetection {
-        RunDetection {
-            profile_index: 0,
-            profile: Arc::new(ProfileSettings::nudge()),
-            detection: Arc::new(Detection {
-                pattern,
-                tool_names: tool_names.iter().map(|t| Arc::from(*t)).collect(),
-                count: 0,
-                window: 0,
-                severity,
-                fingerprints: vec![[7; 32]; tool_names.len()],
-                members: vec![],
-                call: None,
-                response: None,
-                budget: None,
-                evidence: Default::default(),
-            }),
-            run_key: Arc::from("run"),
-            trace_id: [1; 16].as_slice().into(),
-            span_id: [2; 8].as_slice().into(),
-            span_ids: Arc::new([]),
-            time_unix_nano: 0,
-            occurrence: 0,
-            service_name: None,
-            agent_name: None,
-        }
-    }
-}
-
-impl RunDetection {
-    fn identity(&self) -> Identity {
-        (
-            self.profile_index,
-            self.span_id.clone(),
-            self.detection.pattern,
-        )
-    }
-}
-
-fn occurrence_key(d: &RunDetection) -> OccurrenceKey {
-    (
-        d.profile_index,
-        d.detection.pattern,
-        SmallVec::from_slice(&d.detection.fingerprints),
-    )
-}
-
-/// A repeated call in a run: what `GET /v1/traces/{trace_id}/loops` lists.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RepeatedCall {
-    pub fingerprint: Fingerprint,
-    pub tool_name: Arc<str>,
-    /// 1-based tool-call ordinals (start order), ascending.
-    pub step_indices: Vec<usize>,
-}
-
-/// A read-only view of one run.
-#[derive(Clone, Debug)]
-pub struct RunSummary {
-    pub run_key: Arc<str>,
-    pub service_name: Option<Arc<str>>,
-    pub agent_name: Option<Arc<str>>,
-    pub tool_calls: usize,
-    pub detections: Vec<RunDetection>,
-    pub last_seen: Instant,
-}
-
-/// Key under which detections are counted for `occurrence`: (profile index, pattern, the
-/// loop's call fingerprints, inline up to two: built for every detection, and looked up
-/// again when an event is forgotten).
-type OccurrenceKey = (usize, Pattern, SmallVec<[Fingerprint; 2]>);
-/// What makes a detection "the same" across replays: (profile index, completing span_id,
-/// pattern). A run holds each span_id once, so this names at most one detection.
-type Identity = (usize, SpanId, Pattern);
-
-/// What a run counts of its detections.
-#[derive(Default)]
-struct Tallies {
-    /// Detections per (profile, pattern, fingerprints) in `detections`.
-    occurrences: HashMap<OccurrenceKey, u32>,
-    /// Identities already returned by `observe` for kept events: a detection is reported
-    /// once even if a replay drops it and a later replay finds it again.
-    reported: HashSet<Identity>,
-    /// The order key (start, end, span_id) of the last kept event when the run was last
-    /// approved ([`Registry::approve`]): a replay forgets the loops in progress there
-    /// again, so a late span does not undo an approval.
-    approved_through: Option<(u64, u64, SpanId)>,
-}
-
-struct RunState {
-    /// Kept events in order (ties: end time, then span_id); span_ids unique. Their run key
-    /// is the run's.
-    events: Vec<KeptEvent>,
-    /// Where each span_id of `events` is (the dedupe key; an empty span_id is a key like
-    /// any other).
-    seen: span_ids::SpanIds,
-    /// Detector state after every kept event (fed incrementally while spans arrive in order).
-    detectors: Detectors,
-    /// Every detection of the run in sequence order: those completed by forgotten events
-    /// (the first [`Forgotten::detections`]), then those of kept events.
-    detections: Vec<RunDetection>,
-    /// Occurrence counts and reported identities: created with the run's first detection
-    /// (most runs have none, and two empty hash tables cost 96 bytes inline).
-    tallies: Option<Box<Tallies>>,
-    /// What the run keeps of the events it forgot: created when it first forgets one
-    /// (most runs never do).
-    forgotten: Option<Box<Forgotten>>,
-    last_seen: Instant,
-    /// Message parts waiting for their tool call (joins).
-    calls: merge::CallIndex,
-    /// Origins (trace, names, tool) of kept events in the order first seen, for new events
-    /// to share: the first [`kept::MAX_ORIGINS`], and past them the first to bring a
-    /// service or agent name (the run's names in summaries are the first listed).
-    origins: Vec<Arc<kept::Origin>>,
-}
-
-/// One detector per profile, inline in the run state up to the two built-in profiles (one
-/// allocation fewer per run than a separate list).
-type Detectors = SmallVec<[Detector; 2]>;
-
-/// What a run keeps of the events it forgot from the front (past `max_events_per_run`).
-struct Forgotten {
-    /// Detector state after the forgotten events only: a replay starts here, so forgetting
-    /// events never changes ordinals, occurrences or what later calls are compared with.
-    base: Detectors,
-    /// Detections completed by forgotten events, at the front of the run's list.
-    detections: usize,
-    /// Events forgotten, in all, and how many of them were tool calls.
-    events: usize,
-    tool_calls: usize,
-}
-
-impl RunState {
-    /// Events forgotten from the front (cap), in all.
-    fn forgotten_events(&self) -> usize {
-        self.forgotten.as_ref().map_or(0, |f| f.events)
-    }
-
-    /// Tool calls among the forgotten events.
-    fn forgotten_tool_calls(&self) -> usize {
-        self.forgotten.as_ref().map_or(0, |f| f.tool_calls)
-    }
-
-    /// Detections of forgotten events (at the front of `detections`).
-    fn base_detections(&self) -> usize {
-        self.forgotten.as_ref().map_or(0, |f| f.detections)
-    }
-
-    /// Lists `origin` for later events to share, unless listed or the list is full and it
-    /// brings no first service or agent name (one slot more at a time: most runs list one
-    /// origin per tool, a handful).
-    fn list_origin(&mut self, origin: &Arc<kept::Origin>) {
-        if self.origins.iter().any(|o| Arc::ptr_eq(o, origin)) {
-            return;
-        }
-        let first_name = |name: fn(&kept::Origin) -> &Option<Arc<str>>| {
-            name(origin).is_some() && self.origins.iter().all(|o| name(o).is_none())
-        };
-        if self.origins.len() < kept::MAX_ORIGINS
-            || first_name(|o| &o.service_name)
-            || first_name(|o| &o.agent_name)
-        {
-            self.origins.reserve_exact(1);
-            self.origins.push(origin.clone());
-        }
-    }
-
-    /// The first service name among the run's events (in the order they were kept).
-    fn service_name(&self) -> Option<Arc<str>> {
-        self.origins.iter().find_map(|o| o.service_name.clone())
-    }
-
-    /// The first agent name among the run's events.
-    fn agent_name(&self) -> Option<Arc<str>> {
-        self.origins.iter().find_map(|o| o.agent_name.clone())
-    }
-
-    /// Estimated heap bytes of this run's state: the one place the registry's byte
-    /// accounting (`registry.max_bytes`) is computed, O(1) per call. It counts the kept
-    /// events (every slot of the list; valid span and parent ids are inline) and the listed
-    /// shared origins (trace_id, names and tool name, at least one), the dedupe index of
-    /// span_ids (past 16 events: a 32-bit position and a control byte per slot), the detections kept
-    /// with their span id lists, the occurrence and reported sets, the pending message parts
-    /// and, per profile, the live detector state and, once an event was forgotten, the base
-    /// state, at a flat [`DETECTOR_BYTES`] each. Not counted: origins past the listed
-    /// [`kept::MAX_ORIGINS`], and the box of the few events with ids over 8 bytes, an MCP
-    /// request, an end over 18 minutes after the start or message parts (only inference
-    /// spans carry parts). Allocator overhead is folded into
-    /// [`ALLOCATION_BYTES`] per heap allocation. An estimate, not a measurement: adapt it
-    /// here when the state's layout changes.
-    pub fn heap_bytes(&self) -> u64 {
-        use std::mem::size_of;
-        let a = ALLOCATION_BYTES;
-        // The completing span's ids are inline; its members' span ids (a window holds at
-        // most 20) one list of inline ids; the detector's finding one shared allocation.
-        let detection = size_of::<RunDetection>()
-            + a
-            + 10 * size_of::<SpanId>()
-            + (2 * size_of::<usize>() + size_of::<Detection>() + a);
-        // Span and parent ids are inline in the event (valid OTLP lengths); trace_id and
-        // names are shared, counted once per run.
-        let events = self.events.capacity() * size_of::<KeptEvent>()
-            + self.origins.capacity() * size_of::<Arc<kept::Origin>>()
-            + self.origins.len().max(1) * (size_of::<kept::Origin>() + 16 + a);
-        let detections = self.detections.capacity() * size_of::<RunDetection>()
-            + self.detections.len() * (detection - size_of::<RunDetection>());
-        let sets = self.seen.heap_bytes()
-            + self.tallies.as_ref().map_or(0, |t| {
-                size_of::<Tallies>()
-                    + t.occurrences.capacity() * (size_of::<OccurrenceKey>() + 4)
-                    // Keys of loops over more than two fingerprints hold them on the heap.
-                    + t.occurrences
-                        .keys()
-                        .filter(|(_, _, fingerprints)| fingerprints.spilled())
-                        .map(|(_, _, fingerprints)| a + fingerprints.len() * size_of::<Fingerprint>())
-                        .sum::<usize>()
-                    + t.reported.capacity() * size_of::<Identity>()
-            });
-        let detectors = self.detectors.len() * DETECTOR_BYTES
-            + self.forgotten.as_ref().map_or(0, |f| {
-                size_of::<Forgotten>() + f.base.len() * DETECTOR_BYTES
-            });
-        (size_of::<Box<RunState>>()
-            + size_of::<RunState>()
-            + events
-            + detections
-            + sets
-            + detectors
-            + self.calls.heap_bytes()) as u64
-    }
-}
-
-/// Flat estimate of one detector's state (its window of calls and streaks): 640 bytes.
-/// Calibrated with `benches/registry_eviction.rs` (100 000 runs of 3 calls under the two
-/// built-in profiles: RSS grew 415 MiB; with 2 KiB here the estimate said 960 MiB).
-pub const DETECTOR_BYTES: usize = 640;
-/// Estimated allocator overhead per heap allocation: 16 bytes.
-pub const ALLOCATION_BYTES: usize = 16;
-
-/// Why a run was dropped from memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvictionCause {
-    /// Unseen for `idle_ttl`.
-    Idle,
-    /// Over `max_runs`.
-    Capacity,
-    /// Over `max_bytes`.
-    Bytes,
-}
-
-/// The recency order of the runs (least recently seen first) with each run's estimated
-/// bytes, and their sum. Held only briefly, and always after (never before) a map shard
-/// lock, so it cannot deadlock with the map.
-struct Recency {
-    order: lru::LruCache<Arc<str>, u64, foldhash::fast::RandomState>,
-    bytes: u64,
 }
 
 /// Counters kept by the registry (read by `/metrics`).
@@ -488,61 +166,6 @@ impl Registry {
     /// update).
     pub fn state_bytes(&self) -> u64 {
         self.recency().bytes
-    }
-
-    fn recency(&self) -> MutexGuard<'_, Recency> {
-        // A panic while holding this lock cannot leave the list and sum inconsistent
-        // beyond one run's estimate.
-        self.recency.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Marks `key` most recently seen with `bytes` of state, and picks the least recently
-    /// seen runs to evict while over `max_runs` or `max_bytes` (never `key` itself). O(1)
-    /// per run touched or evicted. Called with `key`'s map entry held.
-    fn touch(&self, key: &Arc<str>, bytes: u64) -> Vec<(Arc<str>, EvictionCause)> {
-        let max_runs = self.config.max_runs.max(1);
-        let max_bytes = self.config.max_bytes.max(1);
-        let mut recency = self.recency();
-        let recency = &mut *recency;
-        if let Some(old) = recency.order.put(key.clone(), bytes) {
-            recency.bytes -= old.min(recency.bytes);
-        }
-        recency.bytes += bytes;
-        let mut victims = Vec::new();
-        while recency.order.len() > 1 {
-            let cause = if recency.order.len() > max_runs {
-                EvictionCause::Capacity
-            } else if recency.bytes > max_bytes {
-                EvictionCause::Bytes
-            } else {
-                break;
-            };
-            let Some((victim, victim_bytes)) = recency.order.pop_lru() else {
-                break;
-            };
-            recency.bytes -= victim_bytes.min(recency.bytes);
-            victims.push((victim, cause));
-        }
-        victims
-    }
-
-    /// Removes runs [`Registry::touch`] picked, unless seen again since (then they are back
-    /// in the recency list and stay); counts each removal by cause.
-    fn evict(&self, victims: Vec<(Arc<str>, EvictionCause)>) {
-        for (key, cause) in victims {
-            let removed = self
-                .runs
-                .remove_if(&key, |k, _| !self.recency().order.contains(k))
-                .is_some();
-            if removed {
-                let counter = match cause {
-                    EvictionCause::Idle => &self.stats.runs_evicted_idle,
-                    EvictionCause::Capacity => &self.stats.runs_evicted_capacity,
-                    EvictionCause::Bytes => &self.stats.runs_evicted_bytes,
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
-        }
     }
 
     /// Adds events (any runs, any order) and returns the detections not reported before,
@@ -894,123 +517,6 @@ impl Registry {
             .events_forgotten
             .fetch_add(excess as u64, Ordering::Relaxed);
     }
-
-    /// Drops runs idle for longer than `idle_ttl` at `now`; returns how many.
-    pub fn evict_idle(&self, now: Instant) -> usize {
-        let ttl = self.config.idle_ttl;
-        let mut evicted = 0;
-        self.runs.retain(|key, run| {
-            let keep = now.saturating_duration_since(run.last_seen) <= ttl;
-            if !keep {
-                let mut recency = self.recency();
-                if let Some(bytes) = recency.order.pop(key) {
-                    recency.bytes -= bytes.min(recency.bytes);
-                }
-                evicted += 1;
-            }
-            keep
-        });
-        self.stats
-            .runs_evicted_idle
-            .fetch_add(evicted as u64, Ordering::Relaxed);
-        evicted
-    }
-
-    /// Approves the run `run_key` (an answer to `require_approval`): every profile forgets
-    /// the loops in progress, so the calls that formed them no longer count; call ordinals
-    /// and occurrence counts go on. `false` for a run the registry does not hold.
-    pub fn approve(&self, run_key: &str) -> bool {
-        let Some(mut run) = self.runs.get_mut(run_key) else {
-            return false;
-        };
-        let through = run.events.last().map(|e| {
-            let (start, end, span) = e.order_key();
-            (start, end, SpanId::from_slice(span))
-        });
-        run.tallies.get_or_insert_default().approved_through = through;
-        run.detectors.iter_mut().for_each(Detector::forget_loops);
-        true
-    }
-
-    /// The current (final) detections of a run, in sequence order; `None` for an unknown run.
-    pub fn detections(&self, run_key: &str) -> Option<Vec<RunDetection>> {
-        self.runs.get(run_key).map(|r| r.detections.clone())
-    }
-
-    /// The kept events of a run in sequence order (span start time), each with the
-    /// observation its detectors were fed ([`merge::observation`]: a call traced on two
-    /// sibling spans with its result span's result), e.g. for `loopwatch explain`; `None`
-    /// for an unknown run.
-    pub fn events(&self, run_key: &str) -> Option<Vec<RunEvent>> {
-        self.runs.get(run_key).map(|r| {
-            (0..r.events.len())
-                .map(|index| RunEvent {
-                    observation: merge::observation(&r.events, index),
-                    ..r.events[index].to_run_event(r.key())
-                })
-                .collect()
-        })
-    }
-
-    /// The key of the run holding a span of `trace_id` (lowercase hex): the trace_id itself
-    /// when runs are keyed by trace, else the first run (by key) with an event of that trace.
-    /// The fallback scans every run's kept events: for admin queries, not the span path.
-    pub fn run_key_for_trace(&self, trace_id_hex: &str) -> Option<Arc<str>> {
-        if let Some(run) = self.runs.get(trace_id_hex) {
-            return Some(run.key().clone());
-        }
-        let trace_id = hex::decode(trace_id_hex).ok()?;
-        let mut keys: Vec<Arc<str>> = self
-            .runs
-            .iter()
-            .filter(|run| run.events.iter().any(|e| e.trace_id() == trace_id))
-            .map(|run| run.key().clone())
-            .collect();
-        keys.sort();
-        keys.into_iter().next()
-    }
-
-    /// A summary of one run.
-    pub fn run(&self, run_key: &str) -> Option<RunSummary> {
-        self.runs.get(run_key).map(|r| summarize(r.key(), &r))
-    }
-
-    /// Summaries of all runs (unordered).
-    pub fn runs(&self) -> Vec<RunSummary> {
-        self.runs.iter().map(|r| summarize(r.key(), &r)).collect()
-    }
-
-    /// Repeated call fingerprints of a run (hits ≥ 2), most hits first (ties: first step),
-    /// with their 1-based tool-call ordinals. `None` for an unknown run.
-    pub fn repeated_calls(&self, run_key: &str) -> Option<Vec<RepeatedCall>> {
-        let run = self.runs.get(run_key)?;
-        let mut by_fingerprint: Vec<RepeatedCall> = Vec::new();
-        let mut ordinal = run.forgotten_tool_calls();
-        for event in &run.events {
-            if let (true, Some(tool_name)) = (event.is_tool_call(), event.tool_name()) {
-                ordinal += 1;
-                let Some(fp) = event.call_fingerprint() else {
-                    continue;
-                };
-                match by_fingerprint.iter_mut().find(|r| &r.fingerprint == fp) {
-                    Some(r) => r.step_indices.push(ordinal),
-                    None => by_fingerprint.push(RepeatedCall {
-                        fingerprint: *fp,
-                        tool_name: tool_name.clone(),
-                        step_indices: vec![ordinal],
-                    }),
-                }
-            }
-        }
-        by_fingerprint.retain(|r| r.step_indices.len() >= 2);
-        by_fingerprint.sort_by(|a, b| {
-            b.step_indices
-                .len()
-                .cmp(&a.step_indices.len())
-                .then(a.step_indices[0].cmp(&b.step_indices[0]))
-        });
-        Some(by_fingerprint)
-    }
 }
 
 /// Makes room in every detector's history for the tool calls of `batch` that carry a call
@@ -1045,18 +551,6 @@ fn insert_event(events: &mut Vec<KeptEvent>, position: usize, event: KeptEvent, 
         events.reserve_exact((events.len() / 8 + 1).max(arriving));
     }
     events.insert(position, event);
-}
-
-fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
-    RunSummary {
-        run_key: key.clone(),
-        service_name: run.service_name(),
-        agent_name: run.agent_name(),
-        tool_calls: run.events.iter().filter(|e| e.is_tool_call()).count()
-            + run.forgotten_tool_calls(),
-        detections: run.detections.clone(),
-        last_seen: run.last_seen,
-    }
 }
 
 #[cfg(test)]
