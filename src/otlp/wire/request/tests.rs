@@ -1,0 +1,287 @@
+use super::*;
+use crate::otlp::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
+
+fn kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(value.into())),
+        }),
+        ..Default::default()
+    }
+}
+
+fn request() -> ExportTraceServiceRequest {
+    let span = |id: u8| Span {
+        trace_id: vec![1; 16],
+        span_id: vec![id; 8],
+        name: format!("span {id}"),
+        attributes: vec![kv("gen_ai.tool.name", "search")],
+        ..Default::default()
+    };
+    ExportTraceServiceRequest {
+        resource_spans: vec![
+            ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![
+                        kv("host.name", "h"),
+                        kv("service.name", "svc"),
+                        kv("session.id", "s-1"),
+                    ],
+                    ..Default::default()
+                }),
+                scope_spans: vec![
+                    ScopeSpans {
+                        spans: vec![span(1), span(2)],
+                        ..Default::default()
+                    },
+                    ScopeSpans {
+                        spans: vec![span(3)],
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            },
+            ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![span(4)],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        ],
+    }
+}
+
+#[test]
+fn locates_every_span_and_keeps_only_the_asked_resource_attributes() {
+    let decoded = request();
+    let bytes = Bytes::from(decoded.encode_to_vec());
+    let read = WireRequest::read(bytes.clone()).unwrap();
+    assert_eq!(read.span_count(), 4);
+    let indices: Vec<_> = read.spans().iter().map(|s| s.index).collect();
+    assert_eq!(indices, vec![(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)]);
+    for wire in read.spans() {
+        let (r, s, i) = wire.index;
+        let expected = &decoded.resource_spans[r].scope_spans[s].spans[i];
+        assert_eq!(wire.span, SpanView::from(expected));
+        assert_eq!(
+            &bytes[wire.range.clone()],
+            expected.encode_to_vec().as_slice()
+        );
+    }
+    assert_eq!(read.resources.len(), 2);
+    assert_eq!(read.resources[0].service_name.as_deref(), Some("svc"));
+    assert_eq!(
+        read.resource(0, &["session.id", "service.name"])
+            .unwrap()
+            .attributes,
+        vec![kv("service.name", "svc"), kv("session.id", "s-1")]
+    );
+    assert_eq!(read.resource(0, &[]).unwrap(), Resource::default());
+    assert_eq!(read.resources[1], WireResource::default());
+    assert_eq!(read.spans()[3].resource, 1);
+}
+
+#[test]
+fn reading_stops_at_the_span_and_value_caps() {
+    let bytes = Bytes::from(request().encode_to_vec());
+    let limits = |max_spans, max_values| ReadLimits {
+        max_spans,
+        max_values,
+    };
+    // 4 spans of one attribute each.
+    assert_eq!(
+        WireRequest::read_limited(bytes.clone(), limits(4, 4)).map(|r| r.span_count()),
+        Ok(4)
+    );
+    assert_eq!(
+        WireRequest::read_limited(bytes.clone(), limits(3, 4)).err(),
+        Some(WireError::TooManySpans { limit: 3 })
+    );
+    assert_eq!(
+        WireRequest::read_limited(bytes, limits(4, 3)).err(),
+        Some(WireError::TooManyValues { limit: 3 })
+    );
+}
+
+/// A request of one `ResourceSpans` holding `fields` (encoded fields, in this order).
+fn one_resource_spans(fields: &[Vec<u8>]) -> Bytes {
+    let mut out = Vec::new();
+    prost::encoding::bytes::encode(1, &fields.concat(), &mut out);
+    Bytes::from(out)
+}
+
+/// `ScopeSpans` of `spans` as field `number` of a `ResourceSpans`.
+fn scope_spans_field(number: u32, spans: Vec<Span>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let scope_spans = ScopeSpans {
+        spans,
+        ..Default::default()
+    };
+    prost::encoding::message::encode(number, &scope_spans, &mut out);
+    out
+}
+
+fn named(name: &str) -> Span {
+    Span {
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn instrumentation_library_spans_are_read_only_without_scope_spans() {
+    let names = |bytes: Bytes| -> Vec<(String, (usize, usize, usize))> {
+        let read = WireRequest::read(bytes).expect("prost reads it");
+        read.spans()
+            .iter()
+            .map(|s| (s.span.name.to_string(), s.index))
+            .collect()
+    };
+    let old = |name: &str| scope_spans_field(INSTRUMENTATION_LIBRARY_SPANS, vec![named(name)]);
+    let new = |name: &str| scope_spans_field(2, vec![named(name)]);
+    let mut resource = Vec::new();
+    prost::encoding::message::encode(1, &Resource::default(), &mut resource);
+    // Old field alone, its entries in order, a resource around them.
+    assert_eq!(
+        names(one_resource_spans(&[old("a"), resource.clone(), old("b")])),
+        [("a".into(), (0, 0, 0)), ("b".into(), (0, 1, 0))]
+    );
+    // A `scope_spans` entry, before or after it, even an empty one, hides it.
+    assert_eq!(
+        names(one_resource_spans(&[old("a"), new("n")])),
+        [("n".into(), (0, 0, 0))]
+    );
+    assert_eq!(
+        names(one_resource_spans(&[new("n"), old("a")])),
+        [("n".into(), (0, 0, 0))]
+    );
+    let empty = scope_spans_field(2, Vec::new());
+    assert_eq!(names(one_resource_spans(&[old("a"), empty])), []);
+    // An entry prost could not decode as `ScopeSpans` is skipped (prost skips the
+    // field); a field 1000 of another wire type too.
+    let mut broken = Vec::new();
+    prost::encoding::bytes::encode(
+        INSTRUMENTATION_LIBRARY_SPANS,
+        &vec![0x12, 0x05, 0x01],
+        &mut broken,
+    );
+    let mut varint = Vec::new();
+    prost::encoding::uint64::encode(INSTRUMENTATION_LIBRARY_SPANS, &7, &mut varint);
+    let request = one_resource_spans(&[broken, varint, old("b")]);
+    assert!(ExportTraceServiceRequest::decode(request.clone()).is_ok());
+    assert_eq!(names(request), [("b".into(), (0, 0, 0))]);
+    // Its spans count towards the span cap.
+    let two = one_resource_spans(&[old("a"), old("b")]);
+    let limits = ReadLimits {
+        max_spans: 1,
+        max_values: usize::MAX,
+    };
+    assert_eq!(
+        WireRequest::read_limited(two, limits).err(),
+        Some(WireError::TooManySpans { limit: 1 })
+    );
+}
+
+/// An attribute holding a kvlist holding a kvlist … `depth` levels down.
+fn nested(depth: usize) -> AnyValue {
+    use opentelemetry_proto::tonic::common::v1::KeyValueList;
+    let mut value = AnyValue {
+        value: Some(Value::StringValue("leaf".into())),
+    };
+    for _ in 0..depth {
+        value = AnyValue {
+            value: Some(Value::KvlistValue(KeyValueList {
+                values: vec![KeyValue {
+                    key: "k".into(),
+                    value: Some(value),
+                    ..Default::default()
+                }],
+            })),
+        };
+    }
+    value
+}
+
+#[test]
+fn a_span_nested_past_the_recursion_limit_is_left_out_alone() {
+    let mut request = request();
+    let deep = Span {
+        name: "deep".into(),
+        attributes: vec![KeyValue {
+            key: "deep".into(),
+            value: Some(nested(48)),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    request.resource_spans[0].scope_spans[0]
+        .spans
+        .insert(1, deep);
+    let bytes = Bytes::from(request.encode_to_vec());
+    assert!(
+        ExportTraceServiceRequest::decode(bytes.clone()).is_err(),
+        "prost refuses the whole request"
+    );
+    let read = WireRequest::read(bytes).expect("the rest is read");
+    assert_eq!(read.span_count(), 4);
+    assert_eq!(read.rejected().len(), 1);
+    assert_eq!(read.rejected()[0].index, (0, 0, 1));
+    assert!(read.rejected()[0].reason.contains("recursion limit"));
+    // What is forwarded is the request without that span, every other byte kept.
+    let mut expected = request.clone();
+    expected.resource_spans[0].scope_spans[0].spans.remove(1);
+    assert_eq!(
+        ExportTraceServiceRequest::decode(read.bytes.clone()).ok(),
+        Some(expected.clone())
+    );
+    assert_eq!(read.bytes.len(), expected.encoded_len());
+    // A request-wide cap still stops the whole read.
+    let limits = ReadLimits {
+        max_spans: 2,
+        max_values: usize::MAX,
+    };
+    let bytes = Bytes::from(request.encode_to_vec());
+    assert_eq!(
+        WireRequest::read_limited(bytes, limits).err(),
+        Some(WireError::TooManySpans { limit: 2 })
+    );
+}
+
+#[test]
+fn a_memory_grant_that_refuses_stops_the_read() {
+    let bytes = Bytes::from(request().encode_to_vec());
+    let mut asked = 0;
+    let mut refuse = |bytes: usize| {
+        asked += bytes;
+        false
+    };
+    assert_eq!(
+        WireRequest::read_budgeted(bytes.clone(), ReadLimits::NONE, Some(&mut refuse)).err(),
+        Some(WireError::OverBudget)
+    );
+    assert_eq!(asked, super::super::reader::GRANT_STEP);
+    let mut granted = 0;
+    let mut grant = |bytes: usize| {
+        granted += bytes;
+        true
+    };
+    let read = WireRequest::read_budgeted(bytes, ReadLimits::NONE, Some(&mut grant));
+    assert_eq!(read.map(|r| r.span_count()).ok(), Some(4));
+    assert_eq!(granted, super::super::reader::GRANT_STEP);
+}
+
+#[test]
+fn malformed_requests_fail_without_panicking() {
+    let bytes = request().encode_to_vec();
+    for cut in 1..bytes.len() {
+        let truncated = Bytes::copy_from_slice(&bytes[..cut]);
+        let ours = WireRequest::read(truncated.clone()).is_ok();
+        let prost = ExportTraceServiceRequest::decode(truncated).is_ok();
+        assert_eq!(ours, prost, "cut at {cut}");
+    }
+}
