@@ -5,6 +5,12 @@
 //! `memory_check_interval`. Above `memory_mib - memory_spike_mib` new requests are refused
 //! (retryably) until a later reading is below it again.
 //!
+//! Where the Collector forces a garbage collection when it finds the heap above the soft
+//! limit, loopwatch asks the allocator to hand its free pages back to the kernel
+//! (`malloc_trim` on glibc, at most once per [`TRIM_INTERVAL`]) and reads again. Without
+//! it, the pages freed after a burst of large requests stay in the process's RSS, and the
+//! limiter would refuse ordinary requests for as long as they stay, with nothing in use.
+//!
 //! There is no background task: a reading older than the interval is refreshed by the
 //! request that notices it (one at a time), so an idle process reads nothing.
 
@@ -19,6 +25,11 @@ pub const CGROUP_SHARE_PERCENT: u64 = 80;
 
 /// Share of the hard limit kept as spike headroom when `memory_spike_mib = 0`: 20 %.
 pub const DEFAULT_SPIKE_PERCENT: u64 = 20;
+
+/// Shortest time between two `malloc_trim` calls: 1 s. A trim walks every free chunk of
+/// every arena (a few milliseconds for a few hundred MiB), so it is not repeated at every
+/// 100 ms check while the memory is really in use.
+pub const TRIM_INTERVAL: Duration = Duration::from_secs(1);
 
 const MIB: u64 = 1024 * 1024;
 
@@ -36,6 +47,8 @@ pub struct MemoryLimiter {
     read_at: AtomicU64,
     /// Whether the last reading was above the soft limit.
     over: AtomicBool,
+    /// When the allocator was last asked to release free pages, in ns since `epoch`.
+    trimmed_at: AtomicU64,
     epoch: OnceLock<Instant>,
 }
 
@@ -71,6 +84,7 @@ impl MemoryLimiter {
             rss: AtomicU64::new(0),
             read_at: AtomicU64::new(0),
             over: AtomicBool::new(false),
+            trimmed_at: AtomicU64::new(0),
             epoch: OnceLock::new(),
         }
     }
@@ -102,9 +116,31 @@ impl MemoryLimiter {
                 .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            self.observe(resident_bytes());
+            let mut rss = resident_bytes();
+            if rss.is_some_and(|b| b > self.soft) && self.may_trim(now) {
+                let before = rss.unwrap_or(0);
+                release_free_heap();
+                rss = resident_bytes();
+                tracing::debug!(
+                    rss_mib = rss.unwrap_or(0) / MIB,
+                    released_mib = before.saturating_sub(rss.unwrap_or(0)) / MIB,
+                    "memory above the soft limit: returned the allocator's free pages"
+                );
+            }
+            self.observe(rss);
         }
         !self.over.load(Ordering::Acquire)
+    }
+
+    /// Whether a trim may run at `now` (ns since `epoch`): none ran in the last
+    /// [`TRIM_INTERVAL`]. Claims the slot when it says yes.
+    fn may_trim(&self, now: u64) -> bool {
+        let last = self.trimmed_at.load(Ordering::Acquire);
+        (last == 0 || now.saturating_sub(last) >= TRIM_INTERVAL.as_nanos() as u64)
+            && self
+                .trimmed_at
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Takes an RSS reading (bytes; `None` when the platform gives none, which never
@@ -151,6 +187,19 @@ impl MemoryLimiter {
 /// The process's resident set size in bytes, when the platform reports one.
 pub fn resident_bytes() -> Option<u64> {
     memory_stats::memory_stats().map(|m| m.physical_mem as u64)
+}
+
+/// Hands the allocator's free heap pages back to the kernel, so that memory freed after a
+/// burst of large requests leaves the RSS. glibc keeps freed small chunks in its arenas
+/// (one per thread that allocated, up to 8 per core) and only shrinks the top of each;
+/// `malloc_trim(0)` also releases the whole free pages inside them. A no-op with other
+/// C libraries and on other platforms, where the RSS reading is taken as it is.
+pub fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers and is thread-safe (it locks each arena).
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// The memory limit of the cgroup this process runs in, when one is set: the smallest of
@@ -293,6 +342,43 @@ mod tests {
         let l = MemoryLimiter::with_limit(Some(1), 0, Duration::from_secs(3600));
         assert!(!l.allows());
         assert!(l.rss_bytes() > MIB);
+    }
+
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn trimming_returns_free_pages_held_between_live_chunks() {
+        // 256 MiB in 2 KiB chunks, then every chunk freed but one in 64: no free space
+        // at the top of the heap for free() to give back, 252 MiB free inside it.
+        let mut chunks: Vec<Box<[u8; 2048]>> =
+            (0..128 * 1024).map(|i| Box::new([i as u8; 2048])).collect();
+        let mut kept = Vec::new();
+        for (i, chunk) in chunks.drain(..).enumerate() {
+            if i % 64 == 63 {
+                kept.push(chunk);
+            }
+        }
+        drop(chunks);
+        let before = resident_bytes().unwrap();
+        release_free_heap();
+        let after = resident_bytes().unwrap();
+        assert!(
+            before.saturating_sub(after) > 128 * MIB,
+            "RSS {} MiB before the trim, {} MiB after",
+            before / MIB,
+            after / MIB
+        );
+        assert_eq!(kept.len(), 2048);
+        assert_eq!(kept[5][0], (64 * 6 - 1) as u8);
+    }
+
+    #[test]
+    fn trims_at_most_once_per_interval() {
+        let l = MemoryLimiter::with_limit(Some(100), 10, Duration::from_secs(3600));
+        let second = TRIM_INTERVAL.as_nanos() as u64;
+        assert!(l.may_trim(1));
+        assert!(!l.may_trim(second / 2));
+        assert!(l.may_trim(second + 1));
+        assert!(!l.may_trim(second + 2));
     }
 
     #[test]
