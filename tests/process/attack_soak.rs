@@ -18,8 +18,8 @@
 //! JetStream and in `loopwatch_kills_total`, two warnings per looping run and nothing for
 //! the others, each stalled stream and body answered retryably (cut by the minimum body
 //! rate, or refused while the bombs hold the decoded-bytes budget), each bad span rejected
-//! alone, and every ordinary request accepted within 20 s, retries included (issue 31's
-//! target is 5 s; the figure is printed, with the receivers' refusals by reason).
+//! alone, and every ordinary request accepted within 5 s, retries included (issue 31's
+//! target; the figure is printed, with the receivers' refusals by reason).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -309,10 +309,10 @@ stream_max_age = "2h"
     assert_eq!(warns, 2.0 * loops as f64, "two warnings per looping run");
     assert_eq!(infos, 0.0);
     assert_eq!(signals_dropped, 0.0);
-    // Issue 31's target is 5 s, retries included (measured: docs/delivery.md); the bound
-    // leaves room for a loaded CI machine, and the figure is printed.
+    // Issue 31's target, retries included. Measured (docs/delivery.md): at most 1 s over
+    // 600 s at machine load average 10.
     assert!(
-        figures.max_latency() < Duration::from_secs(20),
+        figures.max_latency() < Duration::from_secs(5),
         "an ordinary request waited {:?}",
         figures.max_latency()
     );
