@@ -152,6 +152,10 @@ pub fn signals_service_until(
     })
 }
 
+/// Response header of a `Watch` stream that is subscribed (value `1`): every signal
+/// published after the client read it reaches the stream.
+pub const SUBSCRIBED_HEADER: &str = "loopwatch-subscribed";
+
 /// Server stream of `Watch`.
 pub type WatchStream = Pin<Box<dyn Stream<Item = Result<proto::Signal, Status>> + Send>>;
 
@@ -185,6 +189,14 @@ impl proto::signals_server::Signals for SignalsService {
             })),
             None => Box::pin(stream),
         };
-        Ok(Response::new(stream))
+        let mut response = Response::new(stream);
+        // Sent with the response headers, after the subscription above: a client reads it
+        // as "subscribed". A refusal (INVALID_ARGUMENT, UNAUTHENTICATED) is a trailers-only
+        // answer whose headers carry no such key, which a client may read before the status.
+        response.metadata_mut().insert(
+            SUBSCRIBED_HEADER,
+            tonic::metadata::MetadataValue::from_static("1"),
+        );
+        Ok(response)
     }
 }

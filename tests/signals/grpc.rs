@@ -31,7 +31,16 @@ async fn watch(
     client: &mut SignalsClient<Channel>,
     request: WatchRequest,
 ) -> Streaming<loopwatch::signals::grpc::proto::Signal> {
-    client.watch(request).await.expect("watch").into_inner()
+    let response = client.watch(request).await.expect("watch");
+    // The header a client takes as "subscribed" (a refusal is trailers-only, without it).
+    assert_eq!(
+        response
+            .metadata()
+            .get(loopwatch::signals::grpc::SUBSCRIBED_HEADER)
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    response.into_inner()
 }
 
 /// Reads exactly `expected` from `stream`, then checks nothing else arrives.

@@ -10,12 +10,17 @@ from .. import config
 from ..signal import Signal
 from . import Transport
 
+#: Response header loopwatch sends on a subscribed `Watch` stream (value "1").
+SUBSCRIBED_HEADER = "loopwatch-subscribed"
+#: Seconds to wait for the status of a `Watch` answered without that header.
+STATUS_WAIT_S = 2.0
+
 
 class GrpcTransport(Transport):
     """Watches signals over gRPC.
 
     The subscription is in force once loopwatch has sent the stream's response headers
-    (it subscribes before answering), so `wait_ready` returning True means no signal
+    with `loopwatch-subscribed: 1` (it subscribes before answering), so `wait_ready` returning True means no signal
     published afterwards is missed while the stream lives.
 
     Args:
@@ -60,11 +65,18 @@ class GrpcTransport(Transport):
                     return
                 self._call = call
             try:
-                call.initial_metadata()  # the headers: loopwatch has subscribed
+                headers = dict(call.initial_metadata() or ())
             except grpc.RpcError as err:
                 raise RuntimeError(f"Watch refused: {err.code().name}: {err.details()}") from None
+            if SUBSCRIBED_HEADER not in headers:
+                # A refusal (UNAUTHENTICATED, INVALID_ARGUMENT) comes trailers-only: its empty
+                # headers can be read before its status, so wait for the status. A loopwatch
+                # older than the header keeps streaming: taken as subscribed after the wait.
+                try:
+                    call.exception(timeout=STATUS_WAIT_S)
+                except grpc.FutureTimeoutError:
+                    pass
             if not call.is_active():
-                # An error status (UNAUTHENTICATED, INVALID_ARGUMENT) comes as trailers-only.
                 raise RuntimeError(f"Watch refused: {call.code().name}: {call.details()}")
             self._subscribed()
             try:
