@@ -14,7 +14,8 @@
 //! ~100 B argument object, keys out of order; both after one uncollected warm-up call),
 //! `wire_tools` / `passthrough_tools` (10 synthetic requests of 1000 GenAI `execute_tool`
 //! spans, 0 % loops) and `wire_loops` / `passthrough_loops` (the same, every trace one
-//! repeated call), `field` (the recorded agent runs of `shared/field/runs`, or the folder
+//! repeated call), `idle_runs` (`LOOPWATCH_RUNS`, 100 000, one-call runs in requests of 1000 through
+//! one engine; prints the resident bytes per run it keeps), `field` (the recorded agent runs of `shared/field/runs`, or the folder
 //! in `LOOPWATCH_FIELD`: OTLP/JSON read and encoded outside the workload, then the wire
 //! path as `wire`; plain-text tool results, where the issue-29 comparison works). The binary prints the number of spans (or bytes) the workload covered,
 //! to divide the instruction count by. `fingerprint_cpu` (no callgrind) prints on-CPU
@@ -264,6 +265,12 @@ fn main() {
         "wire_tools" | "passthrough_tools" => support::tool_call_requests(10, 1000, false),
         "wire_loops" | "passthrough_loops" => support::tool_call_requests(10, 1000, true),
         "field" => field_bytes(),
+        "idle_runs" => support::one_call_runs(
+            std::env::var("LOOPWATCH_RUNS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(100_000),
+        ),
         _ => support::corpus_bytes(),
     }
     .into_iter()
@@ -279,6 +286,18 @@ fn main() {
     let engine = || Engine::from_config(&config).expect("default config");
     match name.as_str() {
         "wire" | "wire_tools" | "wire_loops" | "field" => black_box(workload_wire(&engine(), &raw)),
+        "idle_runs" => {
+            // The engine's state after `LOOPWATCH_RUNS` (100 000) one-call runs: resident
+            // bytes per run (for heap attribution, run it under `valgrind --tool=massif`).
+            let rss = || loopwatch::ingest::limits::memory::resident_bytes().unwrap_or(0);
+            let engine = engine();
+            let before = rss();
+            black_box(workload_wire(&engine, &raw));
+            let grown = rss().saturating_sub(before);
+            println!("resident bytes per run {}", grown / spans.max(1));
+            black_box(&engine);
+            spans as usize
+        }
         "prost" => black_box(workload_prost(&engine(), &raw)),
         "passthrough" | "passthrough_tools" | "passthrough_loops" => {
             black_box(workload_passthrough(&raw))
@@ -328,7 +347,7 @@ fn main() {
             // `cargo bench` runs every bench binary: nothing to do without a name.
             eprintln!(
                 "usage: instructions wire|prost|passthrough|wire_tools|passthrough_tools|\
-                 wire_loops|passthrough_loops|field|fingerprint_5kb|fingerprint_5kb_match|\
+                 wire_loops|passthrough_loops|field|idle_runs|fingerprint_5kb|fingerprint_5kb_match|\
                  fingerprint_small|fingerprint_cpu"
             );
             return;

@@ -69,6 +69,22 @@ pub fn tool_call_requests(requests: usize, spans: usize, loop_heavy: bool) -> Ve
         .collect()
 }
 
+/// `runs` one-call traces (`execute_tool` spans as [`tool_call_requests`]) in requests of
+/// 1000: the load generator's idle-runs memory traffic.
+#[allow(
+    dead_code,
+    reason = "each bench binary compiles this module; one uses this"
+)]
+pub fn one_call_runs(runs: usize) -> Vec<Vec<u8>> {
+    use prost::Message;
+    (0..runs.div_ceil(1000))
+        .map(|variant| {
+            let spans = (runs - variant * 1000).min(1000);
+            synthetic::request(spans, 1, false, variant).encode_to_vec()
+        })
+        .collect()
+}
+
 /// The arguments and the result text of one synthetic tool call of the load generator's
 /// traffic (a ~90-byte object, keys out of order; a ~180-byte object holding an array of
 /// two hit objects, their keys out of order).

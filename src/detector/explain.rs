@@ -144,10 +144,9 @@ impl Detector {
                     .any(|r| r.fingerprint == current.fingerprint);
                 let same_results = match (result_fingerprint, self.settings.repeated_result_scope) {
                     (None, _) => 0,
-                    (Some(_), ResultScope::Run) => self
-                        .streaks
-                        .as_ref()
-                        .map_or(0, |s| s.len_of(&current.fingerprint)),
+                    (Some(_), ResultScope::Run) => {
+                        self.streaks().map_or(0, |s| s.len_of(&current.fingerprint))
+                    }
                     (Some(result), ResultScope::Window) => same
                         .iter()
                         .rev()
@@ -180,7 +179,7 @@ impl Detector {
                 }
             }
             Observation::TextResponse { .. } => Verdict::TextStreak {
-                streak: self.text.as_ref().map_or(0, |t| t.len()),
+                streak: self.text_streak(),
                 repeated_text: self.settings.repeated_text,
             },
             Observation::ToolCallResponse => Verdict::ToolCallResponse,

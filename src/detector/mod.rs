@@ -149,28 +149,38 @@ impl Evidence {
 /// Per-run, per-profile detector state. Bounded: it keeps at most
 /// [`ProfileSettings::history`] tool calls (the window, or the longest cycle), the current
 /// text streak (at most `repeated_text` indices), and with `escalate_after` /
-/// `repeated_result_scope = "run"` small per-loop / per-call counters (capped).
+/// `repeated_result_scope = "run"` small per-loop / per-call counters (capped). 64 bytes
+/// plus the window's allocation until a run needs [`Rare`] state: a registry keeps one per
+/// profile for every run it holds.
 #[derive(Clone, Debug)]
 pub struct Detector {
     settings: Arc<ProfileSettings>,
     /// Live (unconsumed) tool calls with captured arguments, the last
     /// `settings.history()` of them; the window is the last `window` of these.
     history: VecDeque<CallRecord>,
-    /// Detections per loop (for `escalate_after`); boxed on first use, so a run of a
-    /// profile without `escalate_after` pays 8 bytes for it.
-    escalation: Option<Box<Escalation>>,
-    /// Same-result streaks per call since the last detection (`repeated_result_scope =
-    /// "run"`); boxed on first use, as `escalation`.
-    streaks: Option<Box<RunStreaks>>,
+    /// Escalation counts, run-scope result streaks and the text streak: boxed together on
+    /// first use, so a run that needs none of them pays 8 bytes for the three.
+    rare: Option<Box<Rare>>,
     /// Observations seen so far (the next observation's 0-based index).
-    observations: usize,
+    observations: u32,
     /// Tool calls seen so far, with or without arguments (the last call's 1-based ordinal).
-    calls: usize,
+    calls: u32,
     /// Text responses seen so far (the last one's 1-based ordinal).
-    responses: usize,
-    /// The streak of identical text responses: boxed on the first text response (most
-    /// runs' model responses ask for tool calls), 8 bytes until then instead of 64.
-    text: Option<Box<TextStreak>>,
+    responses: u32,
+}
+
+/// What few runs' detectors need; each part empty (the state of a fresh detector) until
+/// used.
+#[derive(Clone, Debug, Default)]
+struct Rare {
+    /// Detections per loop (for `escalate_after`).
+    escalation: Escalation,
+    /// Same-result streaks per call since the last detection (`repeated_result_scope =
+    /// "run"`).
+    streaks: RunStreaks,
+    /// The streak of identical text responses (most runs' model responses ask for tool
+    /// calls).
+    text: TextStreak,
 }
 
 impl Detector {
@@ -178,12 +188,10 @@ impl Detector {
         Detector {
             settings,
             history: VecDeque::new(),
-            escalation: None,
-            streaks: None,
+            rare: None,
             observations: 0,
             calls: 0,
             responses: 0,
-            text: None,
         }
     }
 
@@ -205,9 +213,21 @@ impl Detector {
     /// call and response ordinals go on.
     pub fn forget_loops(&mut self) {
         self.history.clear();
-        self.escalation = None;
-        self.streaks = None;
-        self.text = None;
+        self.rare = None;
+    }
+
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_default()
+    }
+
+    /// The run-scope same-result streaks, when any call started one.
+    pub(crate) fn streaks(&self) -> Option<&RunStreaks> {
+        self.rare.as_ref().map(|r| &r.streaks)
+    }
+
+    /// Length of the current text streak.
+    pub(crate) fn text_streak(&self) -> usize {
+        self.rare.as_ref().map_or(0, |r| r.text.len())
     }
 
     /// The profile this detector applies.
@@ -240,8 +260,8 @@ impl Detector {
     /// detection the window is emptied (the calls are consumed; reference `start =
     /// len(hist)`). Any tool call or tool-call response resets the text streak.
     pub fn observe(&mut self, observation: &Observation) -> Option<Detection> {
-        let index = self.observations;
-        self.observations += 1;
+        let index = self.observations as usize;
+        self.observations = self.observations.saturating_add(1);
         match observation {
             Observation::ToolCall {
                 tool_name,
@@ -251,7 +271,7 @@ impl Detector {
             } => {
                 // Every call has its ordinal, ignored and transient ones too: the numbers
                 // a person counts in the trace.
-                self.calls += 1;
+                self.calls = self.calls.saturating_add(1);
                 let treatment = self.settings.tools.treatment(tool_name).copied();
                 if treatment.is_some_and(|t| t.ignore) || traits.has(CallTraits::TRANSIENT) {
                     return None; // removed from the sequence
@@ -271,9 +291,7 @@ impl Detector {
                 };
                 if self.settings.repeated_result_scope == ResultScope::Run {
                     let threshold = self.settings.call_limits(&record).repeated_result;
-                    self.streaks
-                        .get_or_insert_default()
-                        .observe(&record, threshold);
+                    self.rare().streaks.observe(&record, threshold);
                 }
                 if self.history.capacity() == 0 {
                     // Most runs make few calls: start at one slot, not the default four.
@@ -285,8 +303,8 @@ impl Detector {
                 }
                 let found = self.check_calls()?;
                 self.history.clear();
-                if let Some(streaks) = &mut self.streaks {
-                    streaks.clear();
+                if let Some(rare) = &mut self.rare {
+                    rare.streaks.clear();
                 }
                 let mut severity =
                     self.severity(found.progress, found.pattern, &found.fingerprints);
@@ -311,7 +329,7 @@ impl Detector {
                     severity,
                     fingerprints: found.fingerprints,
                     members: found.members,
-                    call: Some(self.calls),
+                    call: Some(self.calls as usize),
                     response: None,
                     budget: None,
                     evidence: found.evidence,
@@ -323,16 +341,15 @@ impl Detector {
             }
             Observation::ToolResult { .. } | Observation::OuterResponse => None,
             Observation::TextResponse { text_fingerprint } => {
-                self.responses += 1;
+                self.responses = self.responses.saturating_add(1);
                 let threshold = self.settings.repeated_text;
                 if threshold == 0 {
                     return None;
                 }
-                let members = self.text.get_or_insert_default().observe(
-                    *text_fingerprint,
-                    index,
-                    threshold,
-                )?;
+                let members = self
+                    .rare()
+                    .text
+                    .observe(*text_fingerprint, index, threshold)?;
                 Some(Detection {
                     pattern: Pattern::RepeatedText,
                     tool_names: Vec::new(),
@@ -342,7 +359,7 @@ impl Detector {
                     fingerprints: Vec::new(),
                     members,
                     call: None,
-                    response: Some(self.responses),
+                    response: Some(self.responses as usize),
                     budget: None,
                     evidence: Evidence::None,
                 })
@@ -352,8 +369,8 @@ impl Detector {
 
     /// A tool call or tool-call response: the text streak starts over.
     fn reset_text(&mut self) {
-        if let Some(text) = &mut self.text {
-            text.reset();
+        if let Some(rare) = &mut self.rare {
+            rare.text.reset();
         }
     }
 
@@ -373,9 +390,9 @@ impl Detector {
         let result = match s.repeated_result_scope {
             ResultScope::Window => repeated_result::check(window, limits.repeated_result, from),
             ResultScope::Run => self
-                .streaks
+                .rare
                 .as_ref()
-                .and_then(|streaks| streaks.check(current, limits.repeated_result)),
+                .and_then(|rare| rare.streaks.check(current, limits.repeated_result)),
         };
         result
             .or_else(|| {
@@ -407,11 +424,7 @@ impl Detector {
         }
         let escalate_after = self.settings.escalate_after;
         if escalate_after > 0
-            && self
-                .escalation
-                .get_or_insert_default()
-                .count(pattern, fingerprints)
-                >= escalate_after
+            && self.rare().escalation.count(pattern, fingerprints) >= escalate_after
         {
             return Severity::Kill;
         }

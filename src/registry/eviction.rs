@@ -87,7 +87,7 @@ impl Registry {
         let ttl = self.config.idle_ttl;
         let mut evicted = 0;
         self.runs.retain(|key, run| {
-            let keep = now.saturating_duration_since(run.last_seen) <= ttl;
+            let keep = now.saturating_duration_since(run.last_seen.instant(self.epoch)) <= ttl;
             if !keep {
                 let mut recency = self.recency();
                 if let Some(bytes) = recency.order.pop(key) {

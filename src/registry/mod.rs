@@ -125,6 +125,8 @@ pub struct Registry {
     profiles: arc_swap::ArcSwap<ProfileSet>,
     config: RegistryConfig,
     stats: RegistryStats,
+    /// What runs' last-seen times count from ([`run_state::SeenAt`]).
+    epoch: Instant,
 }
 
 impl Registry {
@@ -139,6 +141,7 @@ impl Registry {
             profiles: arc_swap::ArcSwap::from_pointee(profiles.into_iter().map(Arc::new).collect()),
             config,
             stats: RegistryStats::default(),
+            epoch: Instant::now(),
         }
     }
 
@@ -198,7 +201,7 @@ impl Registry {
                     .runs
                     .entry(first.run_key.clone())
                     .or_insert_with(|| Box::new(self.new_run(now)));
-                run.last_seen = now;
+                run.last_seen = run_state::SeenAt::new(self.epoch, now);
                 self.adopt_current_profiles(&first.run_key, &mut run, &mut new_detections);
                 self.insert_batch(&first.run_key, &mut run, batch, &mut new_detections);
                 self.touch(&first.run_key, run.heap_bytes())
@@ -284,7 +287,7 @@ impl Registry {
             detections: Vec::new(),
             tallies: None,
             forgotten: None,
-            last_seen: now,
+            last_seen: run_state::SeenAt::new(self.epoch, now),
             calls: merge::CallIndex::default(),
             origins: Vec::new(),
         }

@@ -2,6 +2,7 @@
 //! detections, events and repeated calls, and summaries of runs.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::detector::Detector;
 
@@ -65,12 +66,17 @@ impl Registry {
 
     /// A summary of one run.
     pub fn run(&self, run_key: &str) -> Option<RunSummary> {
-        self.runs.get(run_key).map(|r| summarize(r.key(), &r))
+        self.runs
+            .get(run_key)
+            .map(|r| summarize(r.key(), &r, self.epoch))
     }
 
     /// Summaries of all runs (unordered).
     pub fn runs(&self) -> Vec<RunSummary> {
-        self.runs.iter().map(|r| summarize(r.key(), &r)).collect()
+        self.runs
+            .iter()
+            .map(|r| summarize(r.key(), &r, self.epoch))
+            .collect()
     }
 
     /// Repeated call fingerprints of a run (hits ≥ 2), most hits first (ties: first step),
@@ -106,7 +112,7 @@ impl Registry {
     }
 }
 
-pub(super) fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
+pub(super) fn summarize(key: &Arc<str>, run: &RunState, epoch: Instant) -> RunSummary {
     RunSummary {
         run_key: key.clone(),
         service_name: run.service_name(),
@@ -114,6 +120,6 @@ pub(super) fn summarize(key: &Arc<str>, run: &RunState) -> RunSummary {
         tool_calls: run.events.iter().filter(|e| e.is_tool_call()).count()
             + run.forgotten_tool_calls(),
         detections: run.detections.clone(),
-        last_seen: run.last_seen,
+        last_seen: run.last_seen.instant(epoch),
     }
 }

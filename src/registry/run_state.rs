@@ -47,13 +47,41 @@ pub(super) struct RunState {
     /// What the run keeps of the events it forgot: created when it first forgets one
     /// (most runs never do).
     pub(super) forgotten: Option<Box<Forgotten>>,
-    pub(super) last_seen: Instant,
+    /// When the run was last seen ([`Registry::observe`]'s `now`), against the registry's
+    /// epoch: 8 bytes where an `Instant` takes 16.
+    pub(super) last_seen: SeenAt,
     /// Message parts waiting for their tool call (joins).
     pub(super) calls: merge::CallIndex,
     /// Origins (trace, names, tool) of kept events in the order first seen, for new events
     /// to share: the first [`kept::MAX_ORIGINS`], and past them the first to bring a
     /// service or agent name (the run's names in summaries are the first listed).
     pub(super) origins: Vec<Arc<kept::Origin>>,
+}
+
+/// An instant as signed nanoseconds after an epoch (the registry's creation): ±292 years,
+/// saturating beyond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct SeenAt(i64);
+
+impl SeenAt {
+    /// `now` against `epoch`.
+    pub(super) fn new(epoch: Instant, now: Instant) -> Self {
+        let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        SeenAt(match now.checked_duration_since(epoch) {
+            Some(after) => nanos(after),
+            None => -nanos(epoch.duration_since(now)),
+        })
+    }
+
+    /// The instant again (to the nanosecond; clamped to what `Instant` can hold).
+    pub(super) fn instant(self, epoch: Instant) -> Instant {
+        let d = std::time::Duration::from_nanos(self.0.unsigned_abs());
+        if self.0 >= 0 {
+            epoch.checked_add(d).unwrap_or(epoch)
+        } else {
+            epoch.checked_sub(d).unwrap_or(epoch)
+        }
+    }
 }
 
 /// One detector per profile, inline in the run state up to the two built-in profiles (one

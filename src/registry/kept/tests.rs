@@ -163,3 +163,14 @@ fn observations_and_end_times_come_back_exactly() {
         (Some(&[1; 32]), Some(&[4; 32]))
     );
 }
+
+#[test]
+fn a_run_and_its_detectors_fit_their_allocation_classes() {
+    // One `Box<RunState>` per run held: at 248 bytes it takes a 256-byte allocator chunk
+    // (glibc adds 8 and rounds to 16); 256 more would take 272 (issue 33, idle runs).
+    assert_eq!(std::mem::size_of::<crate::detector::Detector>(), 64);
+    assert_eq!(
+        std::mem::size_of::<super::super::run_state::RunState>(),
+        248
+    );
+}
