@@ -230,6 +230,11 @@ impl Detector {
         self.rare.as_ref().map_or(0, |r| r.text.len())
     }
 
+    /// Observations fed so far.
+    pub fn observations(&self) -> usize {
+        self.observations as usize
+    }
+
     /// The profile this detector applies.
     pub fn settings(&self) -> &ProfileSettings {
         &self.settings

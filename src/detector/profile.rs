@@ -216,6 +216,25 @@ impl ProfileSettings {
         }
     }
 
+    /// True when no single observation can complete a detection of this profile: every
+    /// threshold is 0 (off) or at least 2, as [`ProfileSettings::validate`] requires of a
+    /// loaded profile (its `[[tools]]` entries are checked when compiled). A profile built
+    /// in code without validation may say false.
+    pub fn needs_two_observations(&self) -> bool {
+        let l = self.limits();
+        [
+            l.repeated_call,
+            l.repeated_result,
+            l.alternating_calls,
+            l.cycle,
+            l.repeated_outcome,
+            l.near_repeat,
+            self.repeated_text,
+        ]
+        .iter()
+        .all(|&threshold| threshold != 1)
+    }
+
     /// What this profile's `[[tools]]` entries default to and are checked against.
     pub fn limits_base(&self) -> LimitsBase<'_> {
         LimitsBase {

@@ -309,7 +309,22 @@ impl Registry {
         out: &mut Vec<RunDetection>,
     ) {
         let mut needs_replay = false;
-        reserve_histories(run, batch);
+        // A run's first event alone waits for a second before its detectors see it: a run
+        // of one call then holds no copy of that call per profile ([`Registry::held_first`]).
+        let hold_first = batch.len() == 1
+            && run.events.is_empty()
+            && run.forgotten.is_none()
+            && run
+                .detectors
+                .iter()
+                .all(|d| d.settings().needs_two_observations());
+        let held = self.held_first(run);
+        if !hold_first {
+            reserve_histories(run, batch, usize::from(held));
+        }
+        if held {
+            self.feed(key, run, 0, out);
+        }
         for (i, event) in batch.iter().enumerate() {
             let (event, counted_without_arguments) = match merge::place(run, event) {
                 merge::Placement::Duplicate => {
@@ -355,15 +370,9 @@ impl Registry {
             run.seen.inserted(&run.events, position);
             if in_order && !needs_replay {
                 let index = run.events.len() - 1;
-                let observation = merge::observation(&run.events, index);
-                let mut detectors = std::mem::take(&mut run.detectors);
-                for (profile_index, detector) in detectors.iter_mut().enumerate() {
-                    if let Some(d) = detector.observe(&observation) {
-                        let profile = detector.shared_settings().clone();
-                        self.record(key, run, (profile_index, profile), d, index, out);
-                    }
+                if !(hold_first && index == 0) {
+                    self.feed(key, run, index, out);
                 }
-                run.detectors = detectors;
             } else {
                 needs_replay = true;
             }
@@ -414,6 +423,33 @@ impl Registry {
             }
         }
         run.detectors = detectors;
+    }
+
+    /// Feeds kept event `index` to the run's detectors (in order: every event before it was
+    /// fed) and records what they detect.
+    fn feed(&self, key: &Arc<str>, run: &mut RunState, index: usize, out: &mut Vec<RunDetection>) {
+        let observation = merge::observation(&run.events, index);
+        let mut detectors = std::mem::take(&mut run.detectors);
+        for (profile_index, detector) in detectors.iter_mut().enumerate() {
+            if let Some(d) = detector.observe(&observation) {
+                let profile = detector.shared_settings().clone();
+                self.record(key, run, (profile_index, profile), d, index, out);
+            }
+        }
+        run.detectors = detectors;
+    }
+
+    /// True while the run's only event is held back from its detectors: its first event
+    /// arrived alone, under profiles where one observation completes no detection
+    /// ([`ProfileSettings::needs_two_observations`]), so feeding it with the second event
+    /// (or a replay) finds exactly what feeding it at once would have. Until then the
+    /// detectors keep no call of the run, a saving of one call record per profile on each
+    /// run that never makes a second call. Whatever reads the detectors' state feeds the
+    /// held event first ([`Registry::what_if`], [`Registry::approve`]).
+    fn held_first(&self, run: &RunState) -> bool {
+        run.events.len() == 1
+            && run.forgotten.is_none()
+            && run.detectors.first().is_some_and(|d| d.observations() == 0)
     }
 
     /// Attaches span context to a detection completed by `events[index]`, counts its
@@ -525,19 +561,21 @@ impl Registry {
 /// Makes room in every detector's history for the tool calls of `batch` that carry a call
 /// fingerprint (the only ones a history keeps), one allocation per request rather than one
 /// per call; each history reserves at most its length plus one ([`Detector::reserve_calls`]).
-fn reserve_histories(run: &mut RunState, batch: &[RunEvent]) {
-    let calls = batch
-        .iter()
-        .filter(|e| {
-            matches!(
-                e.observation,
-                Observation::ToolCall {
-                    call_fingerprint: Some(_),
-                    ..
-                }
-            )
-        })
-        .count();
+/// `held`: calls held back from the detectors ([`Registry::held_first`]) fed before the batch.
+fn reserve_histories(run: &mut RunState, batch: &[RunEvent], held: usize) {
+    let calls = held
+        + batch
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.observation,
+                    Observation::ToolCall {
+                        call_fingerprint: Some(_),
+                        ..
+                    }
+                )
+            })
+            .count();
     for detector in run.detectors.iter_mut() {
         detector.reserve_calls(calls);
     }
@@ -556,6 +594,8 @@ fn insert_event(events: &mut Vec<KeptEvent>, position: usize, event: KeptEvent, 
     events.insert(position, event);
 }
 
+#[cfg(test)]
+mod held_tests;
 #[cfg(test)]
 mod response_tests;
 #[cfg(test)]

@@ -51,12 +51,22 @@ impl Registry {
             result_fingerprint,
             traits,
         };
+        // A run's held first event ([`Registry::held_first`]) is fed to the copies first.
+        let held = self
+            .held_first(&run)
+            .then(|| merge::observation(&run.events, 0));
         Some(
             run.detectors
                 .iter()
-                .map(|detector| WhatIf {
-                    profile: detector.shared_settings().clone(),
-                    detection: detector.clone().observe(&call),
+                .map(|detector| {
+                    let mut detector = detector.clone();
+                    if let Some(first) = &held {
+                        detector.observe(first);
+                    }
+                    WhatIf {
+                        profile: detector.shared_settings().clone(),
+                        detection: detector.observe(&call),
+                    }
                 })
                 .collect(),
         )

@@ -153,22 +153,21 @@ fn run_state_memory() {
     let per_call = retained(&engine, requests, CALLS);
 
     eprintln!("run state: {per_run:.0} B per idle run, {per_call:.0} B per kept call");
-    // Measured 883 B and 139 B (were 896 B and 181 B before kept events unpacked their
-    // observation, moved the tool name into the shared origin, kept the end as a 40-bit
-    // duration and the span_id index held 32-bit positions; 1314 B and 416 B before runs
-    // kept compact events: run key, trace_id and names shared per run, call ids as 64-bit
-    // keys, no span_id index below 17 events, detectors inline, boxing their text streak
-    // and naming their thresholds' rule; 2998 B and 465 B before the run state was boxed in
-    // its map slot, its base detectors, tallies and pending parts made lazy, its event list
-    // grown by an eighth, its ids kept inline, its span_id set keyed by 64 bits and window
-    // records given 32-bit thresholds; 4202 B and 524 B before that); the issue's targets
-    // are 1 KiB and 100 B. A kept call holds 120 B (two 32-byte digests, start, duration,
-    // span and parent ids, call id, origin and rare-box pointers, flags), about 126 B with
-    // the list's slack, plus its slot in the span_id index (5 bytes a slot). Exact
-    // detection needs the digests, start, span and parent ids and call id, 96 B before the
-    // end time: 100 B a call is not reachable without dropping what replays and merges
-    // compare. These bounds (about +10 %) catch a regression, with room for small layout
-    // changes.
-    assert!(per_run <= 970.0, "idle run costs {per_run:.0} B");
-    assert!(per_call <= 153.0, "kept call costs {per_call:.0} B");
+    // Measured 646 B and 147 B (907 B and 147 B before a detector's rarely used state
+    // shared one box, its ordinals became 32-bit, a run's last-seen time 8 bytes, and a run's
+    // first event arriving alone waited for a second before its detectors copied it; 883 B
+    // and 139 B before issue 29's call traits joined kept events and window records; 896 B
+    // and 181 B before kept events unpacked their observation, moved the tool name into the
+    // shared origin, kept the end as a 40-bit duration and the span_id index held 32-bit
+    // positions; 1314 B and 416 B before runs kept compact events; 2998 B and 465 B before
+    // the run state was boxed in its map slot and its rare parts made lazy; 4202 B and
+    // 524 B before that); the issue's targets are 1 KiB and 100 B. A kept call holds 128 B
+    // (two 32-byte digests, start, duration, span and parent ids, call id, packed call
+    // traits, origin and rare-box pointers, flags) plus the list's slack and its slot in
+    // the span_id index (5 bytes a slot). Exact detection needs the digests, start, span
+    // and parent ids and call id, 96 B before the end time: 100 B a call is not reachable
+    // without dropping what replays and merges compare. These bounds (about +8 %) catch a
+    // regression, with room for small layout changes.
+    assert!(per_run <= 700.0, "idle run costs {per_run:.0} B");
+    assert!(per_call <= 160.0, "kept call costs {per_call:.0} B");
 }
