@@ -66,8 +66,11 @@ fn a_first_call_alone_is_held_and_the_second_finds_it_as_if_both_came_at_once() 
     assert!(apart.observe(vec![call("a", 1)], now).is_empty());
     assert!(held(&apart, "a"));
     assert_eq!(apart.run("a").map(|r| r.tool_calls), Some(1));
+    let held_bytes = apart.state_bytes();
     let second = apart.observe(vec![call("a", 2)], now);
     assert!(!held(&apart, "a"));
+    // The estimate counts a detector's window once it has one.
+    assert!(apart.state_bytes() >= held_bytes + DETECTOR_BYTES as u64);
 
     let together = Registry::new(vec![twice(2)], RegistryConfig::default());
     let both = together.observe(vec![call("a", 1), call("a", 2)], now);

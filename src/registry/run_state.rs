@@ -151,8 +151,8 @@ impl RunState {
     /// shared origins (trace_id, names and tool name, at least one), the dedupe index of
     /// span_ids (past 16 events: a 32-bit position and a control byte per slot), the detections kept
     /// with their span id lists, the occurrence and reported sets, the pending message parts
-    /// and, per profile, the live detector state and, once an event was forgotten, the base
-    /// state, at a flat [`DETECTOR_BYTES`] each. Not counted: origins past the listed
+    /// and, per profile, the live detector state (once it has seen an event) and, once an
+    /// event was forgotten, the base state, at a flat [`DETECTOR_BYTES`] each. Not counted: origins past the listed
     /// [`kept::MAX_ORIGINS`], and the box of the few events with ids over 8 bytes, an MCP
     /// request, an end over 18 minutes after the start or message parts (only inference
     /// spans carry parts). Allocator overhead is folded into
@@ -186,7 +186,13 @@ impl RunState {
                         .sum::<usize>()
                     + t.reported.capacity() * size_of::<Identity>()
             });
-        let detectors = self.detectors.len() * DETECTOR_BYTES
+        // A detector that has seen nothing yet (a run's held first event) has no window.
+        let fed = self
+            .detectors
+            .iter()
+            .filter(|d| d.observations() > 0)
+            .count();
+        let detectors = fed * DETECTOR_BYTES
             + self.forgotten.as_ref().map_or(0, |f| {
                 size_of::<Forgotten>() + f.base.len() * DETECTOR_BYTES
             });
