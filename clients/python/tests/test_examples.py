@@ -53,7 +53,9 @@ def test_example_with_signals_only(name, lw):
         need_module(FRAMEWORK_MODULE[name])
     outcome = run_example(name, lw, "--no-check")
     assert outcome["stopped"] is True and outcome["action"] == "kill", outcome
-    # The examples' tools return at once, so without the pre-check the kill signal races
-    # the next calls: the threshold call (the 6th) runs, and up to two more may run before
-    # the signal lands (test_timeliness.py measures it: "signals only, tool 0 ms", max 2).
-    assert 6 <= outcome["tool_calls"] <= 8, outcome
+    # The examples' tools and scripted models return at once, so without the pre-check the
+    # kill signal races the next steps: the threshold call (the 6th) runs, and as many more
+    # as fit in the signal's few ms of delivery (3 more seen once in CI on a loaded machine).
+    # The script would make 30 calls; stopping within a few proves the signal stopped it.
+    # Timeliness with a real agent loop is measured by test_timeliness.py.
+    assert 6 <= outcome["tool_calls"] <= 12, outcome
