@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::*;
-use crate::detector::{Action, Observation, ProfileSettings};
+use crate::detector::{Action, ProfileSettings};
 
 /// repeated_call fires at the second identical call; every other pattern is off.
 fn twice(repeated_call: usize) -> ProfileSettings {
@@ -24,24 +24,9 @@ fn twice(repeated_call: usize) -> ProfileSettings {
     }
 }
 
-/// Call `span` of run `run`, started at `10·span`, of the one tool with one argument.
+/// Call `span` of run `run`, started at `10·span`: always `tool1` with the same arguments.
 fn call(run: &str, span: u64) -> RunEvent {
-    RunEvent {
-        run_key: Arc::from(run),
-        trace_id: [7; 16].into(),
-        span_id: span.to_be_bytes().into(),
-        start_time_unix_nano: 10 * span,
-        end_time_unix_nano: 10 * span + 1,
-        service_name: None,
-        agent_name: None,
-        observation: Observation::ToolCall {
-            tool_name: Arc::from("search"),
-            call_fingerprint: Some([1; 32]),
-            result_fingerprint: None,
-            traits: Default::default(),
-        },
-        call: Default::default(),
-    }
+    super::tests::call(run, span, 10 * span, 1)
 }
 
 /// (call ordinal, member span ids) of each detection.
@@ -88,7 +73,7 @@ fn the_check_of_a_held_run_counts_its_first_call_and_changes_nothing() {
     let r = Registry::new(vec![twice(2)], RegistryConfig::default());
     r.observe(vec![call("a", 1)], now);
     let answers = r
-        .what_if("a", Arc::from("search"), [1; 32])
+        .what_if("a", Arc::from("tool1"), [1; 32])
         .expect("run held");
     assert_eq!(answers.len(), 1);
     let detection = answers[0]
@@ -98,7 +83,7 @@ fn the_check_of_a_held_run_counts_its_first_call_and_changes_nothing() {
     assert_eq!((detection.call, detection.count), (Some(2), 2));
     assert!(held(&r, "a"), "asking feeds a copy, not the run");
     assert!(r
-        .what_if("a", Arc::from("search"), [2; 32])
+        .what_if("a", Arc::from("tool1"), [2; 32])
         .expect("run held")[0]
         .detection
         .is_none());

@@ -28,7 +28,7 @@ fn registry(config: RegistryConfig) -> Registry {
 }
 
 /// A tool call of `tool` (its fingerprint is the tool byte repeated), no result.
-fn call(run: &str, span: u64, start: u64, tool: u8) -> RunEvent {
+pub(super) fn call(run: &str, span: u64, start: u64, tool: u8) -> RunEvent {
     RunEvent {
         run_key: Arc::from(run),
         trace_id: [7; 16].into(),
