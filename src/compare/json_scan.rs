@@ -14,17 +14,53 @@ pub struct StringValue<'a> {
 
 /// The string values of `text` in order (see the module docs).
 pub fn string_values(text: &str) -> Vec<StringValue<'_>> {
-    let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut key: Option<Cow<str>> = None;
     // Keys of the enclosing objects, for values in arrays.
     let mut stack: Vec<Option<Cow<str>>> = Vec::new();
+    scan(text, |piece| {
+        match piece {
+            Piece::Key(string) => key = Some(string),
+            Piece::Value(value) => out.push(StringValue {
+                key: key.clone(),
+                value,
+            }),
+            Piece::Open(b'{') => stack.push(key.take()),
+            Piece::Open(_) => stack.push(key.clone()),
+            Piece::Close => key = stack.pop().flatten(),
+        }
+        true
+    });
+    out
+}
+
+/// Calls `f` with each string value of `text` in order (keys left out), without collecting
+/// them, until `f` returns false.
+pub fn each_value<'a>(text: &'a str, mut f: impl FnMut(Cow<'a, str>) -> bool) {
+    scan(text, |piece| match piece {
+        Piece::Value(value) => f(value),
+        _ => true,
+    });
+}
+
+/// What [`scan`] meets: a string before a `:`, another string, `{` or `[`, `}` or `]`.
+enum Piece<'a> {
+    Key(Cow<'a, str>),
+    Value(Cow<'a, str>),
+    Open(u8),
+    Close,
+}
+
+/// Walks `text` from quote to quote, calling `f` with each [`Piece`] until it returns false
+/// or a string does not close.
+fn scan<'a>(text: &'a str, mut f: impl FnMut(Piece<'a>) -> bool) {
+    let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        match bytes[i] {
+        let piece = match bytes[i] {
             b'"' => {
                 let Some((string, end)) = string_at(text, i) else {
-                    break;
+                    return;
                 };
                 i = end;
                 let mut j = i;
@@ -32,27 +68,31 @@ pub fn string_values(text: &str) -> Vec<StringValue<'_>> {
                     j += 1;
                 }
                 if bytes.get(j) == Some(&b':') {
-                    key = Some(string);
                     i = j + 1;
+                    Piece::Key(string)
                 } else {
-                    out.push(StringValue {
-                        key: key.clone(),
-                        value: string,
-                    });
+                    Piece::Value(string)
                 }
+            }
+            open @ (b'{' | b'[') => {
+                i += 1;
+                Piece::Open(open)
+            }
+            b'}' | b']' => {
+                i += 1;
+                Piece::Close
+            }
+            // `,` (in an array the key stays; in an object the next key replaces it) and
+            // everything else between strings.
+            _ => {
+                i += 1;
                 continue;
             }
-            b'{' => stack.push(key.take()),
-            b'[' => stack.push(key.clone()),
-            b'}' | b']' => key = stack.pop().flatten(),
-            b',' => {
-                // In an array the key stays; in an object the next key replaces it.
-            }
-            _ => {}
+        };
+        if !f(piece) {
+            return;
         }
-        i += 1;
     }
-    out
 }
 
 /// The JSON string starting at the quote `start`: its decoded value and the index after
@@ -116,6 +156,12 @@ mod tests {
         );
         assert_eq!(pairs("plain text"), []);
         assert_eq!(pairs(r#"{"a": "unclosed"#), []);
+        let mut seen = Vec::new();
+        each_value(r#"{"k": "a", "l": ["b", "c"], "m": "d"}"#, |v| {
+            seen.push(v.into_owned());
+            seen.len() < 3
+        });
+        assert_eq!(seen, ["a", "b", "c"]);
         assert_eq!(
             pairs(r#"{"a": "\u00e9t\u00e9"}"#),
             [(Some("a".into()), "été".into())]

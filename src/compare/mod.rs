@@ -29,6 +29,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::conventions::event::Payload;
+pub use mutation::NameClass;
 pub use shell::CommandEffect;
 pub use volatile::{PatternError, PatternSet};
 
@@ -187,8 +188,20 @@ impl Comparer {
         arguments: Option<&Payload>,
         tool: Option<&ToolCompare>,
     ) -> ArgumentsView {
+        self.arguments_of_class(tool_name, NameClass::of(tool_name), arguments, tool)
+    }
+
+    /// [`Comparer::arguments_without_words`] for a tool whose name's class is known
+    /// (`class` is [`NameClass::of`] `tool_name`, read once per name by the caller).
+    pub fn arguments_of_class(
+        &self,
+        tool_name: &str,
+        class: NameClass,
+        arguments: Option<&Payload>,
+        tool: Option<&ToolCompare>,
+    ) -> ArgumentsView {
         let text = text_of_arguments(arguments);
-        let shell = self.is_shell(tool_name, tool);
+        let shell = tool.and_then(|t| t.shell).unwrap_or(class.shell);
         let command = match (shell, &text, arguments) {
             (false, _, _) => None,
             (true, Some(text), _) => shell::command_of(text).map(Cow::into_owned),
@@ -202,7 +215,7 @@ impl Comparer {
             None => match &command {
                 Some(command) => Some(shell::classify(command)),
                 None if shell => None,
-                None => Some(if mutation::name_mutates(tool_name) {
+                None => Some(if class.mutates {
                     CommandEffect::Writes
                 } else {
                     CommandEffect::Reads
@@ -216,7 +229,7 @@ impl Comparer {
             _ => None,
         };
         let near = match (&compared, self.near_signatures) {
-            (Some(text), true) => Some(signature::simhash(&format!("{tool_name} {text}"))),
+            (Some(text), true) => Some(signature::simhash_of(&[tool_name, text])),
             _ => None,
         };
         let shape = match (&compared, effect) {
@@ -297,12 +310,10 @@ impl Comparer {
     pub fn is_json_outcome(&self, json: &str, effect: Option<CommandEffect>) -> bool {
         let min = self.config.min_outcome_letters;
         let mut letters = 0;
-        for value in json_scan::string_values(json) {
-            letters += echo::letters(&value.value, min - letters.min(min));
-            if letters >= min {
-                break;
-            }
-        }
+        json_scan::each_value(json, |value| {
+            letters += echo::letters(&value, min - letters.min(min));
+            letters < min
+        });
         letters >= min && (effect != Some(CommandEffect::Writes) || is_failure(json))
     }
 }

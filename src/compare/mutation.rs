@@ -117,6 +117,26 @@ pub fn name_mutates(name: &str) -> bool {
     false
 }
 
+/// What a tool's name says of it: [`name_is_shell`] and [`name_mutates`], read once per
+/// distinct name (the engine keeps it beside the interned name) instead of once per call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NameClass {
+    /// The name says the tool runs shell commands ([`name_is_shell`]).
+    pub shell: bool,
+    /// The name says the tool changes state ([`name_mutates`]).
+    pub mutates: bool,
+}
+
+impl NameClass {
+    /// The class of `name`.
+    pub fn of(name: &str) -> NameClass {
+        NameClass {
+            shell: name_is_shell(name),
+            mutates: name_mutates(name),
+        }
+    }
+}
+
 /// Tool names that run shell commands: a name word `bash`, `shell`, `sh`, `zsh`,
 /// `terminal`, `powershell`, `pwsh`, `cmd`, `command(s)` or `exec` (`run_command`,
 /// `execute_bash`, `local_shell`, `container.exec`).

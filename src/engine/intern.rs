@@ -2,13 +2,18 @@
 //! service names): every call of `read_file` points at one allocation instead of its own copy, so a
 //! kept tool call holds a pointer, not a string (issue 8 item 4).
 //!
+//! Each kept name carries its [`NameClass`] (shell tool, state-changing tool), read once
+//! when the name is first kept instead of at every call.
+//!
 //! Bounded: at most `capacity` distinct names are kept for the life of the process; past
 //! it, a new name gets its own allocation (correct, just not shared), so a client sending
 //! random names cannot grow it without bound.
 
 use std::sync::Arc;
 
-use dashmap::DashSet;
+use dashmap::DashMap;
+
+use crate::compare::NameClass;
 
 /// Names kept by default: far more distinct tool and agent names than a fleet has.
 pub const DEFAULT_CAPACITY: usize = 4096;
@@ -17,7 +22,7 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 #[derive(Debug)]
 pub struct Interner {
     /// foldhash: looked up for every tool call (SipHash showed in the per-span profile).
-    names: DashSet<Arc<str>, foldhash::fast::RandomState>,
+    names: DashMap<Arc<str>, NameClass, foldhash::fast::RandomState>,
     capacity: usize,
 }
 
@@ -31,21 +36,27 @@ impl Interner {
     /// An empty interner keeping at most `capacity` names.
     pub fn new(capacity: usize) -> Self {
         Interner {
-            names: DashSet::with_hasher(foldhash::fast::RandomState::default()),
+            names: DashMap::with_hasher(foldhash::fast::RandomState::default()),
             capacity,
         }
     }
 
     /// The shared `Arc<str>` equal to `name` (a new one, kept if there is room).
     pub fn get(&self, name: &str) -> Arc<str> {
+        self.get_classed(name).0
+    }
+
+    /// [`Interner::get`] with the name's [`NameClass`] (read now when the name is not kept).
+    pub fn get_classed(&self, name: &str) -> (Arc<str>, NameClass) {
         if let Some(shared) = self.names.get(name) {
-            return shared.key().clone();
+            return (shared.key().clone(), *shared.value());
         }
         let fresh: Arc<str> = Arc::from(name);
+        let class = NameClass::of(name);
         if self.names.len() < self.capacity {
-            self.names.insert(fresh.clone());
+            self.names.insert(fresh.clone(), class);
         }
-        fresh
+        (fresh, class)
     }
 
     /// Names kept.
@@ -76,5 +87,8 @@ mod tests {
         assert_eq!(c, d);
         assert!(!Arc::ptr_eq(&c, &d), "past the capacity names are not kept");
         assert_eq!(interner.len(), 2);
+        assert_eq!(interner.get_classed("edit_file").1, NameClass::of("edit_file"));
+        assert!(interner.get_classed("run_shell").1.shell);
+        assert!(interner.get_classed("grep").1 == NameClass::default());
     }
 }

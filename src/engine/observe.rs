@@ -114,9 +114,10 @@ impl Engine {
         let rules = self.tool_fingerprints.load();
         let rule = rules.treatment(&call.tool_name);
         let compare = rule.map(|r| &r.compare);
+        let (tool_name, class) = self.names.get_classed(&call.tool_name);
         let read_arguments = || {
             self.comparer
-                .arguments_without_words(&call.tool_name, call.arguments.as_ref(), compare)
+                .arguments_of_class(&call.tool_name, class, call.arguments.as_ref(), compare)
         };
         let remembered = match &call.arguments {
             Some(Payload::Text(text)) if forms.is_none() => recent.arguments(&call.tool_name, text),
@@ -164,7 +165,16 @@ impl Engine {
         } else if let Some((fingerprint, bits)) = remembered {
             (Some(fingerprint), CallTraits::unpack(bits))
         } else {
-            let json = result_is_json(&call.status, call.result.as_ref());
+            // A JSON result is told apart and fingerprinted in one parse where the
+            // one-pass path reads it.
+            let json_fingerprint = match (&call.status, &call.result) {
+                (CallStatus::Ok, Some(Payload::Text(text))) => self
+                    .fingerprinter
+                    .json_result_fingerprint(text, rule.map(|r| &r.result_volatile_keys)),
+                _ => None,
+            };
+            let json = json_fingerprint.is_some()
+                || result_is_json(&call.status, call.result.as_ref());
             let needs_words = match (&call.status, &call.result) {
                 (CallStatus::Error { .. }, _) => true,
                 (CallStatus::Ok, Some(Payload::Text(_))) => !json,
@@ -177,14 +187,19 @@ impl Engine {
             } else {
                 Vec::new()
             };
-            let compared = self.compared_result(
-                &call.status,
-                call.result.as_ref(),
-                json,
-                &words,
-                rule,
-                effect,
-            );
+            let compared = match (json_fingerprint, &call.result) {
+                (Some(fingerprint), Some(Payload::Text(text))) => {
+                    self.json_result(text, Some(fingerprint), effect)
+                }
+                _ => self.compared_result(
+                    &call.status,
+                    call.result.as_ref(),
+                    json,
+                    &words,
+                    rule,
+                    effect,
+                ),
+            };
             if let (Some(forms), Some(text)) = (forms, &compared.2) {
                 let recorded = match (&call.status, &call.result) {
                     (CallStatus::Error { message }, _) => message.as_str(),
@@ -196,7 +211,6 @@ impl Engine {
             }
             (compared.0, compared.1)
         };
-        let tool_name = self.names.get(&call.tool_name);
         match result_fingerprint {
             // The result span of a call traced on two sibling spans: no call.
             Some(result_fingerprint) if call.split == SplitSpan::Result => {
@@ -255,11 +269,7 @@ impl Engine {
                 (fingerprint, traits, Some(text))
             }
             (CallStatus::Ok, Some(Payload::Text(text))) if json => {
-                traits.set(
-                    CallTraits::OUTCOME,
-                    self.comparer.is_json_outcome(text, effect),
-                );
-                (plain(status, result), traits, None)
+                self.json_result(text, plain(status, result), effect)
             }
             (CallStatus::Ok, Some(Payload::Text(text))) => {
                 let form = self.comparer.result(text, words, compare);
@@ -286,6 +296,22 @@ impl Engine {
             }
             (CallStatus::Ok, result) => (plain(status, result), traits, None),
         }
+    }
+
+    /// [`Engine::compared_result`] of a successful call whose result is `text`, a JSON
+    /// object or array, fingerprinted as `fingerprint`.
+    fn json_result(
+        &self,
+        text: &str,
+        fingerprint: Option<Fingerprint>,
+        effect: Option<CommandEffect>,
+    ) -> (Option<Fingerprint>, CallTraits, Option<String>) {
+        let traits = CallTraits::with_flags(if self.comparer.is_json_outcome(text, effect) {
+            CallTraits::OUTCOME
+        } else {
+            0
+        });
+        (fingerprint, traits, None)
     }
 
     /// The call fingerprint of a call to `tool_name` with `arguments` as a span records

@@ -250,6 +250,29 @@ impl Fingerprinter {
             .then(|| hasher.finalize().into())
     }
 
+    /// [`Fingerprinter::result_fingerprint_with`] of a successful call whose result is
+    /// `text`, when `text` is a JSON object or array that the one-pass path reads (which
+    /// reads only JSON as `serde_json` does); `None` for anything else (not JSON, or a
+    /// shape or size left to the general path). `volatile_keys` `None` = the configured
+    /// `result_volatile_keys`. Tells a JSON result apart and fingerprints it in one parse.
+    pub fn json_result_fingerprint(
+        &self,
+        text: &str,
+        volatile_keys: Option<&HashSet<String>>,
+    ) -> Option<Fingerprint> {
+        let container = text
+            .trim_start_matches([' ', '\t', '\n', '\r'])
+            .starts_with(['{', '[']);
+        if !container {
+            return None;
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(b"ok\0");
+        let drop = volatile_keys.unwrap_or(&self.result_volatile_keys);
+        self.feed_one_pass(text, drop, &mut hasher)
+            .then(|| hasher.finalize().into())
+    }
+
     /// Feeds what [`Fingerprinter::result_fingerprint_with`] hashes (`status ‖ 0x00 ‖ …`)
     /// to `sink`; false, with nothing fed, for a success whose result was not captured.
     fn feed_result(
