@@ -65,8 +65,23 @@ pub fn simhash(text: &str) -> u32 {
 /// [`simhash`] of `texts` joined by spaces (`simhash_of(&[a, b])` equals
 /// `simhash(&format!("{a} {b}"))`), without joining them: a token never spans a space.
 pub fn simhash_of(texts: &[&str]) -> u32 {
-    // A bit's vote is (ones − zeros) over the pairs: it is set when ones > pairs / 2.
-    let mut ones = [0u32; 32];
+    // A bit's vote is (ones − zeros) over the pairs: it is set when ones > pairs / 2. The
+    // ones are counted four bits at a time: `lanes[k]` holds the counts of bits 4k..4k+3
+    // as four 16-bit lanes (at most SIMHASH_TOKENS = 256 each, so no lane carries).
+    const NIBBLE_LANES: [u64; 16] = {
+        let mut table = [0u64; 16];
+        let mut n = 0;
+        while n < 16 {
+            let mut j = 0;
+            while j < 4 {
+                table[n] |= ((n as u64 >> j) & 1) << (16 * j);
+                j += 1;
+            }
+            n += 1;
+        }
+        table
+    };
+    let mut lanes = [0u64; 8];
     let mut pairs = 0u32;
     let mut previous: Option<&str> = None;
     for token in texts
@@ -86,14 +101,15 @@ pub fn simhash_of(texts: &[&str]) -> u32 {
         h.write_u8(0);
         h.write(token.as_bytes());
         let bits = (h.finish() >> 16) as u32;
-        for (i, one) in ones.iter_mut().enumerate() {
-            *one += bits >> i & 1;
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            *lane += NIBBLE_LANES[(bits >> (4 * k) & 15) as usize];
         }
         previous = Some(token);
         pairs += 1;
     }
-    ones.iter().enumerate().fold(0u32, |acc, (i, &one)| {
-        if 2 * one > pairs {
+    (0..32).fold(0u32, |acc, i| {
+        let ones = (lanes[i / 4] >> (16 * (i % 4)) & 0xFFFF) as u32;
+        if 2 * ones > pairs {
             acc | 1 << i
         } else {
             acc
@@ -226,7 +242,12 @@ mod tests {
         assert_eq!(simhash("ls  -la"), simhash("ls -la"));
         assert_eq!(simhash("head -n 10 a"), simhash("head -n 20 a"));
         assert_eq!(simhash(""), 0);
-        for (a, b) in [("bash", "ls -la"), ("", "x y"), ("run_tests", "été 3 ünï_x"), ("t", "")] {
+        for (a, b) in [
+            ("bash", "ls -la"),
+            ("", "x y"),
+            ("run_tests", "été 3 ünï_x"),
+            ("t", ""),
+        ] {
             assert_eq!(simhash_of(&[a, b]), simhash(&format!("{a} {b}")));
         }
     }
@@ -243,7 +264,8 @@ mod tests {
                 break;
             };
             let len = if first.is_ascii_digit() {
-                rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len())
+                rest.find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len())
             } else if first.is_alphanumeric() || first == '_' {
                 rest.find(|c: char| !(c.is_alphanumeric() || c == '_') || c.is_ascii_digit())
                     .unwrap_or(rest.len())
@@ -276,6 +298,15 @@ mod tests {
         #[test]
         fn simhash_equals_the_first_written(text in "(\\PC|[ _0-9a-z\u{0660}-\u{0669}])*") {
             proptest::prop_assert_eq!(simhash(&text), simhash_as_first_written(&text));
+        }
+
+        #[test]
+        fn long_simhash_equals_the_first_written(words in proptest::collection::vec("[a-c]{1,2}|[0-9]|-", 200..700)) {
+            // Past SIMHASH_TOKENS tokens, where every pair votes for a bit, counts reach 256.
+            let text = words.join(" ");
+            proptest::prop_assert_eq!(simhash(&text), simhash_as_first_written(&text));
+            let same = vec!["a"; 400].join(" ");
+            proptest::prop_assert_eq!(simhash(&same), simhash_as_first_written(&same));
         }
     }
 

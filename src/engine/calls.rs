@@ -77,10 +77,20 @@ impl Engine {
                 let rules = self.tool_fingerprints.load();
                 let rule = name.as_deref().and_then(|n| rules.treatment(n));
                 let mut traits = crate::detector::CallTraits::default();
+                let interned = name.as_deref().map(|n| self.names.get_classed(n));
                 let call_fingerprint = name.as_ref().zip(arguments).map(|(name, arguments)| {
-                    let view =
-                        self.comparer
-                            .arguments(name, Some(&arguments), rule.map(|r| &r.compare));
+                    let class = interned
+                        .as_ref()
+                        .map(|(_, class)| *class)
+                        .unwrap_or_default();
+                    // No argument words: they mask a result read with its call, and a
+                    // part's result is read apart (below), masked by none.
+                    let view = self.comparer.arguments_of_class(
+                        name,
+                        class,
+                        Some(&arguments),
+                        rule.map(|r| &r.compare),
+                    );
                     traits = super::observe::argument_traits(&view);
                     let changed = match &arguments {
                         Payload::Text(text) => {
@@ -104,7 +114,7 @@ impl Engine {
                 ToolCallPart {
                     call_id: CallKey::of(&id),
                     call_fingerprint,
-                    tool_name: name.as_deref().map(|n| self.names.get(n)),
+                    tool_name: interned.map(|(name, _)| name),
                     result_fingerprint: None,
                     traits,
                 }

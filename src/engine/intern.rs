@@ -87,7 +87,10 @@ mod tests {
         assert_eq!(c, d);
         assert!(!Arc::ptr_eq(&c, &d), "past the capacity names are not kept");
         assert_eq!(interner.len(), 2);
-        assert_eq!(interner.get_classed("edit_file").1, NameClass::of("edit_file"));
+        assert_eq!(
+            interner.get_classed("edit_file").1,
+            NameClass::of("edit_file")
+        );
         assert!(interner.get_classed("run_shell").1.shell);
         assert!(interner.get_classed("grep").1 == NameClass::default());
     }

@@ -116,8 +116,12 @@ impl Engine {
         let compare = rule.map(|r| &r.compare);
         let (tool_name, class) = self.names.get_classed(&call.tool_name);
         let read_arguments = || {
-            self.comparer
-                .arguments_of_class(&call.tool_name, class, call.arguments.as_ref(), compare)
+            self.comparer.arguments_of_class(
+                &call.tool_name,
+                class,
+                call.arguments.as_ref(),
+                compare,
+            )
         };
         let remembered = match &call.arguments {
             Some(Payload::Text(text)) if forms.is_none() => recent.arguments(&call.tool_name, text),
@@ -173,8 +177,8 @@ impl Engine {
                     .json_result_fingerprint(text, rule.map(|r| &r.result_volatile_keys)),
                 _ => None,
             };
-            let json = json_fingerprint.is_some()
-                || result_is_json(&call.status, call.result.as_ref());
+            let json =
+                json_fingerprint.is_some() || result_is_json(&call.status, call.result.as_ref());
             let needs_words = match (&call.status, &call.result) {
                 (CallStatus::Error { .. }, _) => true,
                 (CallStatus::Ok, Some(Payload::Text(_))) => !json,
