@@ -84,28 +84,29 @@ pub fn simhash_of(texts: &[&str]) -> u32 {
     let mut lanes = [0u64; 8];
     let mut pairs = 0u32;
     let mut previous: Option<&str> = None;
-    for token in texts
-        .iter()
-        .flat_map(|text| tokens(text))
-        .take(SIMHASH_TOKENS)
-    {
-        let token = if token.as_bytes()[0].is_ascii_digit() {
-            "0"
-        } else {
-            token
-        };
-        let mut h = hasher();
-        if let Some(p) = previous {
-            h.write(p.as_bytes());
+    'texts: for text in texts {
+        for token in tokens(text) {
+            if pairs as usize == SIMHASH_TOKENS {
+                break 'texts;
+            }
+            let token = if token.as_bytes()[0].is_ascii_digit() {
+                "0"
+            } else {
+                token
+            };
+            let mut h = hasher();
+            if let Some(p) = previous {
+                h.write(p.as_bytes());
+            }
+            h.write_u8(0);
+            h.write(token.as_bytes());
+            let bits = (h.finish() >> 16) as u32;
+            for (k, lane) in lanes.iter_mut().enumerate() {
+                *lane += NIBBLE_LANES[(bits >> (4 * k) & 15) as usize];
+            }
+            previous = Some(token);
+            pairs += 1;
         }
-        h.write_u8(0);
-        h.write(token.as_bytes());
-        let bits = (h.finish() >> 16) as u32;
-        for (k, lane) in lanes.iter_mut().enumerate() {
-            *lane += NIBBLE_LANES[(bits >> (4 * k) & 15) as usize];
-        }
-        previous = Some(token);
-        pairs += 1;
     }
     (0..32).fold(0u32, |acc, i| {
         let ones = (lanes[i / 4] >> (16 * (i % 4)) & 0xFFFF) as u32;
