@@ -238,6 +238,23 @@ proptest! {
         );
     }
 
+    /// A JSON result told apart in the one-pass parse has the result fingerprint, and is
+    /// told apart exactly for text holding an object or array that `serde_json` reads.
+    #[test]
+    fn json_results_are_told_apart_with_their_fingerprint(text in json_text()) {
+        let fp = Fingerprinter::default();
+        let payload = Payload::Text(text.clone());
+        let container = text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with(['{', '['])
+            && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+        // `None` for a container is allowed (a shape left to the general path): the caller
+        // then asks serde_json. `json_results_of_common_shapes_are_told_apart` checks that
+        // common shapes are not left.
+        if let Some(found) = fp.json_result_fingerprint(&text, None) {
+            prop_assert!(container, "{:?}", text);
+            prop_assert_eq!(Some(found), fp.result_fingerprint(&CallStatus::Ok, Some(&payload)));
+        }
+    }
+
     /// Matching hashes are equal exactly when the canonical bytes are: for two arbitrary
     /// texts, and for a text and other spellings of its value.
     #[test]
@@ -254,6 +271,33 @@ proptest! {
                 == fp.call_match_normalized("t", &other, Some(&drop), |_| None);
             prop_assert_eq!(same_bytes, same_hash, "{:?} / {:?}", a, other);
         }
+    }
+}
+
+#[test]
+fn json_results_of_common_shapes_are_told_apart() {
+    let fp = Fingerprinter::default();
+    for text in [
+        r#"{"hits": [{"path": "a.rs", "line": 3}], "total": 1}"#,
+        " [1, \"two\", null, true, {\"x\": -0.5e3}]\n",
+        r#"{"error": "Reservation not found", "request_id": "r-1"}"#,
+    ] {
+        let found = fp.json_result_fingerprint(text, None);
+        assert!(found.is_some(), "{text}");
+        let payload = Payload::Text(text.into());
+        assert_eq!(
+            found,
+            fp.result_fingerprint(&CallStatus::Ok, Some(&payload))
+        );
+    }
+    for text in [
+        "[File: a.java (3 lines total)]",
+        "[1, 2] x",
+        "plain",
+        "\"[1]\"",
+        "{",
+    ] {
+        assert_eq!(fp.json_result_fingerprint(text, None), None, "{text}");
     }
 }
 
