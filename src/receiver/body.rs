@@ -32,13 +32,11 @@ pub struct BodyRules {
     pub budget_wait: Duration,
 }
 
-/// Reads `body` whole under `rules`, counting its bytes in `budget` as they arrive.
+/// Reads `body` whole under `rules`, counting its bytes in `budget` as they arrive: the
+/// frames joined into one buffer of the body's size (one frame: that frame, not copied).
 ///
 /// # Errors
-/// [`ReceiveError::TooLarge`] past `max_bytes`, [`ReceiveError::BodyTimeout`] /
-/// [`ReceiveError::BodyTooSlow`] for a slow client, [`ReceiveError::Refused`] with
-/// `InFlightLimit` when the budget stays full, [`ReceiveError::Body`] when the connection
-/// fails.
+/// As [`read_body_chunks`].
 pub async fn read_body<B>(
     body: B,
     rules: &BodyRules,
@@ -48,11 +46,45 @@ where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: std::fmt::Display,
 {
+    let chunks = read_body_chunks(body, rules, budget).await?;
+    Ok(join(chunks))
+}
+
+/// The chunks of a body as one buffer, allocated once at its full size (a single chunk is
+/// returned as it is).
+pub fn join(mut chunks: Vec<Bytes>) -> Bytes {
+    if chunks.len() <= 1 {
+        return chunks.pop().unwrap_or_default();
+    }
+    let mut joined = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for chunk in &chunks {
+        joined.extend_from_slice(chunk);
+    }
+    joined.freeze()
+}
+
+/// Reads `body` whole under `rules`, counting its bytes in `budget` as they arrive, and
+/// returns its data frames as received (none empty; no copy: the gRPC receiver hands them
+/// on to tonic, which copies them once into its message buffer).
+///
+/// # Errors
+/// [`ReceiveError::TooLarge`] past `max_bytes`, [`ReceiveError::BodyTimeout`] /
+/// [`ReceiveError::BodyTooSlow`] for a slow client, [`ReceiveError::Refused`] with
+/// `InFlightLimit` when the budget stays full, [`ReceiveError::Body`] when the connection
+/// fails.
+pub async fn read_body_chunks<B>(
+    body: B,
+    rules: &BodyRules,
+    budget: &mut DecodedBytes,
+) -> Result<Vec<Bytes>, ReceiveError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
     let start = Instant::now();
     let deadline = start + rules.timeout;
     tokio::pin!(body);
-    let mut first: Option<Bytes> = None;
-    let mut rest: Option<BytesMut> = None;
+    let mut chunks: Vec<Bytes> = Vec::new();
     let mut received: usize = 0;
     loop {
         // Wake at the deadline, or when the minimum rate is next due to be checked.
@@ -90,23 +122,10 @@ where
                 crate::ingest::AcceptError::InFlightLimit,
             ));
         }
-        match (&mut first, &mut rest) {
-            (None, _) => first = Some(data),
-            (Some(one), None) => {
-                let mut joined = BytesMut::with_capacity(one.len() + data.len());
-                joined.extend_from_slice(one);
-                joined.extend_from_slice(&data);
-                rest = Some(joined);
-            }
-            (Some(_), Some(joined)) => joined.extend_from_slice(&data),
-        }
+        chunks.push(data);
         check_pace(start, received, rules)?;
     }
-    Ok(match (first, rest) {
-        (_, Some(joined)) => joined.freeze(),
-        (Some(one), None) => one,
-        (None, None) => Bytes::new(),
-    })
+    Ok(chunks)
 }
 
 /// Fails when the deadline passed or, after the grace, the average rate is below the
@@ -185,6 +204,19 @@ mod tests {
         .await;
         assert_eq!(read.ok(), Some(Bytes::from_static(b"abcde")));
         assert_eq!(budget.used_bytes(), 5);
+        let chunks = read_body_chunks(
+            body(vec![(b"abc", 0), (b"", 0), (b"de", 10)], false),
+            &rules(1000, 0),
+            &mut budget,
+        )
+        .await;
+        assert_eq!(
+            chunks.ok(),
+            Some(vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")])
+        );
+        assert_eq!(join(vec![]), Bytes::new());
+        let one = Bytes::from_static(b"one");
+        assert_eq!(join(vec![one.clone()]).as_ptr(), one.as_ptr(), "not copied");
     }
 
     #[tokio::test(start_paused = true)]

@@ -190,8 +190,8 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
     };
     let raw_limit = limit.saturating_add(limit / 64).saturating_add(1024);
     let rules = shared.options.body_rules(raw_limit);
-    let body = match super::body::read_body(body, &rules, &mut decoded).await {
-        Ok(body) => body,
+    let chunks = match super::body::read_body_chunks(body, &rules, &mut decoded).await {
+        Ok(chunks) => chunks,
         Err(err) => {
             // The limit the client configured against is the decompressed one.
             let err = match err {
@@ -211,7 +211,13 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
             return to_status(&err, &shared.options).into_http();
         }
     };
-    let req = http::Request::from_parts(parts, Body::new(http_body_util::Full::new(body)));
+    // The frames as received: tonic copies them once into a buffer of the message's size.
+    let frames = futures::stream::iter(
+        chunks
+            .into_iter()
+            .map(|chunk| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(chunk))),
+    );
+    let req = http::Request::from_parts(parts, Body::new(http_body_util::StreamBody::new(frames)));
     let mut grpc = Grpc::new(ExportCodec)
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Zstd)
