@@ -39,8 +39,7 @@ pub struct CallForms {
 /// True for a text that holds a JSON object or array (compared as canonical JSON); text
 /// that only starts like one (`[File: a.java (3 lines total)]`) is plain text.
 fn is_json_container(text: &str) -> bool {
-    text.trim_start_matches([' ', '\t', '\n', '\r'])
-        .starts_with(['{', '['])
+    crate::fingerprint::opens_container(text)
         && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
@@ -174,7 +173,8 @@ impl Engine {
             let json_fingerprint = match (&call.status, &call.result) {
                 (CallStatus::Ok, Some(Payload::Text(text))) => self
                     .fingerprinter
-                    .json_result_fingerprint(text, rule.map(|r| &r.result_volatile_keys)),
+                    .json_result_fingerprint(text, rule.map(|r| &r.result_volatile_keys))
+                    .map(|fingerprint| (fingerprint, text.as_str())),
                 _ => None,
             };
             let json =
@@ -191,11 +191,9 @@ impl Engine {
             } else {
                 Vec::new()
             };
-            let compared = match (json_fingerprint, &call.result) {
-                (Some(fingerprint), Some(Payload::Text(text))) => {
-                    self.json_result(text, Some(fingerprint), effect)
-                }
-                _ => self.compared_result(
+            let compared = match json_fingerprint {
+                Some((fingerprint, text)) => self.json_result(text, Some(fingerprint), effect),
+                None => self.compared_result(
                     &call.status,
                     call.result.as_ref(),
                     json,

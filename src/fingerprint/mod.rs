@@ -60,6 +60,13 @@ use tree::Tree;
 /// A SHA-256 digest.
 pub type Fingerprint = [u8; 32];
 
+/// True when `text`'s first byte past JSON whitespace opens an object or array (whether
+/// the rest is JSON is for a parser to say).
+pub fn opens_container(text: &str) -> bool {
+    text.trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with(['{', '['])
+}
+
 /// Prefix of a payload hashed as raw bytes (unparsable, oversized or too deep).
 const RAW_TAG: &[u8] = b"\0raw\0";
 
@@ -214,10 +221,7 @@ impl Fingerprinter {
     ) {
         let drop = volatile_keys.unwrap_or_else(|| self.call_volatile_keys(tool_name));
         if let Payload::Text(text) = arguments {
-            let json_container = text
-                .trim_start_matches([' ', '\t', '\n', '\r'])
-                .starts_with(['{', '[']);
-            if json_container && self.feed_one_pass(text, drop, sink) {
+            if opens_container(text) && self.feed_one_pass(text, drop, sink) {
                 return;
             }
         }
@@ -260,10 +264,7 @@ impl Fingerprinter {
         text: &str,
         volatile_keys: Option<&HashSet<String>>,
     ) -> Option<Fingerprint> {
-        let container = text
-            .trim_start_matches([' ', '\t', '\n', '\r'])
-            .starts_with(['{', '[']);
-        if !container {
+        if !opens_container(text) {
             return None;
         }
         let mut hasher = Sha256::new();

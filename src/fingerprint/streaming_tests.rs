@@ -244,7 +244,7 @@ proptest! {
     fn json_results_are_told_apart_with_their_fingerprint(text in json_text()) {
         let fp = Fingerprinter::default();
         let payload = Payload::Text(text.clone());
-        let container = text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with(['{', '['])
+        let container = super::opens_container(&text)
             && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
         // `None` for a container is allowed (a shape left to the general path): the caller
         // then asks serde_json. `json_results_of_common_shapes_are_told_apart` checks that
