@@ -3,7 +3,7 @@
 //! (DESIGN §2 "One call, one event", "Joins").
 
 use super::Engine;
-use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, Payload, SplitSpan};
+use crate::conventions::event::{CallStatus, EventKind, ExtractedEvent, SplitSpan};
 use crate::conventions::legacy::semantic_kernel;
 use crate::conventions::messages::parts::{self, MessagePart};
 use crate::conventions::wrappers;
@@ -78,39 +78,22 @@ impl Engine {
                 let rule = name.as_deref().and_then(|n| rules.treatment(n));
                 let mut traits = crate::detector::CallTraits::default();
                 let interned = name.as_deref().map(|n| self.names.get_classed(n));
-                let call_fingerprint = name.as_ref().zip(arguments).map(|(name, arguments)| {
-                    let class = interned
+                let call_fingerprint =
+                    interned
                         .as_ref()
-                        .map(|(_, class)| *class)
-                        .unwrap_or_default();
-                    // No argument words: they mask a result read with its call, and a
-                    // part's result is read apart (below), masked by none.
-                    let view = self.comparer.arguments_of_class(
-                        name,
-                        class,
-                        Some(&arguments),
-                        rule.map(|r| &r.compare),
-                    );
-                    traits = super::observe::argument_traits(&view);
-                    let changed = match &arguments {
-                        Payload::Text(text) => {
-                            match self
-                                .comparer
-                                .argument_text(name, text, rule.map(|r| &r.compare))
-                            {
-                                std::borrow::Cow::Owned(text) => Some(Payload::Text(text)),
-                                std::borrow::Cow::Borrowed(_) => None,
-                            }
-                        }
-                        _ => None,
-                    };
-                    self.fingerprinter.call_fingerprint_normalized(
-                        name,
-                        changed.as_ref().unwrap_or(&arguments),
-                        rule.map(|rule| &rule.volatile_keys),
-                        wrappers::python_literal_arguments,
-                    )
-                });
+                        .zip(arguments)
+                        .and_then(|((name, class), arguments)| {
+                            // No argument words: they mask a result read with its call, and a
+                            // part's result is read apart (below), masked by none.
+                            let view = self.comparer.arguments_of_class(
+                                name,
+                                *class,
+                                Some(&arguments),
+                                rule.map(|r| &r.compare),
+                            );
+                            traits = super::observe::argument_traits(&view);
+                            self.call_fingerprint(name, Some(&arguments))
+                        });
                 ToolCallPart {
                     call_id: CallKey::of(&id),
                     call_fingerprint,
