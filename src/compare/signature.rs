@@ -66,22 +66,21 @@ pub fn simhash(text: &str) -> u32 {
 /// `simhash(&format!("{a} {b}"))`), without joining them: a token never spans a space.
 pub fn simhash_of(texts: &[&str]) -> u32 {
     // A bit's vote is (ones − zeros) over the pairs: it is set when ones > pairs / 2. The
-    // ones are counted four bits at a time: `lanes[k]` holds the counts of bits 4k..4k+3
-    // as four 16-bit lanes (at most SIMHASH_TOKENS = 256 each, so no lane carries).
-    const NIBBLE_LANES: [u64; 16] = {
-        let mut table = [0u64; 16];
-        let mut n = 0;
-        while n < 16 {
-            let mut j = 0;
-            while j < 4 {
-                table[n] |= ((n as u64 >> j) & 1) << (16 * j);
-                j += 1;
+    // ones are counted a byte of the hash at a time: a multiply by SPREAD puts bit 7 − j of
+    // a byte in bit 7 of byte j, so `lanes[k]` counts bit 8k + 7 − j in its byte j. A byte
+    // holds at most 255, so the counts move to `ones` every 255 pairs and at the end.
+    const SPREAD: u64 = 0x8040_2010_0804_0201;
+    const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+    fn flush(lanes: &mut [u64; 4], ones: &mut [u32; 32]) {
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            for j in 0..8 {
+                ones[8 * k + 7 - j] += (*lane >> (8 * j) & 0xFF) as u32;
             }
-            n += 1;
+            *lane = 0;
         }
-        table
-    };
-    let mut lanes = [0u64; 8];
+    }
+    let mut lanes = [0u64; 4];
+    let mut ones = [0u32; 32];
     let mut pairs = 0u32;
     let mut previous: Option<&str> = None;
     'texts: for text in texts {
@@ -102,20 +101,21 @@ pub fn simhash_of(texts: &[&str]) -> u32 {
             h.write(token.as_bytes());
             let bits = (h.finish() >> 16) as u32;
             for (k, lane) in lanes.iter_mut().enumerate() {
-                *lane += NIBBLE_LANES[(bits >> (4 * k) & 15) as usize];
+                let byte = u64::from(bits >> (8 * k) & 0xFF);
+                *lane += (byte.wrapping_mul(SPREAD) >> 7) & LOW_BITS;
             }
             previous = Some(token);
             pairs += 1;
+            if pairs.is_multiple_of(255) {
+                flush(&mut lanes, &mut ones);
+            }
         }
     }
-    (0..32).fold(0u32, |acc, i| {
-        let ones = (lanes[i / 4] >> (16 * (i % 4)) & 0xFFFF) as u32;
-        if 2 * ones > pairs {
-            acc | 1 << i
-        } else {
-            acc
-        }
-    })
+    flush(&mut lanes, &mut ones);
+    ones.iter().enumerate().fold(
+        0u32,
+        |acc, (i, &n)| if 2 * n > pairs { acc | 1 << i } else { acc },
+    )
 }
 
 /// Bits in which two SimHashes differ (0 = the same token pairs, about 16 = unrelated).
