@@ -261,9 +261,15 @@ fn main() {
     let config = support::config();
     // `wire_tools` / `wire_loops`: 10 synthetic requests of 1000 `execute_tool` spans
     // (0 % loops / every trace a loop) instead of the corpus.
+    // `LOOPWATCH_REQUESTS` (default 10) requests of the synthetic workloads: more for a
+    // sampling profiler (`perf record`), which needs seconds of work.
+    let requests = std::env::var("LOOPWATCH_REQUESTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
     let raw: Vec<Bytes> = match name.as_str() {
-        "wire_tools" | "passthrough_tools" => support::tool_call_requests(10, 1000, false),
-        "wire_loops" | "passthrough_loops" => support::tool_call_requests(10, 1000, true),
+        "wire_tools" | "passthrough_tools" => support::tool_call_requests(requests, 1000, false),
+        "wire_loops" | "passthrough_loops" => support::tool_call_requests(requests, 1000, true),
         "field" => field_bytes(),
         "idle_runs" => support::one_call_runs(
             std::env::var("LOOPWATCH_RUNS")
