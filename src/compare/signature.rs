@@ -149,30 +149,56 @@ pub fn shape(tool: &str, text: &str) -> u16 {
     (h.finish() >> 48) as u16
 }
 
+/// What an ASCII byte is to the tokenizer ([`BYTE_CLASS`]).
+const BLANK: u8 = 0;
+const DIGIT: u8 = 1;
+const WORD: u8 = 2;
+const OTHER: u8 = 3;
+const NON_ASCII: u8 = 4;
+
+/// The class of every byte: ASCII whitespace (U+0009..U+000D, U+0020), ASCII digits,
+/// ASCII letters and `_`, other ASCII, and bytes of non-ASCII characters (decoded).
+static BYTE_CLASS: [u8; 256] = {
+    let mut table = [NON_ASCII; 256];
+    let mut b = 0;
+    while b < 128 {
+        table[b] = match b as u8 {
+            b' ' | b'\t'..=b'\r' => BLANK,
+            b'0'..=b'9' => DIGIT,
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => WORD,
+            _ => OTHER,
+        };
+        b += 1;
+    }
+    table
+};
+
+/// Length of the run of bytes of class `class` from `at`.
+fn run_of(bytes: &[u8], at: usize, class: u8) -> usize {
+    bytes[at..]
+        .iter()
+        .position(|&b| BYTE_CLASS[b as usize] != class)
+        .unwrap_or(bytes.len() - at)
+}
+
 fn tokens(text: &str) -> impl Iterator<Item = &str> {
     let mut rest = text;
     std::iter::from_fn(move || {
         rest = skip_whitespace(rest);
         let bytes = rest.as_bytes();
         let &first = bytes.first()?;
-        let len = if first.is_ascii_digit() {
-            bytes
-                .iter()
-                .position(|b| !b.is_ascii_digit())
-                .unwrap_or(bytes.len())
-        } else if first.is_ascii() {
-            if first.is_ascii_alphabetic() || first == b'_' {
-                word_len(rest)
-            } else {
-                1
+        let len = match BYTE_CLASS[first as usize] {
+            DIGIT => run_of(bytes, 0, DIGIT),
+            WORD => word_len(rest),
+            NON_ASCII => {
+                let c = rest.chars().next()?;
+                if c.is_alphanumeric() {
+                    word_len(rest)
+                } else {
+                    c.len_utf8()
+                }
             }
-        } else {
-            let c = rest.chars().next()?;
-            if c.is_alphanumeric() {
-                word_len(rest)
-            } else {
-                c.len_utf8()
-            }
+            _ => 1,
         };
         let (token, tail) = rest.split_at(len);
         rest = tail;
@@ -184,10 +210,7 @@ fn tokens(text: &str) -> impl Iterator<Item = &str> {
 /// decoding.
 fn skip_whitespace(text: &str) -> &str {
     let bytes = text.as_bytes();
-    let ascii = bytes
-        .iter()
-        .position(|&b| !matches!(b, b' ' | b'\t'..=b'\r'))
-        .unwrap_or(bytes.len());
+    let ascii = run_of(bytes, 0, BLANK);
     let rest = &text[ascii..];
     match rest.as_bytes().first() {
         Some(b) if !b.is_ascii() => rest.trim_start(),
@@ -196,24 +219,20 @@ fn skip_whitespace(text: &str) -> &str {
 }
 
 /// Length in bytes of the word at the start of `text`: characters that are alphanumeric or
-/// `_` but not ASCII digits (ASCII bytes decided without decoding).
+/// `_` but not ASCII digits (ASCII bytes decided by [`BYTE_CLASS`], others decoded).
 fn word_len(text: &str) -> usize {
     let bytes = text.as_bytes();
     let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b.is_ascii() {
-            if !(b.is_ascii_alphabetic() || b == b'_') {
-                break;
-            }
-            i += 1;
-            continue;
-        }
-        match text[i..].chars().next() {
-            Some(c) if c.is_alphanumeric() => i += c.len_utf8(),
-            _ => break,
+    loop {
+        i += run_of(bytes, i, WORD);
+        match bytes.get(i) {
+            Some(&b) if !b.is_ascii() => match text[i..].chars().next() {
+                Some(c) if c.is_alphanumeric() => i += c.len_utf8(),
+                _ => return i,
+            },
+            _ => return i,
         }
     }
-    i
 }
 
 #[cfg(test)]
