@@ -124,29 +124,42 @@ pub fn mask<'t>(text: &'t str, words: &[String]) -> Cow<'t, str> {
 /// to 40 characters without whitespace or `<`, a `>`), counted up to `limit`: how much a
 /// result says, to tell an outcome from an empty or trivially short success.
 pub fn letters(text: &str, limit: usize) -> usize {
+    let bytes = text.as_bytes();
     let mut count = 0;
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if c == '<' {
-            let tag_end = rest[1..]
-                .char_indices()
-                .take(41)
-                .find(|&(_, c)| c == '>' || c == '<' || c.is_whitespace())
-                .filter(|&(_, c)| c == '>');
-            if let Some((at, _)) = tag_end {
-                rest = &rest[at + 2..];
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'<' {
+            if let Some(after) = tag_end(&text[i + 1..]) {
+                i += 1 + after;
                 continue;
             }
         }
-        if c.is_alphabetic() {
+        // ASCII decided from the byte; other characters decoded.
+        let (alphabetic, len) = if b.is_ascii() {
+            (b.is_ascii_alphabetic(), 1)
+        } else {
+            let c = text[i..].chars().next().unwrap_or_default();
+            (c.is_alphabetic(), c.len_utf8())
+        };
+        if alphabetic {
             count += 1;
             if count >= limit {
                 return count;
             }
         }
-        rest = &rest[c.len_utf8()..];
+        i += len;
     }
     count
+}
+
+/// The bytes of `rest` (what follows a `<`) up to and including the `>` that closes a
+/// markup tag: within 41 characters, before any whitespace or `<`; `None` when none does.
+fn tag_end(rest: &str) -> Option<usize> {
+    rest.char_indices()
+        .take(41)
+        .find(|&(_, c)| c == '>' || c == '<' || c.is_whitespace())
+        .filter(|&(_, c)| c == '>')
+        .map(|(at, _)| at + 1)
 }
 
 #[cfg(test)]
@@ -207,5 +220,39 @@ mod tests {
         assert_eq!(letters("<arg>: command not found", 100), 15);
         assert_eq!(letters("a < b and c > d", 100), 7);
         assert_eq!(letters("abcdef", 3), 3);
+    }
+
+    /// `letters` as first written (char by char), for checking the byte-wise one.
+    fn letters_as_first_written(text: &str, limit: usize) -> usize {
+        let mut count = 0;
+        let mut rest = text;
+        while let Some(c) = rest.chars().next() {
+            if c == '<' {
+                let tag_end = rest[1..]
+                    .char_indices()
+                    .take(41)
+                    .find(|&(_, c)| c == '>' || c == '<' || c.is_whitespace())
+                    .filter(|&(_, c)| c == '>');
+                if let Some((at, _)) = tag_end {
+                    rest = &rest[at + 2..];
+                    continue;
+                }
+            }
+            if c.is_alphabetic() {
+                count += 1;
+                if count >= limit {
+                    return count;
+                }
+            }
+            rest = &rest[c.len_utf8()..];
+        }
+        count
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn letters_equal_the_first_written(text in "([<>/ a-z0-9\u{e9}\u{3b1}\u{2003}\u{4e00}_=\n]|\\PC)*", limit in 0usize..40) {
+            proptest::prop_assert_eq!(letters(&text, limit), letters_as_first_written(&text, limit));
+        }
     }
 }
