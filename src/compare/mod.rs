@@ -23,7 +23,7 @@ pub mod signature;
 pub mod volatile;
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -81,7 +81,8 @@ pub struct ToolCompare {
 /// The comparison settings, compiled.
 #[derive(Clone, Debug)]
 pub struct Comparer {
-    builtin: Option<PatternSet>,
+    /// The built-in volatile patterns: one compiled set per process ([`PatternSet::shared_builtin`]).
+    builtin: Option<Arc<PatternSet>>,
     config: CompareConfig,
     /// Compute the arguments' SimHash (for `near_repeat`; on in every engine built from config,
     /// since a reload may turn the rule on).
@@ -137,7 +138,7 @@ impl Comparer {
         Comparer {
             builtin: config
                 .builtin_volatile_patterns
-                .then(volatile::PatternSet::builtin),
+                .then(volatile::PatternSet::shared_builtin),
             config: config.clone(),
             near_signatures: false,
         }

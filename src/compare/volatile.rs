@@ -7,6 +7,7 @@
 //! holds no noise costs one scan and no allocation.
 
 use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use regex::{Regex, RegexSet};
 
@@ -149,6 +150,15 @@ impl PatternSet {
             .collect();
         PatternSet::new(compiled.iter().map(|(r, rep)| (r.as_str(), *rep)))
             .expect("built-in volatile patterns compile (tested)")
+    }
+
+    /// [`PatternSet::builtin`] compiled once per process and shared by every comparer: an
+    /// engine built or reloaded later compiles nothing and finds the regex engines' lazy
+    /// DFA states that earlier texts built (each `Regex` and `RegexSet` keeps a pool of
+    /// caches that a clone would not share).
+    pub fn shared_builtin() -> Arc<PatternSet> {
+        static BUILTIN_SET: OnceLock<Arc<PatternSet>> = OnceLock::new();
+        Arc::clone(BUILTIN_SET.get_or_init(|| Arc::new(PatternSet::builtin())))
     }
 
     /// User patterns: each match is replaced by `<volatile>`.
