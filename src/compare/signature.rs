@@ -82,23 +82,19 @@ pub fn simhash_of(texts: &[&str]) -> u32 {
     let mut lanes = [0u64; 4];
     let mut ones = [0u32; 32];
     let mut pairs = 0u32;
-    let mut previous: Option<&str> = None;
+    let mut previous: Option<&[u8]> = None;
     'texts: for text in texts {
-        for token in tokens(text) {
+        let mut at = 0;
+        while let Some(token) = next_token(text, &mut at) {
             if pairs as usize == SIMHASH_TOKENS {
                 break 'texts;
             }
-            let token = if token.as_bytes()[0].is_ascii_digit() {
-                "0"
-            } else {
-                token
-            };
             let mut h = hasher();
             if let Some(p) = previous {
-                h.write(p.as_bytes());
+                h.write(p);
             }
             h.write_u8(0);
-            h.write(token.as_bytes());
+            h.write(token);
             let bits = (h.finish() >> 16) as u32;
             for (k, lane) in lanes.iter_mut().enumerate() {
                 let byte = u64::from(bits >> (8 * k) & 0xFF);
@@ -181,40 +177,36 @@ fn run_of(bytes: &[u8], at: usize, class: u8) -> usize {
         .unwrap_or(bytes.len() - at)
 }
 
-fn tokens(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        rest = skip_whitespace(rest);
-        let bytes = rest.as_bytes();
-        let &first = bytes.first()?;
-        let len = match BYTE_CLASS[first as usize] {
-            DIGIT => run_of(bytes, 0, DIGIT),
-            WORD => word_len(rest),
+/// The token of `text` at or after byte `at` (blanks skipped), moving `at` past it: a run
+/// of ASCII digits reads as `0`, a word (letters, `_`, other alphanumerics) whole, any other
+/// character alone; `None` at the end.
+fn next_token<'t>(text: &'t str, at: &mut usize) -> Option<&'t [u8]> {
+    let bytes = text.as_bytes();
+    loop {
+        let i = *at + run_of(bytes, *at, BLANK);
+        let &first = bytes.get(i)?;
+        let end = match BYTE_CLASS[first as usize] {
+            DIGIT => {
+                *at = i + run_of(bytes, i, DIGIT);
+                return Some(b"0");
+            }
+            WORD => i + word_len(&text[i..]),
             NON_ASCII => {
-                let c = rest.chars().next()?;
+                let c = text[i..].chars().next()?;
+                if c.is_whitespace() {
+                    *at = i + c.len_utf8();
+                    continue;
+                }
                 if c.is_alphanumeric() {
-                    word_len(rest)
+                    i + word_len(&text[i..])
                 } else {
-                    c.len_utf8()
+                    i + c.len_utf8()
                 }
             }
-            _ => 1,
+            _ => i + 1,
         };
-        let (token, tail) = rest.split_at(len);
-        rest = tail;
-        Some(token)
-    })
-}
-
-/// `text.trim_start()`, with ASCII whitespace (U+0009..U+000D, U+0020) skipped without
-/// decoding.
-fn skip_whitespace(text: &str) -> &str {
-    let bytes = text.as_bytes();
-    let ascii = run_of(bytes, 0, BLANK);
-    let rest = &text[ascii..];
-    match rest.as_bytes().first() {
-        Some(b) if !b.is_ascii() => rest.trim_start(),
-        _ => rest,
+        *at = end;
+        return Some(&bytes[i..end]);
     }
 }
 
