@@ -1,3 +1,4 @@
+use super::scalars::written_canonically;
 use super::*;
 
 fn limits() -> Limits {
