@@ -365,6 +365,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_comparer_shares_one_compiled_builtin_set() {
+        let (a, b) = (Comparer::default(), Comparer::default());
+        let (a, b) = (a.builtin.expect("on by default"), b.builtin.expect("on"));
+        assert!(Arc::ptr_eq(&a, &b));
+        let off = Comparer::new(&CompareConfig {
+            builtin_volatile_patterns: false,
+            ..CompareConfig::default()
+        });
+        assert!(off.builtin.is_none());
+        // the shared set is the built-in one
+        assert_eq!(
+            a.apply("took 1234 ms"),
+            PatternSet::builtin().apply("took 1234 ms")
+        );
+        assert_ne!(a.apply("took 1234 ms"), "took 1234 ms");
+    }
+
+    #[test]
     fn results_lose_noise_and_echoed_arguments() {
         let c = Comparer::default();
         let text = |t: &str| Payload::Text(t.to_string());
