@@ -1,7 +1,7 @@
 use super::*;
 use hmac::{Hmac, Mac};
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn call(args: Payload) -> Fingerprint {
     Fingerprinter::default().call_fingerprint("read_file", &args)
