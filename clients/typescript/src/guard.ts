@@ -12,6 +12,8 @@ import { LoopDetectedError } from './errors.js';
 import { AdminClient } from './transport/admin.js';
 import { GrpcTransport } from './transport/grpc.js';
 import { HttpTransport } from './transport/http.js';
+import { NatsTransport, type NatsTransportOptions } from './transport/nats.js';
+import { RedisTransport, type RedisTransportOptions } from './transport/redis.js';
 import type { SignalTransport, Subscription } from './transport/transport.js';
 import type { ApprovalAnswer, CheckResult, Signal } from './types.js';
 
@@ -54,9 +56,24 @@ export interface GuardOptions extends ConnectionOptions {
   /**
    * How signals are received and checks asked: `grpc` (default: `Signals/Watch` and
    * `Guard/Check` on the OTLP gRPC port), `http` (polling `GET /v1/signals`, `POST
-   * /v1/check` on the admin port) or an own {@link SignalTransport}.
+   * /v1/check` on the admin port), `redis` (`SUBSCRIBE` to loopwatch's Redis sink; needs
+   * the `redis` package), `nats` (a subscription to loopwatch's NATS sink; needs
+   * `@nats-io/transport-node`) or an own {@link SignalTransport}. With `redis` and `nats`
+   * the check goes to loopwatch over {@link GuardOptions.checkTransport}.
    */
-  transport?: 'grpc' | 'http' | SignalTransport;
+  transport?: 'grpc' | 'http' | 'redis' | 'nats' | SignalTransport;
+  /**
+   * Options of the `redis` transport ({@link RedisTransportOptions}: `url`, `channel`, …) or
+   * the `nats` one ({@link NatsTransportOptions}: `url`, `subjectPrefix`, …); a `checker`
+   * given here replaces the one made from `checkTransport`.
+   */
+  transportOptions?: RedisTransportOptions | NatsTransportOptions;
+  /**
+   * How the `redis` and `nats` transports make the pre-execution check (a sink cannot):
+   * `grpc` (default, `Guard/Check` on `grpcAddress`) or `http` (`POST /v1/check` on
+   * `adminUrl`). The other transports check over their own connection.
+   */
+  checkTransport?: 'grpc' | 'http';
   /** Poll interval of the `http` transport, ms. Default 100. */
   pollIntervalMs?: number;
   /** Ask loopwatch before each tool call ({@link Guard.beforeToolCall}). Default false. */
@@ -109,7 +126,11 @@ export class Guard {
   private stopError?: LoopDetectedError;
   private approval?: Promise<boolean>;
 
-  /** @throws TypeError for a trace id that is not 32 hex chars or a bad address. */
+  /**
+   * @throws TypeError for a trace id that is not 32 hex chars, a bad address or an unknown
+   *   transport name; `Error` (`code` `LOOPWATCH_MISSING_PACKAGE`) naming the package when
+   *   the `redis` or `nats` transport's package is not installed.
+   */
   constructor(options: GuardOptions) {
     if (!/^[0-9a-fA-F]{32}$/.test(options.traceId)) {
       throw new TypeError(`traceId must be 32 hex characters, got ${JSON.stringify(options.traceId)}`);
@@ -126,6 +147,15 @@ export class Guard {
       this.transport = new GrpcTransport({ target: this.connection.grpcTarget, token: this.connection.token });
     } else if (transport === 'http') {
       this.transport = new HttpTransport(this.admin, { pollIntervalMs: options.pollIntervalMs });
+    } else if (transport === 'redis' || transport === 'nats') {
+      const sinkOptions: RedisTransportOptions & NatsTransportOptions = { ...options.transportOptions };
+      sinkOptions.checker ??=
+        options.checkTransport === 'http'
+          ? new HttpTransport(this.admin)
+          : new GrpcTransport({ target: this.connection.grpcTarget, token: this.connection.token });
+      this.transport = transport === 'redis' ? new RedisTransport(sinkOptions) : new NatsTransport(sinkOptions);
+    } else if (typeof transport === 'string') {
+      throw new TypeError(`transport must be grpc, http, redis or nats, got ${JSON.stringify(transport)}`);
     } else {
       this.transport = transport;
     }

@@ -1,10 +1,10 @@
-/** Pure parts of the client: address parsing, tool-span recognition, wire conversion. */
+/** Pure parts of the client: address parsing, tool-span recognition, wire conversion (gRPC and sink JSON). */
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { attributeText, isToolSpan, LoopDetectedError, resolveConnection, signalFromProto } from '@loopwatch/client';
+import { attributeText, isToolSpan, LoopDetectedError, resolveConnection, signalFromJson, signalFromProto } from '@loopwatch/client';
 
 test('resolveConnection: options, env, defaults; bad addresses are refused', () => {
   assert.deepEqual(resolveConnection({}, {}), { grpcTarget: '127.0.0.1:4317', adminUrl: 'http://127.0.0.1:8787', token: undefined });
@@ -73,4 +73,35 @@ test('LoopDetectedError carries what stopped the run', () => {
   assert.equal(e.pattern, 'repeated_result');
   assert.match(e.message, /blocked fetch_url before it ran: same result 6 times/);
   assert.ok(e instanceof Error);
+});
+
+test('signalFromJson: a sink record with its 19-digit time exact; anything else refused with the reason', () => {
+  const text =
+    '{"schema":"loopwatch.signal.v1","id":"' + 'a'.repeat(32) + '","occurrence":2,"severity":"warn",' +
+    '"time_unix_nano":1764800000123456789,"trace_id":"' + 'b'.repeat(32) + '","run_key":"run-7","service_name":null,' +
+    '"agent_name":"fetcher","profile":"nudge","action":"warn","pattern":"cycle","tool_names":["a","b"],"count":3,' +
+    '"window":20,"fingerprints":["' + 'c'.repeat(16) + '"],"span_ids":["' + 'd'.repeat(16) + '"],"first_span_id":"' +
+    'd'.repeat(16) + '","message":"the \\"time_unix_nano\\":1 in a string stays text"}';
+  const signal = signalFromJson(text);
+  assert.deepEqual(signal, {
+    schema: 'loopwatch.signal.v1', id: 'a'.repeat(32), occurrence: 2, severity: 'warn', time_unix_nano: '1764800000123456789',
+    trace_id: 'b'.repeat(32), run_key: 'run-7', service_name: null, agent_name: 'fetcher', profile: 'nudge', action: 'warn',
+    pattern: 'cycle', tool_names: ['a', 'b'], count: 3, window: 20, fingerprints: ['c'.repeat(16)], span_ids: ['d'.repeat(16)],
+    first_span_id: 'd'.repeat(16), message: 'the "time_unix_nano":1 in a string stays text',
+  });
+  assert.deepEqual(signalFromJson(new TextEncoder().encode(text)), signal);
+  const refused = (t: string, reason: RegExp) => assert.throws(() => signalFromJson(t), (e: unknown) => e instanceof TypeError && reason.test(e.message));
+  refused('nope', /^not JSON/);
+  refused('"text"', /^not a JSON object$/);
+  refused('null', /^not a JSON object$/);
+  refused(text.replace('loopwatch.signal.v1', 'loopwatch.signal.v2'), /^schema is "loopwatch.signal.v2"/);
+  refused(text.replace('"action":"warn"', '"action":"explode"'), /^bad action: "explode"/);
+  refused(text.replace('a'.repeat(32), 'A'.repeat(32)), /^bad id/);
+  refused(text.replace(`"${'b'.repeat(32)}"`, '"xyz"'), /^bad trace_id/);
+  refused(text.replace('"count":3', '"count":-1'), /^bad count/);
+  refused(text.replace('"count":3', '"count":"3"'), /^bad count/);
+  refused(text.replace('"time_unix_nano":1764800000123456789', '"time_unix_nano":"soon"'), /^bad time_unix_nano/);
+  refused(text.replace('"agent_name":"fetcher"', '"agent_name":7'), /^bad agent_name/);
+  refused(text.replace('"tool_names":["a","b"]', '"tool_names":"a"'), /^bad tool_names/);
+  refused(text.replace('"span_ids":["' + 'd'.repeat(16), '"span_ids":["' + 'd'.repeat(15)), /^bad span_ids/);
 });

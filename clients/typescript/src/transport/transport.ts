@@ -33,7 +33,7 @@ export interface Subscription {
 
 /** A way to reach loopwatch's signals and check. */
 export interface SignalTransport {
-  /** `grpc` or `http`. */
+  /** `grpc`, `http`, `redis`, `nats`, or an own transport's name. */
   readonly kind: string;
   watch(filter: WatchFilter, handlers: SignalHandlers): Subscription;
   /** The pre-execution check; rejects with `LoopwatchTransportError` on failure or timeout. */
