@@ -3,11 +3,14 @@
 //! of any stage that ends on its own (an error, or a listener that returned) is a failure
 //! that stops the whole process with a clear error; on shutdown each stage is drained with
 //! its own deadline, then aborted. Modelled on rotel's `init/agent.rs` (a cancellation token
-//! and a join set per stage).
+//! and a join set per stage). A stage task that must not share the main runtime's workers
+//! runs on a thread and runtime of its own ([`on_own_thread`]).
 
 use std::future::Future;
 use std::time::Duration;
 
+use anyhow::Context;
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 /// What a stage task returns: its name and how it ended.
@@ -108,6 +111,46 @@ impl Stage {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Runs `serve` on a thread of its own with a one-thread runtime, on `listener` moved to
+/// that runtime (so its readiness is driven there, not by the main runtime's workers);
+/// returns a future of its result for the caller's stage.
+///
+/// # Errors
+/// When the thread, its runtime or the listener's move cannot be set up.
+pub(super) fn on_own_thread<F, Fut>(
+    name: &'static str,
+    listener: TcpListener,
+    serve: F,
+) -> anyhow::Result<impl Future<Output = anyhow::Result<()>> + Send + 'static>
+where
+    F: FnOnce(TcpListener) -> Fut + Send + 'static,
+    Fut: Future<Output = std::io::Result<()>> + 'static,
+{
+    let listener = listener.into_std().context("admin listener")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .context("admin runtime")?;
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let outcome = runtime.block_on(async move {
+                let listener = TcpListener::from_std(listener)?;
+                serve(listener).await
+            });
+            let _ = done.send(outcome);
+        })
+        .context("admin thread")?;
+    Ok(async move {
+        match result.await {
+            Ok(outcome) => outcome.map_err(anyhow::Error::from),
+            Err(_) => Err(anyhow::anyhow!("{name} thread ended without a result")),
+        }
+    })
 }
 
 #[cfg(test)]

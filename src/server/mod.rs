@@ -9,6 +9,10 @@ pub mod reload;
 pub mod security;
 pub mod startup;
 
+mod process;
+
+pub use process::{init_logging, shutdown_signal};
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::{self, AdminState};
-use crate::config::{Config, LogConfig, LogFormat};
+use crate::config::Config;
 use crate::detector::Severity;
 use crate::engine::Engine;
 use crate::forward::Forwarder;
@@ -27,103 +31,9 @@ use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, SpanSink};
 use crate::receiver::grpc::GrpcReceiver;
 use crate::receiver::stats::ReceiverStats;
-use crate::server::lifecycle::Stage;
+use crate::server::lifecycle::{on_own_thread, Stage};
 use crate::signals::SignalHub;
 use tokio_util::sync::CancellationToken;
-
-/// Installs the `tracing` subscriber: `RUST_LOG` if set, else `log.level`; text or JSON lines.
-pub fn init_logging(log: &LogConfig) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&log.level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    let _ = match log.format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-}
-
-/// A future that resolves on SIGTERM or SIGINT. The handlers are registered when this is
-/// called, not when the future is first polled: call it (inside the runtime) before the
-/// server says it is listening, so a SIGTERM sent right after that line (a supervisor, a
-/// test) is a graceful shutdown and never the default action, which kills the process
-/// before it drains. Where a handler cannot be registered, that signal keeps its default
-/// action.
-pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).ok();
-        let mut interrupt = signal(SignalKind::interrupt()).ok();
-        async move {
-            tokio::select! {
-                _ = received(term.as_mut()) => {},
-                _ = received(interrupt.as_mut()) => {},
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-/// Resolves when `signal` is received; never when it could not be registered.
-#[cfg(unix)]
-async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
-    match signal {
-        Some(signal) => {
-            signal.recv().await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// Runs `serve` on a thread of its own with a one-thread runtime, on `listener` moved to
-/// that runtime (so its readiness is driven there, not by the main runtime's workers);
-/// returns a future of its result for the caller's stage.
-///
-/// # Errors
-/// When the thread, its runtime or the listener's move cannot be set up.
-fn on_own_thread<F, Fut>(
-    name: &'static str,
-    listener: TcpListener,
-    serve: F,
-) -> anyhow::Result<impl Future<Output = anyhow::Result<()>> + Send + 'static>
-where
-    F: FnOnce(TcpListener) -> Fut + Send + 'static,
-    Fut: Future<Output = std::io::Result<()>> + 'static,
-{
-    let listener = listener.into_std().context("admin listener")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .thread_name(name)
-        .build()
-        .context("admin runtime")?;
-    let (done, result) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(move || {
-            let outcome = runtime.block_on(async move {
-                let listener = TcpListener::from_std(listener)?;
-                serve(listener).await
-            });
-            let _ = done.send(outcome);
-        })
-        .context("admin thread")?;
-    Ok(async move {
-        match result.await {
-            Ok(outcome) => outcome.map_err(anyhow::Error::from),
-            Err(_) => Err(anyhow::anyhow!("{name} thread ended without a result")),
-        }
-    })
-}
 
 /// A started server: its bound addresses and handles (tests start it on port 0).
 pub struct RunningServer {
