@@ -66,11 +66,9 @@ pub fn simhash(text: &str) -> u32 {
 /// `simhash(&format!("{a} {b}"))`), without joining them: a token never spans a space.
 pub fn simhash_of(texts: &[&str]) -> u32 {
     // A bit's vote is (ones − zeros) over the pairs: it is set when ones > pairs / 2. The
-    // ones are counted a byte of the hash at a time: a multiply by SPREAD puts bit 7 − j of
-    // a byte in bit 7 of byte j, so `lanes[k]` counts bit 8k + 7 − j in its byte j. A byte
-    // holds at most 255, so the counts move to `ones` every 255 pairs and at the end.
-    const SPREAD: u64 = 0x8040_2010_0804_0201;
-    const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+    // ones are counted a byte of the hash at a time: `SPREAD_BYTE[b]` holds bit 7 − j of b
+    // in bit 0 of byte j, so `lanes[k]` counts bit 8k + 7 − j in its byte j. A byte holds
+    // at most 255, so the counts move to `ones` every 255 pairs and at the end.
     fn flush(lanes: &mut [u64; 4], ones: &mut [u32; 32]) {
         for (k, lane) in lanes.iter_mut().enumerate() {
             for j in 0..8 {
@@ -97,8 +95,7 @@ pub fn simhash_of(texts: &[&str]) -> u32 {
             h.write(token);
             let bits = (h.finish() >> 16) as u32;
             for (k, lane) in lanes.iter_mut().enumerate() {
-                let byte = u64::from(bits >> (8 * k) & 0xFF);
-                *lane += (byte.wrapping_mul(SPREAD) >> 7) & LOW_BITS;
+                *lane += SPREAD_BYTE[(bits >> (8 * k) & 0xFF) as usize];
             }
             previous = Some(token);
             pairs += 1;
@@ -113,6 +110,18 @@ pub fn simhash_of(texts: &[&str]) -> u32 {
         |acc, (i, &n)| if 2 * n > pairs { acc | 1 << i } else { acc },
     )
 }
+
+/// The bits of `b` one per byte: bit 7 − j of `b` in bit 0 of byte j (a multiply by
+/// 0x8040_2010_0804_0201 puts bit 7 − j in bit 7 of byte j).
+static SPREAD_BYTE: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = ((b as u64).wrapping_mul(0x8040_2010_0804_0201) >> 7) & 0x0101_0101_0101_0101;
+        b += 1;
+    }
+    table
+};
 
 /// Bits in which two SimHashes differ (0 = the same token pairs, about 16 = unrelated).
 pub fn distance(a: u32, b: u32) -> u32 {
@@ -276,6 +285,33 @@ mod tests {
             ("t", ""),
         ] {
             assert_eq!(simhash_of(&[a, b]), simhash(&format!("{a} {b}")));
+        }
+    }
+
+    #[test]
+    fn unrelated_texts_are_about_half_the_bits_apart() {
+        // Texts of nine different words (nine pairs: no tied votes): each bit of a SimHash
+        // is a fair coin, so two unrelated signatures differ in about 16 of 32 bits, and
+        // every bit is set in about half of them.
+        let mut seed = 0x1234_5678_u64;
+        let mut word = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (0..6)
+                .map(|i| char::from(b'a' + (seed >> (40 + 4 * i) & 0xF) as u8))
+                .collect::<String>()
+        };
+        let texts: Vec<String> = (0..400)
+            .map(|_| (0..9).map(|_| word()).collect::<Vec<_>>().join(" "))
+            .collect();
+        let hashes: Vec<u32> = texts.iter().map(|t| simhash(t)).collect();
+        let pairs: Vec<u32> = hashes.chunks(2).map(|p| distance(p[0], p[1])).collect();
+        let mean = pairs.iter().sum::<u32>() as f64 / pairs.len() as f64;
+        assert!((14.5..17.5).contains(&mean), "mean distance {mean}");
+        for bit in 0..32 {
+            let set = hashes.iter().filter(|&&h| h >> bit & 1 == 1).count();
+            assert!((140..260).contains(&set), "bit {bit} set in {set} of 400");
         }
     }
 
