@@ -226,7 +226,7 @@ impl Comparer {
         let compared: Option<Cow<str>> = match (&command, &text, arguments) {
             (Some(command), _, _) => Some(Cow::Borrowed(command.as_str())),
             (None, Some(text), _) => Some(Cow::Borrowed(text.as_ref())),
-            (None, None, Some(Payload::Json(value))) => Some(Cow::Owned(value.to_string())),
+            (None, None, Some(Payload::Json(value))) => Some(Cow::Owned(json_text(value))),
             _ => None,
         };
         let near = match (&compared, self.near_signatures) {
@@ -317,6 +317,42 @@ impl Comparer {
         });
         letters >= min && (effect != Some(CommandEffect::Writes) || is_failure(json))
     }
+
+    /// [`Comparer::is_json_outcome`] of `value` serialised, read from the value itself: its
+    /// string values in the order they serialise, the text written only for a write's
+    /// failure check.
+    pub fn is_value_outcome(
+        &self,
+        value: &serde_json::Value,
+        effect: Option<CommandEffect>,
+    ) -> bool {
+        let min = self.config.min_outcome_letters;
+        let mut letters = 0;
+        each_string_value(value, &mut |text| {
+            letters += echo::letters(text, min - letters.min(min));
+            letters < min
+        });
+        letters >= min && (effect != Some(CommandEffect::Writes) || is_failure(&json_text(value)))
+    }
+}
+
+/// Calls `f` with each string value of `value` (keys left out) in serialisation order,
+/// until it returns false; false when it did.
+fn each_string_value(value: &serde_json::Value, f: &mut impl FnMut(&str) -> bool) -> bool {
+    match value {
+        serde_json::Value::String(text) => f(text),
+        serde_json::Value::Array(items) => items.iter().all(|item| each_string_value(item, f)),
+        serde_json::Value::Object(members) => {
+            members.values().all(|member| each_string_value(member, f))
+        }
+        _ => true,
+    }
+}
+
+/// `value` as compact JSON text (what its `Display` writes), written straight into bytes
+/// rather than through a formatter (serialising a `Value` cannot fail: its keys are strings).
+fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// A shell tool's arguments with the command in normal form: the text itself when it is the
@@ -363,6 +399,41 @@ pub fn is_failure(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// JSON values whose strings are error words, short words, quotes and backslashes.
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-1000i64..1000).prop_map(Value::from),
+            "(error|failed|ok|Not found|[a-z \"\\\\\u{e9}\u{1F600}]{0,12})".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z_]{1,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_value_is_an_outcome_as_its_text_is(value in json_value(), writes in proptest::bool::ANY) {
+            let comparer = Comparer::default();
+            let text = value.to_string();
+            proptest::prop_assert_eq!(json_text(&value), text.clone());
+            let effect = if writes { CommandEffect::Writes } else { CommandEffect::Reads };
+            for effect in [Some(effect), None] {
+                proptest::prop_assert_eq!(
+                    comparer.is_value_outcome(&value, effect),
+                    comparer.is_json_outcome(&text, effect)
+                );
+            }
+        }
+    }
 
     #[test]
     fn every_comparer_shares_one_compiled_builtin_set() {

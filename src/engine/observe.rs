@@ -200,6 +200,7 @@ impl Engine {
                     &words,
                     rule,
                     effect,
+                    forms.is_some(),
                 ),
             };
             if let (Some(forms), Some(text)) = (forms, &compared.2) {
@@ -232,9 +233,9 @@ impl Engine {
     }
 
     /// The comparison fingerprint of a result (or error message), the result's half of the
-    /// traits, and the compared text of a plain-text result or error message. `json` is
-    /// [`result_is_json`] of the result (read once by the caller); `words` are the call's
-    /// argument words to mask; `effect` the call's.
+    /// traits, and (with `keep_text`, for `explain`) the compared text of a plain-text result
+    /// or error message. `json` is [`result_is_json`] of the result (read once by the
+    /// caller); `words` are the call's argument words to mask; `effect` the call's.
     pub(super) fn compared_result(
         &self,
         status: &CallStatus,
@@ -243,6 +244,7 @@ impl Engine {
         words: &[String],
         rule: Option<&FingerprintTreatment>,
         effect: Option<CommandEffect>,
+        keep_text: bool,
     ) -> (Option<Fingerprint>, CallTraits, Option<String>) {
         let compare = rule.map(|r| &r.compare);
         let plain = |status: &CallStatus, result: Option<&Payload>| match rule {
@@ -263,12 +265,12 @@ impl Engine {
                     CallTraits::OUTCOME,
                     self.comparer.is_outcome(&form.text, true, effect),
                 );
-                let text = form.text.to_string();
+                let text = keep_text.then(|| form.text.to_string());
                 let fingerprint = match form.text {
                     Cow::Borrowed(_) => plain(status, result),
                     Cow::Owned(text) => plain(&CallStatus::Error { message: text }, None),
                 };
-                (fingerprint, traits, Some(text))
+                (fingerprint, traits, text)
             }
             (CallStatus::Ok, Some(Payload::Text(text))) if json => {
                 self.json_result(text, plain(status, result), effect)
@@ -281,17 +283,17 @@ impl Engine {
                     self.comparer.is_outcome(&form.text, false, effect),
                 );
                 traits.set_growth(signature::growth(&form.text));
-                let shown = form.text.to_string();
+                let shown = keep_text.then(|| form.text.to_string());
                 let fingerprint = match form.text {
                     Cow::Borrowed(_) => plain(status, result),
                     Cow::Owned(text) => plain(status, Some(&Payload::Text(text))),
                 };
-                (fingerprint, traits, Some(shown))
+                (fingerprint, traits, shown)
             }
             (CallStatus::Ok, Some(Payload::Json(value))) => {
                 let outcome = match value {
                     serde_json::Value::String(s) => self.comparer.is_outcome(s, false, effect),
-                    other => self.comparer.is_json_outcome(&other.to_string(), effect),
+                    other => self.comparer.is_value_outcome(other, effect),
                 };
                 traits.set(CallTraits::OUTCOME, outcome);
                 (plain(status, result), traits, None)
