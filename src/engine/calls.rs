@@ -107,15 +107,8 @@ impl Engine {
                 // argument words to mask.
                 let result = wrappers::normalize_result(response);
                 let json = super::observe::result_is_json(&CallStatus::Ok, Some(&result));
-                let (result_fingerprint, traits, _) = self.compared_result(
-                    &CallStatus::Ok,
-                    Some(&result),
-                    json,
-                    &[],
-                    None,
-                    None,
-                    false,
-                );
+                let (result_fingerprint, traits) =
+                    self.compared_result(&CallStatus::Ok, Some(&result), json, &[], None, None);
                 ToolCallPart {
                     call_id: CallKey::of(&id),
                     tool_name: None,

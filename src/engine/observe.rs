@@ -191,7 +191,24 @@ impl Engine {
             } else {
                 Vec::new()
             };
-            let compared = match json_fingerprint {
+            if let Some(forms) = forms {
+                // explain: the text the result is compared as (computed again, off the
+                // span path).
+                let recorded = match (&call.status, &call.result, json) {
+                    (CallStatus::Error { message }, _, _) => Some(message.as_str()),
+                    (CallStatus::Ok, Some(Payload::Text(text)), false) => Some(text.as_str()),
+                    _ => None,
+                };
+                if let Some(recorded) = recorded {
+                    let text = self
+                        .comparer
+                        .result(recorded, &words, rule.map(|r| &r.compare))
+                        .text;
+                    forms.compared_result = Some(text.chars().take(FORM_CHARS).collect());
+                    forms.normalised = text != recorded;
+                }
+            }
+            match json_fingerprint {
                 Some((fingerprint, text)) => self.json_result(text, Some(fingerprint), effect),
                 None => self.compared_result(
                     &call.status,
@@ -200,19 +217,8 @@ impl Engine {
                     &words,
                     rule,
                     effect,
-                    forms.is_some(),
                 ),
-            };
-            if let (Some(forms), Some(text)) = (forms, &compared.2) {
-                let recorded = match (&call.status, &call.result) {
-                    (CallStatus::Error { message }, _) => message.as_str(),
-                    (_, Some(Payload::Text(text))) => text.as_str(),
-                    _ => "",
-                };
-                forms.compared_result = Some(text.chars().take(FORM_CHARS).collect());
-                forms.normalised = text != recorded;
             }
-            (compared.0, compared.1)
         };
         match result_fingerprint {
             // The result span of a call traced on two sibling spans: no call.
@@ -232,10 +238,9 @@ impl Engine {
         }
     }
 
-    /// The comparison fingerprint of a result (or error message), the result's half of the
-    /// traits, and (with `keep_text`, for `explain`) the compared text of a plain-text result
-    /// or error message. `json` is [`result_is_json`] of the result (read once by the
-    /// caller); `words` are the call's argument words to mask; `effect` the call's.
+    /// The comparison fingerprint of a result (or error message) and the result's half of
+    /// the traits. `json` is [`result_is_json`] of the result (read once by the caller);
+    /// `words` are the call's argument words to mask; `effect` the call's.
     pub(super) fn compared_result(
         &self,
         status: &CallStatus,
@@ -244,8 +249,7 @@ impl Engine {
         words: &[String],
         rule: Option<&FingerprintTreatment>,
         effect: Option<CommandEffect>,
-        keep_text: bool,
-    ) -> (Option<Fingerprint>, CallTraits, Option<String>) {
+    ) -> (Option<Fingerprint>, CallTraits) {
         let compare = rule.map(|r| &r.compare);
         let plain = |status: &CallStatus, result: Option<&Payload>| match rule {
             Some(rule) => self.fingerprinter.result_fingerprint_with(
@@ -265,12 +269,11 @@ impl Engine {
                     CallTraits::OUTCOME,
                     self.comparer.is_outcome(&form.text, true, effect),
                 );
-                let text = keep_text.then(|| form.text.to_string());
                 let fingerprint = match form.text {
                     Cow::Borrowed(_) => plain(status, result),
                     Cow::Owned(text) => plain(&CallStatus::Error { message: text }, None),
                 };
-                (fingerprint, traits, text)
+                (fingerprint, traits)
             }
             (CallStatus::Ok, Some(Payload::Text(text))) if json => {
                 self.json_result(text, plain(status, result), effect)
@@ -283,12 +286,11 @@ impl Engine {
                     self.comparer.is_outcome(&form.text, false, effect),
                 );
                 traits.set_growth(signature::growth(&form.text));
-                let shown = keep_text.then(|| form.text.to_string());
                 let fingerprint = match form.text {
                     Cow::Borrowed(_) => plain(status, result),
                     Cow::Owned(text) => plain(status, Some(&Payload::Text(text))),
                 };
-                (fingerprint, traits, shown)
+                (fingerprint, traits)
             }
             (CallStatus::Ok, Some(Payload::Json(value))) => {
                 let outcome = match value {
@@ -296,9 +298,9 @@ impl Engine {
                     other => self.comparer.is_value_outcome(other, effect),
                 };
                 traits.set(CallTraits::OUTCOME, outcome);
-                (plain(status, result), traits, None)
+                (plain(status, result), traits)
             }
-            (CallStatus::Ok, result) => (plain(status, result), traits, None),
+            (CallStatus::Ok, result) => (plain(status, result), traits),
         }
     }
 
@@ -309,13 +311,13 @@ impl Engine {
         text: &str,
         fingerprint: Option<Fingerprint>,
         effect: Option<CommandEffect>,
-    ) -> (Option<Fingerprint>, CallTraits, Option<String>) {
+    ) -> (Option<Fingerprint>, CallTraits) {
         let traits = CallTraits::with_flags(if self.comparer.is_json_outcome(text, effect) {
             CallTraits::OUTCOME
         } else {
             0
         });
-        (fingerprint, traits, None)
+        (fingerprint, traits)
     }
 
     /// The call fingerprint of a call to `tool_name` with `arguments` as a span records
