@@ -8,6 +8,7 @@ import time
 import pytest
 
 import loopwatch
+from conftest import SIGNALS_ONLY_TOOL_SECONDS
 
 
 def looping_agent(guard: loopwatch.Guard, calls: list[int], limit: int = 30, tool_delay: float = 0.0) -> None:
@@ -29,7 +30,7 @@ def test_kill_signal_stops_a_sync_loop_within_one_call(make_guard):
     calls: list[int] = []
     with pytest.raises(loopwatch.LoopDetected) as info:
         with guard.run("sync-loop") as run:
-            looping_agent(guard, calls)
+            looping_agent(guard, calls, tool_delay=SIGNALS_ONLY_TOOL_SECONDS)
     exc = info.value
     assert exc.action == "kill"
     assert exc.pattern == "repeated_result"

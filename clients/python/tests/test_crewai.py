@@ -12,10 +12,11 @@ scripted model here alternates between two URLs (A, B, A, B, ...), loopwatch's
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
-from conftest import need_module, _server
+from conftest import SIGNALS_ONLY_TOOL_SECONDS, _server, need_module
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
@@ -90,6 +91,7 @@ def build(obey_nudges=False):
     def fetch_url(url: str) -> str:
         """Fetches a URL."""
         calls.append(url)
+        time.sleep(SIGNALS_ONLY_TOOL_SECONDS)
         return "Error: connection refused"
 
     llm = AlternatingLLM(model="scripted-alternating", obey_nudges=obey_nudges, seen_nudges=[])

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import urllib.request
 from typing import Any
 
 import pytest
 
-from conftest import need_module
+from conftest import SIGNALS_ONLY_TOOL_SECONDS, need_module
 
 need_module("langchain.agents")
 
@@ -67,6 +68,7 @@ def build(guard, obey_nudges=False, stop_after=0, checkpointer=None):
     def fetch_url(url: str) -> str:
         """Fetches a URL."""
         calls.append(url)
+        time.sleep(SIGNALS_ONLY_TOOL_SECONDS)
         return "Error: connection refused"
 
     model = LoopingChatModel(obey_nudges=obey_nudges, seen_nudges=[], stop_after=stop_after)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import need_module
+from conftest import SIGNALS_ONLY_TOOL_SECONDS, need_module
 
 need_module("agents")
 
@@ -29,7 +29,7 @@ def build(obey_nudges: bool = False, limit: int = 30):
     async def fetch_url(url: str) -> str:
         """Fetches a URL."""
         calls.append(url)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(SIGNALS_ONLY_TOOL_SECONDS)
         return "Error: connection refused"
 
     def respond(call):  # the scripted model: the same call again, unless nudged

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from conftest import need_module
+from conftest import SIGNALS_ONLY_TOOL_SECONDS, need_module
 
 need_module("pydantic_ai")
 
@@ -49,7 +49,7 @@ def build_agent(guard, provider, *, obey_nudges=False, instrumented=True, limit=
     async def fetch_url(url: str) -> str:
         """Fetches a URL."""
         calls.append(url)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(SIGNALS_ONLY_TOOL_SECONDS)
         return "Error: connection refused"
 
     return agent, calls, seen_nudges
