@@ -19,7 +19,9 @@
 //! in `LOOPWATCH_FIELD`: OTLP/JSON read and encoded outside the workload, then the wire
 //! path as `wire`; plain-text tool results, where the issue-29 comparison works). The binary prints the number of spans (or bytes) the workload covered,
 //! to divide the instruction count by. `fingerprint_cpu` (no callgrind) prints on-CPU
-//! nanoseconds per fingerprint call instead. Under valgrind SHA-256 runs its portable code
+//! nanoseconds per fingerprint call instead. With `LOOPWATCH_TIME` set, the `wire*` and
+//! `field` workloads also print their wall-clock nanoseconds (`workload_ns`, on stderr) for
+//! a native side-by-side of two builds. Under valgrind SHA-256 runs its portable code
 //! (valgrind hides SHA-NI), about 3 400 instructions per 64-byte block.
 
 use std::hint::black_box;
@@ -299,7 +301,15 @@ fn main() {
                 // start empty as before.
                 black_box(process_wire_all(&engine(), &raw));
             }
-            black_box(workload_wire(&engine(), &raw))
+            let engine = engine();
+            let started = Instant::now();
+            let covered = black_box(workload_wire(&engine, &raw));
+            if std::env::var_os("LOOPWATCH_TIME").is_some() {
+                // Natively (not under valgrind): SHA-256 then runs on SHA-NI where the CPU
+                // has it, so the time weighs it as a server does.
+                eprintln!("workload_ns {}", started.elapsed().as_nanos());
+            }
+            covered
         }
         "idle_runs" => {
             // The engine's state after `LOOPWATCH_RUNS` (100 000) one-call runs: resident
