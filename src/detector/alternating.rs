@@ -29,7 +29,7 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize) -> Option<Match> {
         count: threshold,
         progress,
         fingerprints: vec![*a, *b],
-        members: seq.iter().map(|r| r.index).collect(),
+        members: seq.iter().map(|r| r.index as usize).collect(),
         evidence,
     })
 }

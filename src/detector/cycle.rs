@@ -39,7 +39,7 @@ pub(crate) fn check(
                 count: threshold,
                 progress,
                 fingerprints,
-                members: seq.iter().map(|r| r.index).collect(),
+                members: seq.iter().map(|r| r.index as usize).collect(),
                 evidence,
             });
         }

@@ -150,7 +150,7 @@ impl Detector {
                     (Some(result), ResultScope::Window) => same
                         .iter()
                         .rev()
-                        .take_while(|&&i| window[i].result == Some(*result))
+                        .take_while(|&&i| window[i].result == Some(super::result_key(result)))
                         .count(),
                 };
                 Verdict::BelowThreshold {

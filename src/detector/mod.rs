@@ -200,9 +200,12 @@ impl Detector {
                 let compared = !traits.has(CallTraits::MOVES) || traits.has(CallTraits::OUTCOME);
                 let record = CallRecord {
                     fingerprint,
-                    result: result_fingerprint.filter(|_| compared),
+                    result: result_fingerprint
+                        .as_ref()
+                        .filter(|_| compared)
+                        .map(result_key),
                     tool_name: tool_name.clone(),
-                    index,
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
                     rule: treatment.map_or(0, |t| u32::try_from(t.entry + 1).unwrap_or(0)),
                     traits: *traits,
                 };
@@ -378,14 +381,28 @@ pub fn detect_all(settings: &Arc<ProfileSettings>, observations: &[Observation])
         .collect()
 }
 
-/// A live tool call in the window.
+/// What the detector compares results by: the first 16 bytes of the result's fingerprint.
+/// Results are only ever compared inside one run's window, where 128 bits of SHA-256 are as
+/// good as 256 (a collision takes about 2^64 work); what leaves the process is the whole
+/// fingerprint, which the registry keeps. Half the bytes keep a window record at 88 bytes.
+pub(crate) type ResultKey = [u8; 16];
+
+/// The [`ResultKey`] of a result fingerprint.
+pub(crate) fn result_key(fingerprint: &Fingerprint) -> ResultKey {
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&fingerprint[..16]);
+    key
+}
+
+/// A live tool call in the window (88 bytes; a window holds up to `history() + 1` per
+/// profile, copied as calls come and go).
 #[derive(Clone, Debug)]
 pub(crate) struct CallRecord {
     pub(crate) fingerprint: Fingerprint,
-    pub(crate) result: Option<Fingerprint>,
+    pub(crate) result: Option<ResultKey>,
     pub(crate) tool_name: Arc<str>,
-    /// 0-based index of the observation.
-    pub(crate) index: usize,
+    /// 0-based index of the observation (a detector counts observations in a `u32`).
+    pub(crate) index: u32,
     /// Whose thresholds apply to this call: 0 for the profile's, `n` for its `[[tools]]`
     /// entry `n - 1` ([`ProfileSettings::call_limits`]); 4 bytes instead of the thresholds.
     pub(crate) rule: u32,

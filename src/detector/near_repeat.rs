@@ -65,7 +65,7 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize, max_distance: u32) 
         count: threshold,
         progress: false,
         fingerprints,
-        members: members.iter().map(|r| r.index).collect(),
+        members: members.iter().map(|r| r.index as usize).collect(),
         evidence: super::evidence_of_same(members.iter()),
     })
 }

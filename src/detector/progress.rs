@@ -5,7 +5,7 @@
 //! replacing) is no progress. Results that differ only in noise were made equal before
 //! they were compared; [`evidence_of_same`] says so.
 
-use super::{CallRecord, Evidence};
+use super::{CallRecord, Evidence, ResultKey};
 use crate::fingerprint::Fingerprint;
 
 /// Progress (reference `progress`): every result was captured and some call returned
@@ -53,7 +53,7 @@ pub(crate) fn shows_progress<'a>(calls: impl Iterator<Item = &'a CallRecord>) ->
 pub(crate) const GROWTH_RESULTS: usize = 4;
 
 /// A result and its growth signature.
-type Grown = (Fingerprint, Option<u8>);
+type Grown = (ResultKey, Option<u8>);
 
 /// True when at least [`GROWTH_RESULTS`] results each differ from the one before by the
 /// same non-zero growth delta (modulo 2⁸).

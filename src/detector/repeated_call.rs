@@ -22,7 +22,10 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize, from: usize) -> Opt
         count: occurrences.len(),
         progress,
         fingerprints: vec![current.fingerprint],
-        members: occurrences.iter().map(|&i| window[i].index).collect(),
+        members: occurrences
+            .iter()
+            .map(|&i| window[i].index as usize)
+            .collect(),
         evidence,
     })
 }

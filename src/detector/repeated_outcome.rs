@@ -15,7 +15,7 @@
 
 use smallvec::SmallVec;
 
-use super::{CallRecord, CallTraits, Match, Pattern};
+use super::{CallRecord, CallTraits, Match, Pattern, ResultKey};
 use crate::fingerprint::Fingerprint;
 
 /// The most outcomes a streak may hold (`repeated_outcome_forms` ≤ this).
@@ -40,7 +40,7 @@ pub(crate) fn streak(window: &[CallRecord], forms: usize) -> usize {
             .take_while(|r| r.result == Some(result) && r.traits.has(CallTraits::OUTCOME))
             .count();
     }
-    let mut seen: SmallVec<[Fingerprint; MAX_FORMS]> = SmallVec::new();
+    let mut seen: SmallVec<[ResultKey; MAX_FORMS]> = SmallVec::new();
     window
         .iter()
         .rev()
@@ -111,7 +111,7 @@ pub(crate) fn check(
         count: threshold,
         progress: false,
         fingerprints,
-        members: members.iter().map(|r| r.index).collect(),
+        members: members.iter().map(|r| r.index as usize).collect(),
         evidence: super::evidence_of_same(members.iter()),
     })
 }

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use foldhash::HashMap;
 
-use super::{CallRecord, Match, Pattern};
+use super::{CallRecord, Match, Pattern, ResultKey};
 use crate::fingerprint::Fingerprint;
 
 /// Checks the window whose last record is the completing call, counting occurrences from
@@ -29,7 +29,7 @@ pub(crate) fn check(window: &[CallRecord], threshold: usize, from: usize) -> Opt
     let mut found = stuck_call(
         current,
         threshold,
-        last.iter().map(|&i| window[i].index).collect(),
+        last.iter().map(|&i| window[i].index as usize).collect(),
     );
     found.evidence = super::evidence_of_same(last.iter().map(|&i| &window[i]));
     Some(found)
@@ -57,7 +57,7 @@ const MAX_STREAKS: usize = 4096;
 /// detection.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RunStreaks {
-    streaks: HashMap<Fingerprint, (Option<Fingerprint>, VecDeque<usize>)>,
+    streaks: HashMap<Fingerprint, (Option<ResultKey>, VecDeque<usize>)>,
 }
 
 impl RunStreaks {
@@ -75,7 +75,7 @@ impl RunStreaks {
             members.clear();
         }
         *result = call.result;
-        members.push_back(call.index);
+        members.push_back(call.index as usize);
         while members.len() > threshold.max(1) {
             members.pop_front();
         }
