@@ -21,7 +21,8 @@
 //! to divide the instruction count by. `fingerprint_cpu` (no callgrind) prints on-CPU
 //! nanoseconds per fingerprint call instead. With `LOOPWATCH_TIME` set, the `wire*` and
 //! `field` workloads also print their wall-clock nanoseconds (`workload_ns`, on stderr) for
-//! a native side-by-side of two builds. Under valgrind SHA-256 runs its portable code
+//! a native side-by-side of two builds. `LOOPWATCH_CONFIG=<file.toml>` builds the engines
+//! from that config instead of the defaults. Under valgrind SHA-256 runs its portable code
 //! (valgrind hides SHA-NI), about 3 400 instructions per 64-byte block.
 
 use std::hint::black_box;
@@ -260,7 +261,18 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .unwrap_or_default();
-    let config = support::config();
+    // `LOOPWATCH_CONFIG`: a loopwatch TOML file to build the engines from instead of the
+    // defaults (say, `near_repeat = 0` in every profile to weigh what the rule costs).
+    let config = match std::env::var_os("LOOPWATCH_CONFIG") {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).expect("LOOPWATCH_CONFIG reads");
+            let mut config =
+                loopwatch::config::Config::from_toml(&text).expect("LOOPWATCH_CONFIG parses");
+            config.detection.fingerprint_key = Some("bench".into());
+            config
+        }
+        None => support::config(),
+    };
     // `wire_tools` / `wire_loops`: 10 synthetic requests of 1000 `execute_tool` spans
     // (0 % loops / every trace a loop) instead of the corpus.
     // `LOOPWATCH_REQUESTS` (default 10) requests of the synthetic workloads: more for a

@@ -24,6 +24,7 @@ pub mod signature;
 pub mod volatile;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -86,9 +87,10 @@ pub struct Comparer {
     /// The built-in volatile patterns: one compiled set per process ([`PatternSet::shared_builtin`]).
     builtin: Option<Arc<PatternSet>>,
     config: CompareConfig,
-    /// Compute the arguments' SimHash (for `near_repeat`; on in every engine built from config,
-    /// since a reload may turn the rule on).
-    pub near_signatures: bool,
+    /// Compute the arguments' SimHash (for `near_repeat`): set by the engine from its
+    /// profiles, at start and at each reload ([`Comparer::set_near_signatures`]); shared by
+    /// the clones of this comparer.
+    near_signatures: Arc<AtomicBool>,
 }
 
 impl Default for Comparer {
@@ -142,8 +144,20 @@ impl Comparer {
                 .builtin_volatile_patterns
                 .then(volatile::PatternSet::shared_builtin),
             config: config.clone(),
-            near_signatures: false,
+            near_signatures: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Turns the arguments' SimHash on or off (on while some profile uses `near_repeat`).
+    /// Calls read while it is off carry no SimHash, so they take part in no near repeat: a
+    /// reload that turns the rule on counts near repeats from its own calls on.
+    pub fn set_near_signatures(&self, on: bool) {
+        self.near_signatures.store(on, Ordering::Relaxed);
+    }
+
+    /// True while the arguments' SimHash is computed ([`Comparer::set_near_signatures`]).
+    pub fn near_signatures(&self) -> bool {
+        self.near_signatures.load(Ordering::Relaxed)
     }
 
     /// The settings this comparer applies.
@@ -231,7 +245,7 @@ impl Comparer {
             (None, None, Some(Payload::Json(value))) => Some(Cow::Owned(json_text(value))),
             _ => None,
         };
-        let near = match (&compared, self.near_signatures) {
+        let near = match (&compared, self.near_signatures()) {
             (Some(text), true) => Some(signature::simhash_of(&[tool_name, text])),
             _ => None,
         };

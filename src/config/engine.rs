@@ -40,8 +40,14 @@ impl Engine {
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = arc_swap::ArcSwap::from_pointee(config.fingerprint_rules()?);
         engine.comparer = crate::compare::Comparer::new(&config.detection.compare_config());
-        // Always: a config reload may turn near_repeat on in any profile.
-        engine.comparer.near_signatures = true;
+        // Only while some profile can fire near_repeat (a reload turns it on or off).
+        engine.comparer.set_near_signatures(
+            engine
+                .registry
+                .profiles()
+                .iter()
+                .any(|p| p.uses_near_repeat()),
+        );
         engine.delegations = DelegationTracker::new(
             &engine.registry.profiles(),
             config.budgets.max_handoffs,
@@ -82,6 +88,12 @@ impl Engine {
             needs_restart.push("detection (comparison keys)".to_string());
         }
         self.registry.set_profiles(profiles);
+        self.comparer.set_near_signatures(
+            self.registry
+                .profiles()
+                .iter()
+                .any(|p| p.uses_near_repeat()),
+        );
         self.tool_fingerprints.store(std::sync::Arc::new(rules));
         if let Some(delegations) = &self.delegations {
             delegations.set_profiles(&self.registry.profiles());

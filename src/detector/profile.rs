@@ -216,6 +216,13 @@ impl ProfileSettings {
         }
     }
 
+    /// True when `near_repeat` can fire in this profile: its own threshold, or a `[[tools]]`
+    /// entry's, is not 0. The engine computes the arguments' SimHash only while some profile
+    /// says so.
+    pub fn uses_near_repeat(&self) -> bool {
+        self.near_repeat > 0 || self.tools.any_near_repeat()
+    }
+
     /// True when no single observation can complete a detection of this profile: every
     /// threshold is 0 (off) or at least 2, as [`ProfileSettings::validate`] requires of a
     /// loaded profile (its `[[tools]]` entries are checked when compiled). A profile built

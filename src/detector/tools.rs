@@ -119,6 +119,15 @@ pub struct ToolRules {
     patterns: Vec<String>,
 }
 
+impl ToolRules {
+    /// True when some entry gives `near_repeat` a threshold (not 0) for the tools it matches.
+    pub fn any_near_repeat(&self) -> bool {
+        self.treatments
+            .iter()
+            .any(|t| !t.ignore && t.limits.near_repeat > 0)
+    }
+}
+
 impl PartialEq for ToolRules {
     fn eq(&self, other: &Self) -> bool {
         self.treatments == other.treatments && self.patterns == other.patterns

@@ -186,3 +186,56 @@ fn the_same_edit_at_a_shifted_line_is_the_same_edit_again() {
     ]);
     assert_eq!(detections("", &different), []);
 }
+
+/// `find` in one directory after another, every answer empty: six near repeats.
+fn find_everywhere() -> serde_json::Value {
+    run(["/usr", "/opt", "/srv", "/home", "/var", "/etc"]
+        .iter()
+        .map(|dir| {
+            json!({
+                "tool": "bash",
+                "args": {"command": format!("find {dir} -name \"*.java\" -type f")},
+                "result": "",
+            })
+        })
+        .collect())
+}
+
+#[test]
+fn the_arguments_simhash_is_computed_only_while_a_profile_uses_near_repeat() {
+    let near = |found: &[(String, u64, String, String)]| {
+        found.iter().filter(|d| d.2 == "near_repeat").count()
+    };
+    // Default: nudge warns at the sixth near repeat.
+    let default = Engine::from_config(&Config::default()).unwrap();
+    assert!(default.comparer.near_signatures());
+    assert_eq!(near(&detections("", &find_everywhere())), 1);
+    // Off in every profile: no SimHash, no near_repeat.
+    let off = "[profiles.nudge]\nnear_repeat = 0\n";
+    let engine = Engine::from_config(&Config::from_toml(off).unwrap()).unwrap();
+    assert!(!engine.comparer.near_signatures());
+    assert_eq!(near(&detections(off, &find_everywhere())), 0);
+    // A [[tools]] entry alone turns it on, for the tools it matches.
+    let by_tool = "[profiles.nudge]\nnear_repeat = 0\n[[tools]]\nmatch = \"bash\"\nnear_repeat = 4\nprofiles = [\"nudge\"]\n";
+    let engine = Engine::from_config(&Config::from_toml(by_tool).unwrap()).unwrap();
+    assert!(engine.comparer.near_signatures());
+    let found = detections(by_tool, &find_everywhere());
+    let found: Vec<_> = found.iter().filter(|d| d.2 == "near_repeat").collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0].0.as_str(), found[0].3.as_str()),
+        ("nudge", "warn")
+    );
+    assert!(
+        found[0].1 < 6,
+        "earlier than the default's sixth call: {found:?}"
+    );
+    // A reload turns it on and off again.
+    let engine = Engine::from_config(&Config::from_toml(off).unwrap()).unwrap();
+    engine.reload_detection(&Config::default()).unwrap();
+    assert!(engine.comparer.near_signatures());
+    engine
+        .reload_detection(&Config::from_toml(off).unwrap())
+        .unwrap();
+    assert!(!engine.comparer.near_signatures());
+}
