@@ -40,14 +40,7 @@ impl Engine {
         let mut engine = Engine::new(registry, fingerprinter, fingerprint_key, options);
         engine.tool_fingerprints = arc_swap::ArcSwap::from_pointee(config.fingerprint_rules()?);
         engine.comparer = crate::compare::Comparer::new(&config.detection.compare_config());
-        // Only while some profile can fire near_repeat (a reload turns it on or off).
-        engine.comparer.set_near_signatures(
-            engine
-                .registry
-                .profiles()
-                .iter()
-                .any(|p| p.uses_near_repeat()),
-        );
+        engine.follow_near_repeat();
         engine.delegations = DelegationTracker::new(
             &engine.registry.profiles(),
             config.budgets.max_handoffs,
@@ -88,16 +81,22 @@ impl Engine {
             needs_restart.push("detection (comparison keys)".to_string());
         }
         self.registry.set_profiles(profiles);
-        self.comparer.set_near_signatures(
-            self.registry
-                .profiles()
-                .iter()
-                .any(|p| p.uses_near_repeat()),
-        );
+        self.follow_near_repeat();
         self.tool_fingerprints.store(std::sync::Arc::new(rules));
         if let Some(delegations) = &self.delegations {
             delegations.set_profiles(&self.registry.profiles());
         }
         Ok(needs_restart)
+    }
+
+    /// Computes the arguments' SimHash only while some current profile can fire
+    /// `near_repeat` (at start and after each reload).
+    fn follow_near_repeat(&self) {
+        let used = self
+            .registry
+            .profiles()
+            .iter()
+            .any(|p| p.uses_near_repeat());
+        self.comparer.set_near_signatures(used);
     }
 }
