@@ -152,8 +152,10 @@ impl DelegationTracker {
             start: span.start_time_unix_nano,
             end: span.end_time_unix_nano,
             span_id: span.span_id.into(),
-            key: Arc::from(key),
-            name: Arc::from(agent),
+            // Bounded like every kept name (a hostile agent name is not copied whole into
+            // each act and detection).
+            key: Arc::from(&*super::intern::bounded_name(&key)),
+            name: Arc::from(&*super::intern::bounded_name(agent)),
             service_name: span.service_name.clone(),
         };
         let at = run

@@ -7,7 +7,12 @@
 //!
 //! Bounded: at most `capacity` distinct names are kept for the life of the process; past
 //! it, a new name gets its own allocation (correct, just not shared), so a client sending
-//! random names cannot grow it without bound.
+//! random names cannot grow it without bound. And every name is cut to [`MAX_NAME_BYTES`]:
+//! a name is copied into run state, detections, signals, `loop.*` attributes and metric
+//! labels, so a client sending a 200 KB `service.name` or tool name would otherwise
+//! multiply it into hundreds of megabytes and into forwarded spans larger than the
+//! downstream accepts. Fingerprints are computed from the call as recorded, not from these
+//! names.
 
 use std::sync::Arc;
 
@@ -17,6 +22,23 @@ use crate::compare::NameClass;
 
 /// Names kept by default: far more distinct tool and agent names than a fleet has.
 pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// Longest name kept, in bytes (UTF-8; longer names are cut at a character boundary and end
+/// in `…`): 256, four times the 64 characters the OpenAI and Anthropic APIs allow a tool name.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// `name` within [`MAX_NAME_BYTES`]: itself, or its start cut at a character boundary
+/// followed by `…` (3 bytes), 256 bytes at most.
+pub fn bounded_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.len() <= MAX_NAME_BYTES {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut end = MAX_NAME_BYTES - '…'.len_utf8();
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &name[..end]))
+}
 
 /// A bounded set of shared names.
 #[derive(Debug)]
@@ -47,7 +69,9 @@ impl Interner {
     }
 
     /// [`Interner::get`] with the name's [`NameClass`] (read now when the name is not kept).
+    /// A name over [`MAX_NAME_BYTES`] is kept and returned cut ([`bounded_name`]).
     pub fn get_classed(&self, name: &str) -> (Arc<str>, NameClass) {
+        let name = &*bounded_name(name);
         if let Some(shared) = self.names.get(name) {
             return (shared.key().clone(), *shared.value());
         }
@@ -73,6 +97,27 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_name_is_cut_at_a_character_boundary() {
+        let interner = Interner::new(4);
+        assert_eq!(&*interner.get("read_file"), "read_file");
+        let exact = "a".repeat(MAX_NAME_BYTES);
+        assert_eq!(&*interner.get(&exact), exact);
+        // 'é' is two bytes: the cut must not split one.
+        let long = format!("x{}", "é".repeat(200_000));
+        let cut = interner.get(&long);
+        assert!(cut.len() <= MAX_NAME_BYTES, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(long.starts_with(cut.trim_end_matches('…')));
+        assert_eq!(
+            cut.len(),
+            1 + 2 * 126 + 3,
+            "as many whole characters as fit"
+        );
+        // The same long name again shares the kept allocation.
+        assert!(Arc::ptr_eq(&cut, &interner.get(&long)));
+    }
 
     #[test]
     fn equal_names_share_one_allocation_up_to_the_capacity() {
