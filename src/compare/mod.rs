@@ -285,27 +285,62 @@ impl Comparer {
         out
     }
 
-    /// The comparison form of a plain-text result or error message.
+    /// The comparison form of a plain-text result (`error` false) or an error message
+    /// (`error` true): without its volatile noise (the built-in patterns, then the tool's
+    /// `result_volatile_patterns`) and without the call's argument `words` it echoes.
+    ///
+    /// A successful result that does not read as a failure ([`is_failure`]) keeps its
+    /// identifiers (UUIDs, request ids: [`volatile::IDENTIFIER_PATTERNS`]) and the argument
+    /// words it echoes. Across different arguments those are the answer: "Email queued with
+    /// id <uuid>" for eight recipients is eight emails, "User alice is active" and "User bob
+    /// is active" two answers, and masking them made such bulk work read as one outcome
+    /// repeated (`near_repeat`, `repeated_outcome`). An error, or a result that reads as a
+    /// failure ("alice: not found", "request id 7f…: rate limited"), is masked whole: the
+    /// same failure whatever the arguments is a loop. Counters, times, paths and the other
+    /// patterns are noise either way.
     pub fn result<'a>(
         &self,
         text: &'a str,
         words: &[String],
         tool: Option<&ToolCompare>,
+        error: bool,
     ) -> ResultView<'a> {
-        let mut out = match &self.builtin {
-            Some(patterns) => patterns.apply(text),
-            None => Cow::Borrowed(text),
-        };
-        if let Some(patterns) = tool.and_then(|t| t.result_patterns.as_ref()) {
-            if let Cow::Owned(changed) = patterns.apply(&out) {
-                out = Cow::Owned(changed);
+        let success_form = |keep_identifiers: bool| {
+            let (mut out, refused) = match &self.builtin {
+                Some(patterns) => patterns.apply_where(text, |i| {
+                    !keep_identifiers || !volatile::is_identifier_pattern(i)
+                }),
+                None => (Cow::Borrowed(text), false),
+            };
+            if let Some(patterns) = tool.and_then(|t| t.result_patterns.as_ref()) {
+                if let Cow::Owned(changed) = patterns.apply(&out) {
+                    out = Cow::Owned(changed);
+                }
             }
-        }
-        let noise = matches!(out, Cow::Owned(_));
-        if !words.is_empty() {
+            (out, refused)
+        };
+        let (mut out, refused) = success_form(!error);
+        let masked = if words.is_empty() {
+            None
+        } else {
+            match echo::mask(&out, words) {
+                Cow::Owned(masked) => Some(masked),
+                Cow::Borrowed(_) => None,
+            }
+        };
+        // Read as a failure only when masking would change the form (the check is a regex).
+        let whole = error || ((refused || masked.is_some()) && is_failure(text));
+        if whole && refused {
+            out = success_form(false).0;
+            let noise = matches!(out, Cow::Owned(_));
             if let Cow::Owned(masked) = echo::mask(&out, words) {
                 out = Cow::Owned(masked);
             }
+            return ResultView { text: out, noise };
+        }
+        let noise = matches!(out, Cow::Owned(_));
+        if let (true, Some(masked)) = (whole, masked) {
+            out = Cow::Owned(masked);
         }
         ResultView { text: out, noise }
     }

@@ -79,7 +79,7 @@ pub fn is_failure(text: &str) -> bool {
     static FAILURE: OnceLock<Regex> = OnceLock::new();
     let regex = FAILURE.get_or_init(|| {
         Regex::new(
-            r"(?i)\b(?:error|errors|fail|failed|failure|not found|no such|invalid|cannot|can't|unable|denied|refused|exception|traceback|usage:|syntax|unexpected|missing|unknown|not allowed|forbidden|rejected|timed out)\b",
+            r"(?i)\b(?:error|errors|fail|failed|failure|not found|no such|invalid|cannot|can't|unable|denied|refused|exception|traceback|usage:|syntax|unexpected|missing|unknown|not allowed|forbidden|rejected|timed out|no match|no matches|no results?|nothing found|(?:could|did)(?: not|n't) find|(?:does|do) not exist|(?:doesn't|don't) exist)\b",
         )
         .expect("failure regex compiles")
     });

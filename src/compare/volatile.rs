@@ -99,6 +99,19 @@ pub const BUILTIN: &[Builtin] = &[
 ];
 
 /// Compiled patterns, each with its replacement, and a [`RegexSet`] of all of them.
+/// The built-in patterns that mask an identifier (a UUID, a request id). In a successful
+/// result that does not read as a failure an identifier is information, not noise: "Email
+/// queued with id <uuid>" for eight recipients is eight emails, not one answer eight times
+/// ([`crate::compare::Comparer::result`]).
+pub const IDENTIFIER_PATTERNS: &[&str] = &["uuid", "request_id"];
+
+/// True when built-in pattern `index` ([`BUILTIN`] order) masks an identifier.
+pub fn is_identifier_pattern(index: usize) -> bool {
+    BUILTIN
+        .get(index)
+        .is_some_and(|b| IDENTIFIER_PATTERNS.contains(&b.name))
+}
+
 #[derive(Clone, Debug)]
 pub struct PatternSet {
     set: RegexSet,
@@ -174,21 +187,32 @@ impl PatternSet {
     /// `text` with every match of every pattern replaced, in pattern order; borrowed (no
     /// allocation) when nothing matched.
     pub fn apply<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        self.apply_where(text, |_| true).0
+    }
+
+    /// [`PatternSet::apply`] with only the patterns whose index `keep` accepts, and whether
+    /// a pattern `keep` refused matched `text` (then the whole set would have masked more).
+    pub fn apply_where<'t>(
+        &self,
+        text: &'t str,
+        keep: impl Fn(usize) -> bool,
+    ) -> (Cow<'t, str>, bool) {
         if self.patterns.is_empty() {
-            return Cow::Borrowed(text);
+            return (Cow::Borrowed(text), false);
         }
         let matched = self.set.matches(text);
         if !matched.matched_any() {
-            return Cow::Borrowed(text);
+            return (Cow::Borrowed(text), false);
         }
+        let refused = matched.iter().any(|i| !keep(i));
         let mut out = Cow::Borrowed(text);
-        for index in matched.iter() {
+        for index in matched.iter().filter(|&i| keep(i)) {
             let (regex, replacement) = &self.patterns[index];
             if let Cow::Owned(replaced) = regex.replace_all(&out, replacement.as_str()) {
                 out = Cow::Owned(replaced);
             }
         }
-        out
+        (out, refused)
     }
 }
 

@@ -202,7 +202,12 @@ impl Engine {
                 if let Some(recorded) = recorded {
                     let text = self
                         .comparer
-                        .result(recorded, &words, rule.map(|r| &r.compare))
+                        .result(
+                            recorded,
+                            &words,
+                            rule.map(|r| &r.compare),
+                            matches!(call.status, CallStatus::Error { .. }),
+                        )
                         .text;
                     forms.compared_result = Some(text.chars().take(FORM_CHARS).collect());
                     forms.normalised = text != recorded;
@@ -263,7 +268,7 @@ impl Engine {
         match (status, result) {
             (CallStatus::Error { message }, _) => {
                 traits.set(CallTraits::ERROR, true);
-                let form = self.comparer.result(message, words, compare);
+                let form = self.comparer.result(message, words, compare, true);
                 traits.set(CallTraits::NOISE, form.noise);
                 traits.set(
                     CallTraits::OUTCOME,
@@ -279,7 +284,7 @@ impl Engine {
                 self.json_result(text, plain(status, result), effect)
             }
             (CallStatus::Ok, Some(Payload::Text(text))) => {
-                let form = self.comparer.result(text, words, compare);
+                let form = self.comparer.result(text, words, compare, false);
                 traits.set(CallTraits::NOISE, form.noise);
                 traits.set(
                     CallTraits::OUTCOME,

@@ -239,3 +239,80 @@ fn the_arguments_simhash_is_computed_only_while_a_profile_uses_near_repeat() {
         .unwrap();
     assert!(!engine.comparer.near_signatures());
 }
+
+/// Bulk work across different arguments whose answers differ only in what masking would take
+/// out (a fresh id, the argument echoed back) stays quiet; the same failure for each
+/// argument still warns.
+#[test]
+fn bulk_work_with_one_answer_per_argument_is_no_loop_but_one_failure_is() {
+    let people = [
+        "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi",
+    ];
+    let ids = [
+        "0b6f4a2e-1c3d-4e5f-8a9b-0c1d2e3f4a5b",
+        "1a2b3c4d-5e6f-4a1b-9c2d-3e4f5a6b7c8d",
+        "2c3d4e5f-6a7b-4c8d-8e9f-0a1b2c3d4e5f",
+        "3d4e5f6a-7b8c-4d9e-9f0a-1b2c3d4e5f6a",
+        "4e5f6a7b-8c9d-4e0f-8a1b-2c3d4e5f6a7b",
+        "5f6a7b8c-9d0e-4f1a-9b2c-3d4e5f6a7b8c",
+        "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d",
+        "7b8c9d0e-1f2a-4b3c-9d4e-5f6a7b8c9d0e",
+    ];
+    let emails = run(people
+        .iter()
+        .zip(ids)
+        .map(|(who, id)| {
+            json!({
+                "tool": "send_email",
+                "args": {"to": format!("{who}@example.com"), "subject": "Your March invoice"},
+                "result": format!("Email queued with id {id}"),
+            })
+        })
+        .collect());
+    assert_eq!(detections("", &emails), [], "one email per recipient");
+    let lookup = |answer: &str| {
+        run(people
+            .iter()
+            .map(|who| {
+                json!({
+                    "tool": "lookup_user",
+                    "args": {"user": who},
+                    "result": answer.replace("{who}", who),
+                })
+            })
+            .collect())
+    };
+    assert_eq!(
+        detections("", &lookup("User {who} is active, last login today")),
+        [],
+        "one answer per user"
+    );
+    let missing = detections(
+        "",
+        &lookup("No matches found for user {who} in the directory"),
+    );
+    assert_eq!(
+        missing.first(),
+        Some(&warn(6, "repeated_outcome")),
+        "{missing:?}"
+    );
+}
+
+/// A hostile tool name is detected as any other but kept cut to 256 bytes in what the
+/// detection carries (signals, the API, `loop.*` attributes), not copied whole.
+#[test]
+fn a_huge_tool_name_is_kept_cut() {
+    let name = "t".repeat(300_000);
+    let calls = run((0..3)
+        .map(|_| json!({"tool": name, "args": {"q": "same"}, "result": "same answer"}))
+        .collect());
+    let engine = Engine::from_config(&Config::default()).unwrap();
+    let mut request = scenario_request(&calls, [9; 16], false);
+    engine.process(&mut request, std::time::Instant::now());
+    let found = engine.registry.detections(&hex::encode([9u8; 16])).unwrap();
+    let first = found.first().expect("the loop is detected");
+    assert_eq!(first.detection.pattern.as_str(), "repeated_result");
+    let kept = &first.detection.tool_names[0];
+    assert_eq!(kept.len(), loopwatch::engine::intern::MAX_NAME_BYTES);
+    assert!(kept.starts_with("ttt") && kept.ends_with('…'));
+}
