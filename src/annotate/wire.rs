@@ -57,7 +57,7 @@ impl SpanEdit {
         let present = span
             .attributes
             .iter()
-            .any(|kv| self.remove_keys.contains(&kv.key))
+            .any(|kv| self.remove_keys.iter().any(|key| kv.key.is(key)))
             || span
                 .events
                 .iter()

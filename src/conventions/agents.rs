@@ -132,37 +132,40 @@ impl<'a> Keys<'a> {
     fn of(attributes: &'a [KeyValueView<'a>]) -> Option<Self> {
         let mut keys = Keys::default();
         for kv in attributes {
-            let key: &str = &kv.key;
+            // Keys compared as bytes, and only the values of the keys read are read as text
+            // (`Text`: checked as UTF-8 when read).
+            let key = kv.key.as_bytes();
             // Every key read starts with one of these letters; most attributes do not.
-            if !matches!(key.as_bytes().first(), Some(b'g' | b'a' | b'o' | b't')) {
+            if !matches!(key.first(), Some(b'g' | b'a' | b'o' | b't')) {
                 continue;
             }
+            let slot = match key {
+                b"gen_ai.operation.name" => &mut keys.operation,
+                b"gen_ai.agent.name" => &mut keys.agent_name,
+                b"gen_ai.handoff.to_agent" => &mut keys.handoff_to,
+                b"agent.span.type" => &mut keys.span_type,
+                b"agent.name" => &mut keys.oa_agent_name,
+                b"agent.handoff.to" => &mut keys.oa_handoff_to,
+                b"gen_ai.tool.name" | b"tool.name" => &mut keys.tool_name,
+                b"gen_ai.tool.call.arguments" | b"gcp.vertex.agent.tool_call_args" => {
+                    &mut keys.arguments
+                }
+                b"openinference.span.kind" => &mut keys.openinference_kind,
+                _ => continue,
+            };
             let Some(ValueView::StringValue(value)) =
                 kv.value.as_ref().and_then(|v| v.value.as_ref())
             else {
                 continue;
             };
             let value: &'a str = value;
-            let slot = match key {
-                "gen_ai.operation.name" => &mut keys.operation,
-                "gen_ai.agent.name" => &mut keys.agent_name,
-                "gen_ai.handoff.to_agent" => &mut keys.handoff_to,
-                "agent.span.type" => &mut keys.span_type,
-                "agent.name" => &mut keys.oa_agent_name,
-                "agent.handoff.to" => &mut keys.oa_handoff_to,
-                "gen_ai.tool.name" | "tool.name" => &mut keys.tool_name,
-                "gen_ai.tool.call.arguments" | "gcp.vertex.agent.tool_call_args" => {
-                    &mut keys.arguments
-                }
-                "openinference.span.kind" => &mut keys.openinference_kind,
-                _ => continue,
-            };
             if slot.is_none() {
                 *slot = Some(value);
             }
-            let other_operation = key == "gen_ai.operation.name"
+            let other_operation = key == b"gen_ai.operation.name"
                 && !matches!(value, "invoke_agent" | "agent_handoff" | "execute_tool");
-            let other_kind = key == "openinference.span.kind" && !matches!(value, "TOOL" | "AGENT");
+            let other_kind =
+                key == b"openinference.span.kind" && !matches!(value, "TOOL" | "AGENT");
             if other_operation || other_kind {
                 return None;
             }

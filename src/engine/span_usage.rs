@@ -27,14 +27,14 @@ pub fn model_usage<'a>(span: &'a SpanView<'a>) -> Option<ModelUsage<'a>> {
     let mut total: [Option<f64>; 4] = [None; 4];
     let (mut input_cost, mut output_cost) = (None, None);
     for kv in span.attributes.iter() {
-        let key: &str = &kv.key;
-        if !key.starts_with("gen_ai.") {
+        // The key is read as text only when it starts with `gen_ai.`.
+        let Some(key) = kv.key.strip_prefix("gen_ai.") else {
             continue;
-        }
+        };
         let Some(value) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
             continue;
         };
-        match &key["gen_ai.".len()..] {
+        match key {
             "operation.name" => {
                 inference = matches!(
                     value,

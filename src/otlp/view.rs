@@ -5,12 +5,16 @@
 //! materialising an owned `opentelemetry_proto` `Span`, and the OTLP/JSON path borrows them
 //! from the decoded `Span` ([`SpanView::from`]).
 //!
-//! The shapes mirror `opentelemetry_proto` (same field and variant names): a text is
-//! `Cow::Borrowed` when its bytes are valid UTF-8 and `Cow::Owned` (lossy, U+FFFD) when
-//! they are not; ids and bytes values are borrowed slices. Links, trace state, flags,
+//! The shapes mirror `opentelemetry_proto` (same field and variant names). A span's name,
+//! its events' names and its status message are `Cow::Borrowed` when their bytes are valid
+//! UTF-8 and `Cow::Owned` (lossy, U+FFFD) when they are not; attribute keys and string
+//! values are [`Text`]s, checked only when read; ids and bytes values are borrowed slices. Links, trace state, flags,
 //! `key_strindex` and dropped counts are not in the view.
 
 use std::borrow::Cow;
+
+mod text;
+pub use text::Text;
 
 use opentelemetry_proto::tonic::common::v1::{
     any_value::Value, AnyValue, ArrayValue, KeyValue, KeyValueList,
@@ -103,7 +107,7 @@ impl<T> From<Vec<T>> for List<'_, T> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeyValueView<'a> {
     /// The attribute key.
-    pub key: Cow<'a, str>,
+    pub key: Text<'a>,
     /// The value; `None` when the `value` field is absent.
     pub value: Option<AnyValueView<'a>>,
 }
@@ -119,7 +123,7 @@ pub struct AnyValueView<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ValueView<'a> {
     /// `string_value`.
-    StringValue(Cow<'a, str>),
+    StringValue(Text<'a>),
     /// `bool_value`.
     BoolValue(bool),
     /// `int_value`.
@@ -187,7 +191,7 @@ impl<'a> From<&'a Span> for SpanView<'a> {
 impl<'a> From<&'a KeyValue> for KeyValueView<'a> {
     fn from(kv: &'a KeyValue) -> Self {
         KeyValueView {
-            key: Cow::Borrowed(&kv.key),
+            key: Text::from(kv.key.as_str()),
             value: kv.value.as_ref().map(AnyValueView::from),
         }
     }
@@ -197,7 +201,7 @@ impl<'a> From<&'a AnyValue> for AnyValueView<'a> {
     fn from(value: &'a AnyValue) -> Self {
         AnyValueView {
             value: value.value.as_ref().map(|v| match v {
-                Value::StringValue(s) => ValueView::StringValue(Cow::Borrowed(s)),
+                Value::StringValue(s) => ValueView::StringValue(Text::from(s.as_str())),
                 Value::BoolValue(b) => ValueView::BoolValue(*b),
                 Value::IntValue(i) => ValueView::IntValue(*i),
                 Value::DoubleValue(d) => ValueView::DoubleValue(*d),
@@ -218,7 +222,7 @@ impl<'a> From<&'a AnyValue> for AnyValueView<'a> {
 impl From<&KeyValueView<'_>> for KeyValue {
     fn from(kv: &KeyValueView<'_>) -> Self {
         KeyValue {
-            key: kv.key.clone().into_owned(),
+            key: kv.key.to_string(),
             value: kv.value.as_ref().map(AnyValue::from),
             ..KeyValue::default()
         }
@@ -230,7 +234,7 @@ impl From<&AnyValueView<'_>> for AnyValue {
     fn from(value: &AnyValueView<'_>) -> Self {
         AnyValue {
             value: value.value.as_ref().map(|v| match v {
-                ValueView::StringValue(s) => Value::StringValue(s.clone().into_owned()),
+                ValueView::StringValue(s) => Value::StringValue(s.to_string()),
                 ValueView::BoolValue(b) => Value::BoolValue(*b),
                 ValueView::IntValue(i) => Value::IntValue(*i),
                 ValueView::DoubleValue(d) => Value::DoubleValue(*d),
@@ -271,7 +275,7 @@ impl<'a> From<&'a Status> for StatusView<'a> {
 pub fn attr<'s, 'a>(attributes: &'s [KeyValueView<'a>], key: &str) -> Option<&'s AnyValueView<'a>> {
     attributes
         .iter()
-        .find(|kv| kv.key == key)
+        .find(|kv| kv.key.is(key))
         .and_then(|kv| kv.value.as_ref())
 }
 

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use crate::otlp::view::{
-    text, AnyValueView, EventView, KeyValueView, List, SpanView, StatusView, ValueView,
+    text, AnyValueView, EventView, KeyValueView, List, SpanView, StatusView, Text, ValueView,
 };
 
 use super::reader::{bytes_of, fixed64, varint, ValueBudget};
@@ -200,7 +200,7 @@ pub(super) fn key_value<'a>(
         let field = field?;
         let nested = check_field(Msg::KeyValue, &field, budget)?;
         match (field.number, nested) {
-            (1, _) => kv.key = text(bytes_of(buf, &field)),
+            (1, _) => kv.key = Text::new(bytes_of(buf, &field)),
             (2, Some((_, r, b))) => merge_any_value(
                 kv.value.get_or_insert_with(AnyValueView::default),
                 buf,
@@ -229,7 +229,7 @@ fn plain_key_value(bytes: &[u8]) -> Option<KeyValueView<'_>> {
     let kind = match tag {
         // string_value (1, length-delimited)
         0x0a => match len_field(value, 0x0a)? {
-            (text_bytes, []) => ValueView::StringValue(text(text_bytes)),
+            (text_bytes, []) => ValueView::StringValue(Text::new(text_bytes)),
             _ => return None,
         },
         // bool_value (2) and int_value (3), varints
@@ -249,7 +249,7 @@ fn plain_key_value(bytes: &[u8]) -> Option<KeyValueView<'_>> {
         _ => return None,
     };
     Some(KeyValueView {
-        key: text(key),
+        key: Text::new(key),
         value: Some(AnyValueView { value: Some(kind) }),
     })
 }
@@ -277,7 +277,7 @@ fn merge_any_value<'a>(
         let field = field?;
         let nested = check_field(Msg::AnyValue, &field, budget)?;
         let kind = match (field.number, nested) {
-            (1, _) => ValueView::StringValue(text(bytes_of(buf, &field))),
+            (1, _) => ValueView::StringValue(Text::new(bytes_of(buf, &field))),
             (2, _) => ValueView::BoolValue(varint(&field) != 0),
             (3, _) => ValueView::IntValue(varint(&field) as i64),
             (4, _) => ValueView::DoubleValue(f64::from_bits(fixed64(&field))),
