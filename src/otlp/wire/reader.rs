@@ -38,6 +38,23 @@ pub enum WireError {
     /// Messages nested deeper than [`RECURSION_LIMIT`].
     #[error("message nested deeper than the recursion limit of {RECURSION_LIMIT}")]
     RecursionLimit,
+    /// A span's trace or span id (its own, its parent's or a link's) that is neither empty
+    /// nor of its OTLP length (trace 16 bytes, span 8). prost reads any length; the
+    /// Collector refuses the whole request holding one ("unmarshal: invalid TraceID
+    /// length", open-telemetry/opentelemetry-collector `pdata/internal/data/traceid.go` and
+    /// `spanid.go`: empty or exactly 16 / 8 bytes), and the forwarder merges requests into
+    /// one export, so the span is left out alone, as the OTLP/JSON decoder leaves it out
+    /// (`receiver::partial`). `field` is the OTLP/JSON name (`traceId`, `links[0].spanId`),
+    /// so the reason reads as a field of the span.
+    #[error(".{field}: id has {len} bytes, expected {expected}")]
+    IdLength {
+        /// The id's field in the span, OTLP/JSON names.
+        field: std::borrow::Cow<'static, str>,
+        /// Its length in bytes.
+        len: usize,
+        /// The OTLP length: 16 for a trace id, 8 for a span id.
+        expected: usize,
+    },
     /// Not malformed, but more spans than the reader was allowed to read
     /// ([`super::WireRequest::read_limited`]): reading stopped at the cap, so a request of
     /// millions of empty spans costs the cap, not its span count.

@@ -1,11 +1,12 @@
 //! One received `ExportTraceServiceRequest` read from its bytes: validated as prost would
-//! (minus UTF-8), every span located by byte range, and only what detection reads
-//! materialised: per resource its `service.name` (other attributes on demand, e.g. the
-//! run-key attribute), per span its borrowed [`SpanView`], which borrows from the request's
-//! `Bytes` and, for its attributes and events, from one [`super::view::ViewArena`] for the
-//! whole request. Two cells ([`self_cell`]) hold them: `Parsed` the bytes and what the
-//! validating walk read ([`super::view::span_into`]), `Located` that and the views built
-//! from it once the arena is complete. Nothing else is copied.
+//! (minus UTF-8; plus the length of the spans' ids, as the Collector checks them), every
+//! span located by byte range, and only what detection reads materialised: per resource
+//! its `service.name` (other attributes on demand, e.g. the run-key attribute), per span
+//! its borrowed [`SpanView`], which borrows from the request's `Bytes` and, for its
+//! attributes and events, from one [`super::view::ViewArena`] for the whole request. Two
+//! cells ([`self_cell`]) hold them: `Parsed` the bytes and what the validating walk read
+//! ([`super::view::span_into`]), `Located` that and the views built from it once the
+//! arena is complete. Nothing else is copied.
 //!
 //! Spans are read from `ResourceSpans.scope_spans` and, in a `ResourceSpans` without any
 //! `scope_spans`, from the pre-1.0 `instrumentation_library_spans` (field 1000,
@@ -64,8 +65,8 @@ struct Read<'a> {
 }
 
 /// A span the reader could not read, left out of the request (issue 31 item 5): its fields
-/// were malformed or nested past the recursion limit, while the request around it was
-/// sound. The rest of the request is read and forwarded without it, and the receiver
+/// were malformed or nested past the recursion limit, or one of its ids had the wrong
+/// length ([`WireError::IdLength`]), while the request around it was sound. The rest of the request is read and forwarded without it, and the receiver
 /// reports it in OTLP `partial_success`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedSpan {
@@ -172,8 +173,10 @@ impl WireRequest {
     /// reader allocate.
     ///
     /// A span whose own fields are malformed (a wrong wire type, a length past its end,
-    /// nesting past the recursion limit) while the messages around it are sound does not
-    /// fail the request: it is cut out of the bytes ([`super::prune`]), the rest is read
+    /// nesting past the recursion limit) or which holds an id of the wrong length (which
+    /// prost reads but the Collector refuses with the whole request:
+    /// [`WireError::IdLength`]) while the messages around it are sound does not fail the
+    /// request: it is cut out of the bytes ([`super::prune`]), the rest is read
     /// again and kept, and the span is listed in [`WireRequest::rejected`]. Only such a
     /// request is read twice.
     pub fn read_limited(bytes: Bytes, limits: ReadLimits) -> Result<WireRequest, WireError> {
@@ -403,8 +406,8 @@ fn scope_spans<'a>(
                         | WireError::TooManySpans { .. }
                         | WireError::OverBudget),
                     ) => return Err(e),
-                    // The span's own bytes are bad, its framing is sound: it alone is left
-                    // out (what it put in the arena is never looked at: the request is
+                    // The span's own bytes are bad (or an id of it), its framing is sound:
+                    // it alone is left out (what it put in the arena is never looked at: the request is
                     // read again without it).
                     Err(error) => {
                         rejected.push((

@@ -252,6 +252,50 @@ fn a_span_nested_past_the_recursion_limit_is_left_out_alone() {
     );
 }
 
+/// issue D5: prost reads an id of any length, the Collector refuses the whole request
+/// holding one, and the forwarder merges requests into one export.
+#[test]
+fn a_span_with_an_id_of_the_wrong_length_is_left_out_alone() {
+    let mut request = request();
+    let spans = &mut request.resource_spans[0].scope_spans[1].spans;
+    spans.insert(
+        0,
+        Span {
+            trace_id: vec![1; 17],
+            ..spans[0].clone()
+        },
+    );
+    request.resource_spans[1].scope_spans[0].spans[0].parent_span_id = vec![9; 4];
+    let bytes = Bytes::from(request.encode_to_vec());
+    assert!(ExportTraceServiceRequest::decode(bytes.clone()).is_ok());
+    let read = WireRequest::read(bytes).expect("the rest is read");
+    let described: Vec<String> = read.rejected().iter().map(RejectedSpan::describe).collect();
+    assert_eq!(
+        described,
+        [
+            "resourceSpans[0].scopeSpans[1].spans[0].traceId: id has 17 bytes, expected 16",
+            "resourceSpans[1].scopeSpans[0].spans[0].parentSpanId: id has 4 bytes, expected 8",
+        ]
+    );
+    let names: Vec<&str> = read.spans().iter().map(|s| s.span.name.as_ref()).collect();
+    assert_eq!(names, ["span 1", "span 2", "span 3"]);
+    // Forwarded: the request without those two spans, every other byte as received.
+    let mut expected = request.clone();
+    expected.resource_spans[1].scope_spans[0].spans.clear();
+    expected.resource_spans[0].scope_spans[1].spans.remove(0);
+    assert_eq!(read.bytes, Bytes::from(expected.encode_to_vec()));
+    // A request of no readable span is still read (the receiver refuses it).
+    let mut bad = expected.clone();
+    bad.resource_spans.truncate(1);
+    for ss in &mut bad.resource_spans[0].scope_spans {
+        for span in &mut ss.spans {
+            span.span_id = vec![2; 16];
+        }
+    }
+    let read = WireRequest::read(Bytes::from(bad.encode_to_vec())).unwrap();
+    assert_eq!((read.span_count(), read.rejected().len()), (0, 3));
+}
+
 #[test]
 fn a_memory_grant_that_refuses_stops_the_read() {
     let bytes = Bytes::from(request().encode_to_vec());
