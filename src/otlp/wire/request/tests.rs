@@ -93,19 +93,63 @@ fn reading_stops_at_the_span_and_value_caps() {
         max_spans,
         max_values,
     };
-    // 4 spans of one attribute each.
+    // 4 spans of one attribute each, in 2 `resource_spans` of 3 `scope_spans` between
+    // them, the first with a resource holding `service.name`: 4 + 2 + 3 + 1 + 1 values.
     assert_eq!(
-        WireRequest::read_limited(bytes.clone(), limits(4, 4)).map(|r| r.span_count()),
+        WireRequest::read_limited(bytes.clone(), limits(4, 11)).map(|r| r.span_count()),
         Ok(4)
     );
     assert_eq!(
-        WireRequest::read_limited(bytes.clone(), limits(3, 4)).err(),
+        WireRequest::read_limited(bytes.clone(), limits(3, 11)).err(),
         Some(WireError::TooManySpans { limit: 3 })
     );
     assert_eq!(
-        WireRequest::read_limited(bytes, limits(4, 3)).err(),
-        Some(WireError::TooManyValues { limit: 3 })
+        WireRequest::read_limited(bytes, limits(4, 10)).err(),
+        Some(WireError::TooManyValues { limit: 10 })
     );
+}
+
+/// issue D1: the entries around spans cost two bytes on the wire each when empty, and the
+/// reader keeps a record or a range for each, so they count against the values cap as
+/// attributes do: a request of millions of them is refused at the cap.
+#[test]
+fn entries_around_spans_count_against_the_value_cap() {
+    let limits = ReadLimits {
+        max_spans: usize::MAX,
+        max_values: 1000,
+    };
+    let read = |bytes: Vec<u8>| WireRequest::read_limited(Bytes::from(bytes), limits);
+    let too_many = Some(WireError::TooManyValues { limit: 1000 });
+    // Empty `resource_spans` entries (the 14 MB bomb was 7 M of these).
+    assert_eq!(
+        read([0x0a, 0x00].repeat(1000)).map(|r| r.resources.len()),
+        Ok(1000)
+    );
+    assert_eq!(read([0x0a, 0x00].repeat(1001)).err(), too_many);
+    // In one `ResourceSpans`: empty `scope_spans`, `resource` occurrences (one range kept
+    // each), `instrumentation_library_spans` entries (a range each), and `service.name`
+    // attributes of its resource (each decoded to read the service name).
+    let mut legacy = Vec::new();
+    prost::encoding::bytes::encode(INSTRUMENTATION_LIBRARY_SPANS, &Vec::new(), &mut legacy);
+    let service_name = Resource {
+        attributes: vec![kv("service.name", "svc")],
+        ..Default::default()
+    };
+    let mut resource = Vec::new();
+    prost::encoding::message::encode(1, &service_name, &mut resource);
+    for (entry, per_entry) in [
+        (vec![0x12, 0x00], 1),
+        (vec![0x0a, 0x00], 1),
+        (legacy, 1),
+        (resource, 2),
+    ] {
+        // 999 values and the `ResourceSpans` around them are read; one more is refused.
+        let n = 999 / per_entry;
+        let fits = one_resource_spans(&vec![entry.clone(); n]).to_vec();
+        assert!(read(fits).is_ok(), "{entry:?}");
+        let over = one_resource_spans(&vec![entry.clone(); n + 1]).to_vec();
+        assert_eq!(read(over).err(), too_many, "{entry:?}");
+    }
 }
 
 /// A request of one `ResourceSpans` holding `fields` (encoded fields, in this order).
