@@ -17,6 +17,7 @@ mod serve {
     mod fleet_view;
     mod forward;
     mod guard_api;
+    mod id_lengths;
     mod process_metrics;
     mod receiver_grpc;
     mod receiver_http;

@@ -31,9 +31,9 @@ pub enum ReceiveError {
         /// The cap.
         limit: usize,
     },
-    /// More attribute values than `limits.max_values_per_request` (the reader stopped at
-    /// the cap).
-    #[error("request holds more than {limit} attribute values (limits.max_values_per_request); send smaller batches")]
+    /// More values (attributes, events, array/kvlist elements, resource and scope entries)
+    /// than `limits.max_values_per_request` (the reader stopped at the cap).
+    #[error("request holds more than {limit} values: attributes, events, array and kvlist elements, resource and scope entries (limits.max_values_per_request); send smaller batches")]
     TooManyValues {
         /// The cap.
         limit: usize,

@@ -10,7 +10,8 @@
 //! Before tonic sees the request, its body is read whole under the slow-client rules
 //! ([`super::body`]: deadline, minimum rate, counted in the decoded-bytes budget) and only
 //! then does the request take its forward-queue slot, so a stalled client holds no slot.
-//! A span that cannot be read is left out alone and reported in `partial_success`.
+//! A span that cannot be read is left out alone and reported in `partial_success`; a body
+//! of more than one message is refused whole ([`RawExportDecoder`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -63,19 +64,34 @@ impl Codec for ExportCodec {
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        RawExportDecoder
+        RawExportDecoder::default()
     }
 }
 
-/// Decoder half of [`ExportCodec`]: keeps the bytes (the handler reads them).
+/// Decoder half of [`ExportCodec`]: keeps the bytes (the handler reads them). One decoder
+/// serves one call of the unary `Export`: a second message in its body is refused with
+/// `INVALID_ARGUMENT` ([`MORE_THAN_ONE_MESSAGE`]) before the handler runs, nothing taken
+/// (issue D7; tonic's unary server drained the rest unread and answered OK). gRPC calls it
+/// a cardinality violation (`doc/statuscodes.md`), grpc-go refuses it (`INTERNAL`), and
+/// loopwatch answers a malformed payload `INVALID_ARGUMENT`, never `INTERNAL`.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RawExportDecoder;
+pub struct RawExportDecoder {
+    /// A message of this call was decoded already.
+    decoded: bool,
+}
+
+/// The status message for a unary `Export` call whose body holds more than one message.
+pub const MORE_THAN_ONE_MESSAGE: &str = "invalid request payload: the unary Export call \
+     carried more than one gRPC message; send one ExportTraceServiceRequest per call";
 
 impl Decoder for RawExportDecoder {
     type Item = RawExport;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<RawExport>, Status> {
+        if std::mem::replace(&mut self.decoded, true) {
+            return Err(Status::invalid_argument(MORE_THAN_ONE_MESSAGE));
+        }
         Ok(Some(RawExport(src.copy_to_bytes(src.remaining()))))
     }
 }
@@ -242,8 +258,9 @@ async fn handle(shared: Arc<Shared>, req: http::Request<Body>) -> http::Response
     // Errors raised by tonic while decoding (before our handler ran) are counted here.
     // tonic answers OUT_OF_RANGE for an uncompressed message over the limit; the OTLP
     // answer is RESOURCE_EXHAUSTED, as it already is for a compressed one. A message that
-    // does not decompress (or is flagged compressed without an encoding) is a malformed
-    // payload: INVALID_ARGUMENT, never tonic's INTERNAL.
+    // does not decompress (or is flagged compressed without an encoding, or is cut short)
+    // is a malformed payload: INVALID_ARGUMENT, never tonic's INTERNAL; so is a second
+    // message in the body ([`RawExportDecoder`]).
     match Status::from_header_map(response.headers()) {
         Some(status) if status.code() == Code::OutOfRange => {
             let err = ReceiveError::TooLarge { limit };

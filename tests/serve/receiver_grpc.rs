@@ -407,3 +407,59 @@ async fn invalid_utf8_costs_no_span_and_is_kept_byte_for_byte() {
     );
     assert_eq!(server.stats.accepted_spans(), spans as u64);
 }
+
+/// issue D7: a unary Export call whose body holds two length-prefixed messages (a
+/// client-streaming call on the unary method) is refused whole with INVALID_ARGUMENT,
+/// nothing of it taken; tonic's unary server alone answered OK and dropped the second.
+#[tokio::test]
+async fn a_unary_export_of_two_messages_is_invalid_argument_and_nothing_is_taken() {
+    use loopwatch::receiver::grpc::MORE_THAN_ONE_MESSAGE;
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    };
+    let server = start().await;
+    let ch = channel(server.addr).await;
+    let request = decode_pb(&read(&corpus("pb")[0]));
+    let codec =
+        tonic_prost::ProstCodec::<ExportTraceServiceRequest, ExportTraceServiceResponse>::default;
+    let mut grpc = tonic::client::Grpc::new(ch.clone());
+    for compression in [None, Some(CompressionEncoding::Gzip)] {
+        if let Some(c) = compression {
+            grpc = grpc.send_compressed(c);
+        }
+        grpc.ready().await.unwrap();
+        let two = futures::stream::iter([request.clone(), request.clone()]);
+        let status = grpc
+            .client_streaming(
+                tonic::Request::new(two),
+                PathAndQuery::from_static(EXPORT_PATH),
+                codec(),
+            )
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("two messages accepted ({compression:?})"));
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert_eq!(status.message(), MORE_THAN_ONE_MESSAGE);
+    }
+    assert!(server.sink.take().is_empty(), "nothing taken");
+    assert_eq!(
+        server.stats.rejected_requests(RejectReason::InvalidPayload),
+        2
+    );
+    // One message on the same method, as a stream of one: accepted whole.
+    grpc.ready().await.unwrap();
+    let one = futures::stream::iter([request.clone()]);
+    grpc.client_streaming(
+        tonic::Request::new(one),
+        PathAndQuery::from_static(EXPORT_PATH),
+        codec(),
+    )
+    .await
+    .unwrap_or_else(|s| panic!("one message refused: {s}"));
+    let got = server.sink.take();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].raw_protobuf().map(|b| b.to_vec()),
+        Some(request.encode_to_vec())
+    );
+}

@@ -30,9 +30,9 @@ pub use memory::MemoryLimiter;
 /// 350 bytes even for an empty span, so the cap bounds one request's views to ~35 MB.
 pub const DEFAULT_MAX_SPANS_PER_REQUEST: usize = 100_000;
 
-/// Default `max_values_per_request`: 1 000 000 attributes, events and array/kvlist elements
-/// (an SDK span carries at most 128 attributes by default; the Collector's 8 192-span batch
-/// of 30 attributes is 250 k). A value view costs 32–80 bytes even when empty, so the cap
+/// Default `max_values_per_request`: 1 000 000 attributes, events, array/kvlist elements and
+/// resource and scope entries (an SDK span carries at most 128 attributes by default; the
+/// Collector's 8 192-span batch of 30 attributes is 250 k). A value view costs 32–80 bytes even when empty, so the cap
 /// bounds one request's values to ~80 MB.
 pub const DEFAULT_MAX_VALUES_PER_REQUEST: usize = 1_000_000;
 
@@ -65,8 +65,10 @@ pub struct LimitsConfig {
     /// not retry: the same request would be refused again, the client must send smaller
     /// batches.
     pub max_spans_per_request: usize,
-    /// Most attribute values one request may hold: span and event attributes, events, and
-    /// the elements of array and kvlist values, all counted (default 1 000 000). Over it:
+    /// Most attribute values one request may hold: span and event attributes, events, the
+    /// elements of array and kvlist values, and the entries around the spans
+    /// (`resource_spans`, their `resource` and its `service.name`, `scope_spans`), all
+    /// counted (default 1 000 000). Over it:
     /// refused as for `max_spans_per_request`. OTLP/JSON requests are not counted (their
     /// decoding is bounded by the receive limit only).
     pub max_values_per_request: usize,

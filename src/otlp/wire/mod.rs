@@ -2,8 +2,9 @@
 //!
 //! A received `ExportTraceServiceRequest` is kept as the `Bytes` it arrived in.
 //! [`WireRequest::read`] validates it exactly as prost would (minus UTF-8: a string that is
-//! not valid UTF-8 is read lossily and never fails the request), locates every span by byte
-//! range and materialises only what detection reads. [`annotate::rewrite_pieces`] appends
+//! not valid UTF-8 is read lossily and never fails the request; plus the spans' ids: one of
+//! the wrong length leaves its span out, as the Collector would refuse it), locates every
+//! span by byte range and materialises only what detection reads. [`annotate::rewrite_pieces`] appends
 //! `loop.*` attributes to the spans that complete a detection and rewrites only the
 //! enclosing length prefixes (span → scope_spans → resource_spans); an unannotated
 //! request is forwarded byte for byte.

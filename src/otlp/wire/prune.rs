@@ -1,5 +1,6 @@
 //! A request without some of its spans: the spans the reader could not read (nesting past
-//! the recursion limit, a malformed field inside the span) are cut out of the bytes, so the
+//! the recursion limit, a malformed field inside the span, an id of the wrong length) are
+//! cut out of the bytes, so the
 //! rest of the request is read, detected on and forwarded, and the downstream is never sent
 //! a span it would refuse with the whole request (issue 31 item 5, OTLP partial success).
 //!

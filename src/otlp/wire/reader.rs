@@ -38,6 +38,23 @@ pub enum WireError {
     /// Messages nested deeper than [`RECURSION_LIMIT`].
     #[error("message nested deeper than the recursion limit of {RECURSION_LIMIT}")]
     RecursionLimit,
+    /// A span's trace or span id (its own, its parent's or a link's) that is neither empty
+    /// nor of its OTLP length (trace 16 bytes, span 8). prost reads any length; the
+    /// Collector refuses the whole request holding one ("unmarshal: invalid TraceID
+    /// length", open-telemetry/opentelemetry-collector `pdata/internal/data/traceid.go` and
+    /// `spanid.go`: empty or exactly 16 / 8 bytes), and the forwarder merges requests into
+    /// one export, so the span is left out alone, as the OTLP/JSON decoder leaves it out
+    /// (`receiver::partial`). `field` is the OTLP/JSON name (`traceId`, `links[0].spanId`),
+    /// so the reason reads as a field of the span.
+    #[error(".{field}: id has {len} bytes, expected {expected}")]
+    IdLength {
+        /// The id's field in the span, OTLP/JSON names.
+        field: std::borrow::Cow<'static, str>,
+        /// Its length in bytes.
+        len: usize,
+        /// The OTLP length: 16 for a trace id, 8 for a span id.
+        expected: usize,
+    },
     /// Not malformed, but more spans than the reader was allowed to read
     /// ([`super::WireRequest::read_limited`]): reading stopped at the cap, so a request of
     /// millions of empty spans costs the cap, not its span count.
@@ -46,9 +63,9 @@ pub enum WireError {
         /// The cap.
         limit: usize,
     },
-    /// Not malformed, but more attributes, events and array/kvlist elements than the reader
-    /// was allowed to build ([`ValueBudget`]).
-    #[error("request holds more than {limit} attribute values")]
+    /// Not malformed, but more attributes, events, array/kvlist elements and entries around
+    /// the spans than the reader was allowed to build ([`ValueBudget`]).
+    #[error("request holds more than {limit} values (attributes, events, array and kvlist elements, resource and scope entries)")]
     TooManyValues {
         /// The cap.
         limit: usize,
@@ -281,9 +298,13 @@ pub(super) fn fixed64(field: &Field) -> u64 {
 }
 
 /// How many values one request may still materialise: every `KeyValue` (span, event and
-/// kvlist attributes), every array element and every event counts one. Empty ones cost two
+/// kvlist attributes), every array element and every event counts one, and so does every
+/// entry around the spans the reader keeps something for (each `ResourceSpans`, each
+/// occurrence of its `resource` and each `service.name` read from it, each `scope_spans`
+/// and `instrumentation_library_spans` entry: [`super::request`]). Empty ones cost two
 /// bytes on the wire but 32–80 bytes once built, so without a bound a 16 MB request of
-/// empty attributes would build half a gigabyte.
+/// empty attributes would build half a gigabyte (and one of empty `ResourceSpans` ~800 MB,
+/// issue D1).
 ///
 /// With a memory grant ([`ValueBudget::with_memory`]) it also pays for what the reader
 /// builds, in bytes: [`VALUE_VIEW_BYTES`] per value and [`SPAN_VIEW_BYTES`] per span,
@@ -313,8 +334,10 @@ impl std::fmt::Debug for ValueBudget<'_> {
     }
 }
 
-/// Bytes one value (attribute, event, array or kvlist element) is counted at once read:
-/// its view, twice (the arena's vectors grow by doubling, so up to half of it is slack).
+/// Bytes one value (attribute, event, array or kvlist element, or an entry around the
+/// spans) is counted at once read: an attribute's view, twice (the arena's vectors grow by
+/// doubling, so up to half of it is slack); more than a [`super::WireResource`] or a byte
+/// range costs.
 pub const VALUE_VIEW_BYTES: usize =
     2 * std::mem::size_of::<crate::otlp::view::KeyValueView<'static>>();
 

@@ -1,11 +1,12 @@
 //! One received `ExportTraceServiceRequest` read from its bytes: validated as prost would
-//! (minus UTF-8), every span located by byte range, and only what detection reads
-//! materialised: per resource its `service.name` (other attributes on demand, e.g. the
-//! run-key attribute), per span its borrowed [`SpanView`], which borrows from the request's
-//! `Bytes` and, for its attributes and events, from one [`super::view::ViewArena`] for the
-//! whole request. Two cells ([`self_cell`]) hold them: `Parsed` the bytes and what the
-//! validating walk read ([`super::view::span_into`]), `Located` that and the views built
-//! from it once the arena is complete. Nothing else is copied.
+//! (minus UTF-8; plus the length of the spans' ids, as the Collector checks them), every
+//! span located by byte range, and only what detection reads materialised: per resource
+//! its `service.name` (other attributes on demand, e.g. the run-key attribute), per span
+//! its borrowed [`SpanView`], which borrows from the request's `Bytes` and, for its
+//! attributes and events, from one [`super::view::ViewArena`] for the whole request. Two
+//! cells ([`self_cell`]) hold them: `Parsed` the bytes and what the validating walk read
+//! ([`super::view::span_into`]), `Located` that and the views built from it once the
+//! arena is complete. Nothing else is copied.
 //!
 //! Spans are read from `ResourceSpans.scope_spans` and, in a `ResourceSpans` without any
 //! `scope_spans`, from the pre-1.0 `instrumentation_library_spans` (field 1000,
@@ -64,8 +65,8 @@ struct Read<'a> {
 }
 
 /// A span the reader could not read, left out of the request (issue 31 item 5): its fields
-/// were malformed or nested past the recursion limit, while the request around it was
-/// sound. The rest of the request is read and forwarded without it, and the receiver
+/// were malformed or nested past the recursion limit, or one of its ids had the wrong
+/// length ([`WireError::IdLength`]), while the request around it was sound. The rest of the request is read and forwarded without it, and the receiver
 /// reports it in OTLP `partial_success`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedSpan {
@@ -126,7 +127,8 @@ self_cell::self_cell!(
 pub struct ReadLimits {
     /// Span views (`limits.max_spans_per_request`).
     pub max_spans: usize,
-    /// Attributes, events and array/kvlist elements (`limits.max_values_per_request`).
+    /// Attributes, events, array/kvlist elements and the entries around spans
+    /// (`limits.max_values_per_request`; see [`ValueBudget`]).
     pub max_values: usize,
 }
 
@@ -165,15 +167,19 @@ impl WireRequest {
     }
 
     /// As [`WireRequest::read`], building at most `limits.max_spans` span views and
-    /// `limits.max_values` attribute values ([`ValueBudget`]): past either, reading
+    /// `limits.max_values` values ([`ValueBudget`]: attributes, events, array and kvlist
+    /// elements, and the `ResourceSpans`, `resource`, `scope_spans` and
+    /// `instrumentation_library_spans` entries around the spans): past either, reading
     /// stops with [`WireError::TooManySpans`] / [`WireError::TooManyValues`] before the
     /// next one is built. A span view costs a few hundred bytes and a value 32–80 even when
     /// empty (two bytes on the wire), so the caps bound what one request can make the
     /// reader allocate.
     ///
     /// A span whose own fields are malformed (a wrong wire type, a length past its end,
-    /// nesting past the recursion limit) while the messages around it are sound does not
-    /// fail the request: it is cut out of the bytes ([`super::prune`]), the rest is read
+    /// nesting past the recursion limit) or which holds an id of the wrong length (which
+    /// prost reads but the Collector refuses with the whole request:
+    /// [`WireError::IdLength`]) while the messages around it are sound does not fail the
+    /// request: it is cut out of the bytes ([`super::prune`]), the rest is read
     /// again and kept, and the span is listed in [`WireRequest::rejected`]. Only such a
     /// request is read twice.
     pub fn read_limited(bytes: Bytes, limits: ReadLimits) -> Result<WireRequest, WireError> {
@@ -273,7 +279,7 @@ impl WireRequest {
     /// as a `Resource` holding only them.
     pub fn resource(&self, index: usize, keys: &[&str]) -> Result<Resource, WireError> {
         match self.resources.get(index) {
-            Some(r) => resource_attributes(&self.bytes, &r.ranges, keys),
+            Some(r) => resource_attributes(&self.bytes, &r.ranges, keys, || Ok(())),
             None => Ok(Resource::default()),
         }
     }
@@ -287,6 +293,13 @@ impl WireRequest {
 /// The validating walk of [`WireRequest::read_limited`]: the spans of `bytes` (at most
 /// `max_spans`, their values taken from `values`), and each `ResourceSpans`' resource
 /// pushed to `resources`.
+///
+/// Every entry the walk keeps or builds something for is taken from `values` before it
+/// is kept, as attributes are: each `ResourceSpans` (its [`WireResource`]), each
+/// occurrence of its `resource` (a range) and each `service.name` attribute read from it,
+/// each `scope_spans` entry and each `instrumentation_library_spans` entry (a range). An
+/// empty one is two bytes on the wire (issue D1: 7 M empty `ResourceSpans`, a 14 MB
+/// request of 14 KB gzipped, were kept as 7 M uncounted resources, ~800 MB).
 fn walk<'a>(
     bytes: &'a Bytes,
     max_spans: usize,
@@ -308,13 +321,14 @@ fn walk<'a>(
         else {
             continue;
         };
+        values.take()?;
         let resource_index = resources.len();
         let mut resource = WireResource::default();
         let mut s = 0;
         // `instrumentation_library_spans` entries, read only when there is no `scope_spans`.
         let mut legacy = Vec::new();
         let mut has_scope_spans = false;
-        let mut read_scope_spans = |range, budget, s| {
+        let mut read_scope_spans = |range, budget, s, values: &mut ValueBudget| {
             scope_spans(
                 buf,
                 range,
@@ -332,17 +346,22 @@ fn walk<'a>(
             match check_field(Msg::ResourceSpans, &field, budget)? {
                 Some((Msg::ScopeSpans, range, budget)) => {
                     has_scope_spans = true;
-                    read_scope_spans(range, budget, s)?;
+                    values.take()?;
+                    read_scope_spans(range, budget, s, values)?;
                     s += 1;
                 }
                 Some((msg, range, budget)) => {
                     check(msg, buf, range.clone(), budget)?;
                     if msg == Msg::Resource {
+                        values.take()?;
                         resource.ranges.push(range);
                     }
                 }
                 None if field.number == INSTRUMENTATION_LIBRARY_SPANS => {
-                    legacy.extend(field.len_range());
+                    if let Some(range) = field.len_range() {
+                        values.take()?;
+                        legacy.push(range);
+                    }
                 }
                 None => {}
             }
@@ -355,12 +374,13 @@ fn walk<'a>(
                 // prost skips the field unread: one it could not decode is skipped here too
                 // (forwarded as received, read for nothing), never an error.
                 if check(Msg::ScopeSpans, buf, range.clone(), budget).is_ok() {
-                    read_scope_spans(range, budget, s)?;
+                    read_scope_spans(range, budget, s, values)?;
                     s += 1;
                 }
             }
         }
-        let attributes = resource_attributes(buf, &resource.ranges, &["service.name"])?;
+        let attributes =
+            resource_attributes(buf, &resource.ranges, &["service.name"], || values.take())?;
         resource.service_name = crate::otlp::service_name(Some(&attributes)).map(Arc::from);
         resources.push(resource);
         r += 1;
@@ -403,8 +423,8 @@ fn scope_spans<'a>(
                         | WireError::TooManySpans { .. }
                         | WireError::OverBudget),
                     ) => return Err(e),
-                    // The span's own bytes are bad, its framing is sound: it alone is left
-                    // out (what it put in the arena is never looked at: the request is
+                    // The span's own bytes are bad (or an id of it), its framing is sound:
+                    // it alone is left out (what it put in the arena is never looked at: the request is
                     // read again without it).
                     Err(error) => {
                         rejected.push((
@@ -447,10 +467,13 @@ fn len_fields(
     })
 }
 
+/// The attributes named `keys` of the resource whose occurrences are `ranges` of `buf`, each
+/// paid for with `take` before it is decoded.
 fn resource_attributes(
     buf: &[u8],
     ranges: &[Range<usize>],
     keys: &[&str],
+    mut take: impl FnMut() -> Result<(), WireError>,
 ) -> Result<Resource, WireError> {
     let mut resource = Resource::default();
     for range in ranges {
@@ -458,6 +481,7 @@ fn resource_attributes(
             let attribute = attribute?;
             let key = decode::key_of(buf, attribute.clone())?;
             if keys.iter().any(|k| k.as_bytes() == key) {
+                take()?;
                 resource
                     .attributes
                     .push(decode::key_value(buf, attribute, u32::MAX)?);

@@ -137,6 +137,13 @@ pub fn span<'a>(
 /// included) as [`super::schema::check`] would; `budget` is prost's recursion budget at
 /// the span. Takes every attribute, event and array or kvlist element from `values`
 /// ([`WireError::TooManyValues`] when it runs out).
+///
+/// Then checks the span's ids as the Collector does, which prost does not: a trace id
+/// (the span's, each link's) empty or 16 bytes, a span id (the span's, its parent's, each
+/// link's) empty or 8, the last occurrence of each field counting (prost's merge); else
+/// [`WireError::IdLength`] naming the first wrong one (traceId, spanId, parentSpanId, then
+/// the links in order, as `receiver::partial` checks OTLP/JSON spans). A malformed field
+/// anywhere in the span is reported before a wrong id.
 pub fn span_into<'a>(
     buf: &'a [u8],
     range: Range<usize>,
@@ -147,6 +154,8 @@ pub fn span_into<'a>(
     let mut span = SpanView::default();
     let attributes_start = arena.span_attributes.len();
     let events_start = arena.events.len();
+    // The first link with a wrong id, reported once the span's own ids are checked.
+    let (mut links, mut bad_link) = (0, None);
     for field in Fields::new(buf, range, budget) {
         let field = field?;
         let nested = check_field(Msg::Span, &field, budget)?;
@@ -172,15 +181,71 @@ pub fn span_into<'a>(
                 r,
                 b,
             )?,
+            (13, Some((_, r, b))) => {
+                let wrong = link_ids(buf, r, b, links)?;
+                bad_link = bad_link.or(wrong);
+                links += 1;
+            }
             (_, Some((msg, r, b))) => check(msg, buf, r, b)?,
             _ => {}
         }
+    }
+    let own = [
+        ("traceId", span.trace_id, TRACE_ID_LEN),
+        ("spanId", span.span_id, SPAN_ID_LEN),
+        ("parentSpanId", span.parent_span_id, SPAN_ID_LEN),
+    ];
+    if let Some(wrong) = own
+        .into_iter()
+        .find_map(|(field, id, len)| wrong_id(|| field.into(), id, len))
+        .or(bad_link)
+    {
+        return Err(wrong);
     }
     Ok(SpanRecord {
         fields: span,
         attributes: attributes_start..arena.span_attributes.len(),
         events: events_start..arena.events.len(),
     })
+}
+
+/// OTLP's trace id length in bytes.
+const TRACE_ID_LEN: usize = 16;
+/// OTLP's span id length in bytes.
+const SPAN_ID_LEN: usize = 8;
+
+/// `None` when `id` is empty or `len` bytes long, else the [`WireError::IdLength`] for it,
+/// `field` naming it.
+fn wrong_id(field: impl FnOnce() -> Cow<'static, str>, id: &[u8], len: usize) -> Option<WireError> {
+    (!id.is_empty() && id.len() != len).then(|| WireError::IdLength {
+        field: field(),
+        len: id.len(),
+        expected: len,
+    })
+}
+
+/// Validates the `Span.Link` in `buf[range]` (the `index`th of its span) as
+/// [`super::schema::check`] would, then returns the error for its trace or span id when
+/// either has the wrong length (see [`span_into`]).
+fn link_ids(
+    buf: &[u8],
+    range: Range<usize>,
+    budget: u32,
+    index: usize,
+) -> Result<Option<WireError>, WireError> {
+    let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
+    for field in Fields::new(buf, range, budget) {
+        let field = field?;
+        match (field.number, check_field(Msg::Link, &field, budget)?) {
+            (1, _) => trace_id = bytes_of(buf, &field),
+            (2, _) => span_id = bytes_of(buf, &field),
+            (_, Some((msg, r, b))) => check(msg, buf, r, b)?,
+            _ => {}
+        }
+    }
+    let name = |id: &str| Cow::Owned(format!("links[{index}].{id}"));
+    Ok(wrong_id(|| name("traceId"), trace_id, TRACE_ID_LEN)
+        .or_else(|| wrong_id(|| name("spanId"), span_id, SPAN_ID_LEN)))
 }
 
 pub(super) fn key_value<'a>(

@@ -93,19 +93,63 @@ fn reading_stops_at_the_span_and_value_caps() {
         max_spans,
         max_values,
     };
-    // 4 spans of one attribute each.
+    // 4 spans of one attribute each, in 2 `resource_spans` of 3 `scope_spans` between
+    // them, the first with a resource holding `service.name`: 4 + 2 + 3 + 1 + 1 values.
     assert_eq!(
-        WireRequest::read_limited(bytes.clone(), limits(4, 4)).map(|r| r.span_count()),
+        WireRequest::read_limited(bytes.clone(), limits(4, 11)).map(|r| r.span_count()),
         Ok(4)
     );
     assert_eq!(
-        WireRequest::read_limited(bytes.clone(), limits(3, 4)).err(),
+        WireRequest::read_limited(bytes.clone(), limits(3, 11)).err(),
         Some(WireError::TooManySpans { limit: 3 })
     );
     assert_eq!(
-        WireRequest::read_limited(bytes, limits(4, 3)).err(),
-        Some(WireError::TooManyValues { limit: 3 })
+        WireRequest::read_limited(bytes, limits(4, 10)).err(),
+        Some(WireError::TooManyValues { limit: 10 })
     );
+}
+
+/// issue D1: the entries around spans cost two bytes on the wire each when empty, and the
+/// reader keeps a record or a range for each, so they count against the values cap as
+/// attributes do: a request of millions of them is refused at the cap.
+#[test]
+fn entries_around_spans_count_against_the_value_cap() {
+    let limits = ReadLimits {
+        max_spans: usize::MAX,
+        max_values: 1000,
+    };
+    let read = |bytes: Vec<u8>| WireRequest::read_limited(Bytes::from(bytes), limits);
+    let too_many = Some(WireError::TooManyValues { limit: 1000 });
+    // Empty `resource_spans` entries (the 14 MB bomb was 7 M of these).
+    assert_eq!(
+        read([0x0a, 0x00].repeat(1000)).map(|r| r.resources.len()),
+        Ok(1000)
+    );
+    assert_eq!(read([0x0a, 0x00].repeat(1001)).err(), too_many);
+    // In one `ResourceSpans`: empty `scope_spans`, `resource` occurrences (one range kept
+    // each), `instrumentation_library_spans` entries (a range each), and `service.name`
+    // attributes of its resource (each decoded to read the service name).
+    let mut legacy = Vec::new();
+    prost::encoding::bytes::encode(INSTRUMENTATION_LIBRARY_SPANS, &Vec::new(), &mut legacy);
+    let service_name = Resource {
+        attributes: vec![kv("service.name", "svc")],
+        ..Default::default()
+    };
+    let mut resource = Vec::new();
+    prost::encoding::message::encode(1, &service_name, &mut resource);
+    for (entry, per_entry) in [
+        (vec![0x12, 0x00], 1),
+        (vec![0x0a, 0x00], 1),
+        (legacy, 1),
+        (resource, 2),
+    ] {
+        // 999 values and the `ResourceSpans` around them are read; one more is refused.
+        let n = 999 / per_entry;
+        let fits = one_resource_spans(&vec![entry.clone(); n]).to_vec();
+        assert!(read(fits).is_ok(), "{entry:?}");
+        let over = one_resource_spans(&vec![entry.clone(); n + 1]).to_vec();
+        assert_eq!(read(over).err(), too_many, "{entry:?}");
+    }
 }
 
 /// A request of one `ResourceSpans` holding `fields` (encoded fields, in this order).
@@ -250,6 +294,50 @@ fn a_span_nested_past_the_recursion_limit_is_left_out_alone() {
         WireRequest::read_limited(bytes, limits).err(),
         Some(WireError::TooManySpans { limit: 2 })
     );
+}
+
+/// issue D5: prost reads an id of any length, the Collector refuses the whole request
+/// holding one, and the forwarder merges requests into one export.
+#[test]
+fn a_span_with_an_id_of_the_wrong_length_is_left_out_alone() {
+    let mut request = request();
+    let spans = &mut request.resource_spans[0].scope_spans[1].spans;
+    spans.insert(
+        0,
+        Span {
+            trace_id: vec![1; 17],
+            ..spans[0].clone()
+        },
+    );
+    request.resource_spans[1].scope_spans[0].spans[0].parent_span_id = vec![9; 4];
+    let bytes = Bytes::from(request.encode_to_vec());
+    assert!(ExportTraceServiceRequest::decode(bytes.clone()).is_ok());
+    let read = WireRequest::read(bytes).expect("the rest is read");
+    let described: Vec<String> = read.rejected().iter().map(RejectedSpan::describe).collect();
+    assert_eq!(
+        described,
+        [
+            "resourceSpans[0].scopeSpans[1].spans[0].traceId: id has 17 bytes, expected 16",
+            "resourceSpans[1].scopeSpans[0].spans[0].parentSpanId: id has 4 bytes, expected 8",
+        ]
+    );
+    let names: Vec<&str> = read.spans().iter().map(|s| s.span.name.as_ref()).collect();
+    assert_eq!(names, ["span 1", "span 2", "span 3"]);
+    // Forwarded: the request without those two spans, every other byte as received.
+    let mut expected = request.clone();
+    expected.resource_spans[1].scope_spans[0].spans.clear();
+    expected.resource_spans[0].scope_spans[1].spans.remove(0);
+    assert_eq!(read.bytes, Bytes::from(expected.encode_to_vec()));
+    // A request of no readable span is still read (the receiver refuses it).
+    let mut bad = expected.clone();
+    bad.resource_spans.truncate(1);
+    for ss in &mut bad.resource_spans[0].scope_spans {
+        for span in &mut ss.spans {
+            span.span_id = vec![2; 16];
+        }
+    }
+    let read = WireRequest::read(Bytes::from(bad.encode_to_vec())).unwrap();
+    assert_eq!((read.span_count(), read.rejected().len()), (0, 3));
 }
 
 #[test]

@@ -279,3 +279,93 @@ fn values_are_taken_from_the_budget_and_bad_input_fails_as_prost() {
         assert_eq!(ours, prost, "cut at {cut}");
     }
 }
+
+#[test]
+fn ids_of_the_wrong_length_fail_the_span_naming_the_field() {
+    use opentelemetry_proto::tonic::trace::v1::span::Link;
+    let link = |trace_id: Vec<u8>, span_id: Vec<u8>| Link {
+        trace_id,
+        span_id,
+        ..Default::default()
+    };
+    let good = Span {
+        trace_id: vec![1; 16],
+        span_id: vec![2; 8],
+        parent_span_id: vec![3; 8],
+        links: vec![link(vec![4; 16], vec![5; 8])],
+        ..Default::default()
+    };
+    let id_length = |field: &str, len, expected| -> Result<(), WireError> {
+        Err(WireError::IdLength {
+            field: field.to_owned().into(),
+            len,
+            expected,
+        })
+    };
+    // OTLP lengths and empty ids (prost's default, the Collector's empty id) are read.
+    assert_eq!(read(&good.encode_to_vec()), Ok(SpanView::from(&good)));
+    let empty = Span {
+        links: vec![Link::default()],
+        ..Default::default()
+    };
+    assert_eq!(read(&empty.encode_to_vec()), Ok(SpanView::from(&empty)));
+    let with = |edit: &dyn Fn(&mut Span)| {
+        let mut span = good.clone();
+        edit(&mut span);
+        let buf = span.encode_to_vec();
+        assert!(
+            Span::decode(buf.as_slice()).is_ok(),
+            "prost reads any length"
+        );
+        read(&buf).map(|_| ())
+    };
+    assert_eq!(
+        with(&|s| s.trace_id = vec![1; 17]),
+        id_length("traceId", 17, 16)
+    );
+    assert_eq!(
+        with(&|s| s.trace_id = vec![1; 15]),
+        id_length("traceId", 15, 16)
+    );
+    assert_eq!(with(&|s| s.span_id = vec![2; 9]), id_length("spanId", 9, 8));
+    assert_eq!(
+        with(&|s| s.parent_span_id = vec![3; 7]),
+        id_length("parentSpanId", 7, 8)
+    );
+    assert_eq!(
+        with(&|s| s.links.push(link(vec![4; 8], vec![5; 8]))),
+        id_length("links[1].traceId", 8, 16)
+    );
+    assert_eq!(
+        with(&|s| s.links[0].span_id = vec![5; 16]),
+        id_length("links[0].spanId", 16, 8)
+    );
+    // The first wrong one is named: the span's own ids before its links, as OTLP/JSON.
+    assert_eq!(
+        with(&|s| {
+            s.links[0].trace_id = vec![4];
+            s.parent_span_id = vec![3; 9];
+        }),
+        id_length("parentSpanId", 9, 8)
+    );
+    assert_eq!(
+        with(&|s| s.links[0].span_id = vec![5; 16]).map_err(|e| e.to_string()),
+        Err(".links[0].spanId: id has 16 bytes, expected 8".to_owned())
+    );
+    // The last occurrence of a field counts, as prost keeps it: a wrong id then a right
+    // one is read, a right one then a wrong one is not.
+    let mut buf = good.encode_to_vec();
+    buf.extend_from_slice(&[0x0a, 3, 1, 2, 3]);
+    assert_eq!(read(&buf).map(|_| ()), id_length("traceId", 3, 16));
+    let mut buf = vec![0x0a, 3, 1, 2, 3];
+    buf.extend_from_slice(&good.encode_to_vec());
+    assert_eq!(read(&buf), Ok(SpanView::from(&good)));
+    // A malformed field is reported before a wrong id, wherever it is.
+    let mut buf = Span {
+        trace_id: vec![1; 17],
+        ..good.clone()
+    }
+    .encode_to_vec();
+    buf.extend_from_slice(&[0x30, 0x01, 0x38, 0x01]);
+    assert!(matches!(read(&buf), Err(WireError::WireType { .. })));
+}
