@@ -13,7 +13,7 @@
 //! | a handoff tool: a tool named `transfer_to_{agent}` (OpenAI Agents SDK, LangGraph swarm, AutoGen) in `gen_ai.tool.name`, `tool.name` or the span name `execute_tool {tool}` | the name's suffix | openai-agents-python `handoffs` (`default_tool_name`), langgraph-swarm `create_handoff_tool`, autogen `Handoff` |
 //! | google-adk's `transfer_to_agent` tool | its `agent_name` argument (`gen_ai.tool.call.arguments` / `gcp.vertex.agent.tool_call_args`) | adk-python `tools/transfer_to_agent_tool.py` |
 
-use crate::otlp::view::{attr_str, KeyValueView, SpanView, ValueView};
+use crate::otlp::view::{attr_str, KeyValueView, SpanView, Text, ValueView};
 
 /// How a span hands the run to an agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn activation(span: &SpanView) -> Option<Activation> {
     if tool == "transfer_to_agent" {
         // google-adk: the target is an argument.
         let args = keys.arguments?;
-        let agent = serde_json::from_str::<serde_json::Value>(args).ok()?;
+        let agent = serde_json::from_str::<serde_json::Value>(args.as_str()).ok()?;
         return handoff(agent.get("agent_name")?.as_str()?);
     }
     handoff(tool.strip_prefix(TRANSFER_PREFIX)?)
@@ -122,7 +122,8 @@ struct Keys<'a> {
     oa_handoff_to: Option<&'a str>,
     openinference_kind: Option<&'a str>,
     tool_name: Option<&'a str>,
-    arguments: Option<&'a str>,
+    /// Read as text only for `transfer_to_agent` (every tool span has arguments).
+    arguments: Option<&'a Text<'a>>,
 }
 
 impl<'a> Keys<'a> {
@@ -139,6 +140,18 @@ impl<'a> Keys<'a> {
             if !matches!(key.first(), Some(b'g' | b'a' | b'o' | b't')) {
                 continue;
             }
+            if matches!(
+                key,
+                b"gen_ai.tool.call.arguments" | b"gcp.vertex.agent.tool_call_args"
+            ) {
+                if let (None, Some(ValueView::StringValue(value))) = (
+                    keys.arguments,
+                    kv.value.as_ref().and_then(|v| v.value.as_ref()),
+                ) {
+                    keys.arguments = Some(value);
+                }
+                continue;
+            }
             let slot = match key {
                 b"gen_ai.operation.name" => &mut keys.operation,
                 b"gen_ai.agent.name" => &mut keys.agent_name,
@@ -147,9 +160,6 @@ impl<'a> Keys<'a> {
                 b"agent.name" => &mut keys.oa_agent_name,
                 b"agent.handoff.to" => &mut keys.oa_handoff_to,
                 b"gen_ai.tool.name" | b"tool.name" => &mut keys.tool_name,
-                b"gen_ai.tool.call.arguments" | b"gcp.vertex.agent.tool_call_args" => {
-                    &mut keys.arguments
-                }
                 b"openinference.span.kind" => &mut keys.openinference_kind,
                 _ => continue,
             };
