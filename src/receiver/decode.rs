@@ -152,6 +152,30 @@ pub fn check_span_count(
     Ok(())
 }
 
+/// Measures an OTLP/JSON body before it is parsed ([`crate::otlp::json::shape::scan`]):
+/// its spans and values against `limits`, counted as the protobuf reader counts them
+/// (links, resource and scope attributes too: the JSON decoding builds them), its nesting,
+/// and what decoding it takes.
+///
+/// # Errors
+/// [`ReceiveError::TooManySpans`] / [`ReceiveError::TooManyValues`] past a cap (HTTP 413,
+/// as for protobuf); [`ReceiveError::InvalidJson`] for nesting past
+/// [`crate::otlp::json::shape::MAX_DEPTH`].
+pub fn check_json_shape(
+    bytes: &[u8],
+    limits: crate::otlp::wire::ReadLimits,
+) -> Result<crate::otlp::json::shape::Shape, ReceiveError> {
+    use crate::otlp::json::shape::{scan, ShapeError};
+    scan(bytes, limits).map_err(|e| match e {
+        ShapeError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
+        ShapeError::TooManyValues { limit } => ReceiveError::TooManyValues { limit },
+        ShapeError::TooDeep { .. } => ReceiveError::InvalidJson {
+            path: ".".to_owned(),
+            message: e.to_string(),
+        },
+    })
+}
+
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest` (see [`decode_json_counted`]),
 /// dropping the count of unknown fields.
 pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveError> {
