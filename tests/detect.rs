@@ -23,6 +23,7 @@ mod detect {
     mod framework_shapes;
     mod fuzz_inputs;
     mod ignore_property;
+    mod json_memory;
     mod loop_classes;
     mod mcp_server_hop;
     mod oracle_scenarios;

@@ -152,6 +152,30 @@ pub fn check_span_count(
     Ok(())
 }
 
+/// Measures an OTLP/JSON body before it is parsed ([`crate::otlp::json::shape::scan`]):
+/// its spans and values against `limits`, counted as the protobuf reader counts them
+/// (links, resource and scope attributes too: the JSON decoding builds them), its nesting,
+/// and what decoding it takes.
+///
+/// # Errors
+/// [`ReceiveError::TooManySpans`] / [`ReceiveError::TooManyValues`] past a cap (HTTP 413,
+/// as for protobuf); [`ReceiveError::InvalidJson`] for nesting past
+/// [`crate::otlp::json::shape::MAX_DEPTH`].
+pub fn check_json_shape(
+    bytes: &[u8],
+    limits: crate::otlp::wire::ReadLimits,
+) -> Result<crate::otlp::json::shape::Shape, ReceiveError> {
+    use crate::otlp::json::shape::{scan, ShapeError};
+    scan(bytes, limits).map_err(|e| match e {
+        ShapeError::TooManySpans { limit } => ReceiveError::TooManySpans { limit },
+        ShapeError::TooManyValues { limit } => ReceiveError::TooManyValues { limit },
+        ShapeError::TooDeep { .. } => ReceiveError::InvalidJson {
+            path: ".".to_owned(),
+            message: e.to_string(),
+        },
+    })
+}
+
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest` (see [`decode_json_counted`]),
 /// dropping the count of unknown fields.
 pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveError> {
@@ -162,17 +186,19 @@ pub fn decode_json(bytes: &[u8]) -> Result<ExportTraceServiceRequest, ReceiveErr
 /// it ([`crate::otlp::json`]: lowerCamelCase or proto field names, enum names or numbers,
 /// hex ids, 64-bit integers as strings or numbers, doubles as numbers or strings, `"NaN"`
 /// and `"Infinity"` included), then checks id lengths (trace 16
-/// bytes, span 8 bytes, empty allowed). Returns the request and the unknown fields it
+/// bytes, span 8 bytes, empty allowed) and that no message nests deeper than the protobuf
+/// path allows (the JSON read up to [`crate::otlp::json::shape::MAX_DEPTH`] levels, past
+/// serde_json's 128). Returns the request and the unknown fields it
 /// ignored. Errors name the field path, e.g. `resourceSpans[0].scopeSpans[0].spans[2].traceId`;
 /// a body that is not a JSON object, or an object without any OTLP field (`{"foo":1}`),
 /// is an error too.
 pub fn decode_json_counted(
     bytes: &[u8],
 ) -> Result<(ExportTraceServiceRequest, UnknownFields), ReceiveError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| ReceiveError::InvalidJson {
+    let value =
+        crate::otlp::json::shape::parse(bytes).map_err(|message| ReceiveError::InvalidJson {
             path: ".".to_owned(),
-            message: e.to_string(),
+            message,
         })?;
     decode_json_value_counted(value)
 }
@@ -210,7 +236,32 @@ pub fn decode_json_value_counted(
         })?;
     non_finite.restore(&mut request);
     check_id_lengths(&request)?;
+    check_nesting(&request)?;
     Ok((request, normalized.unknown))
+}
+
+/// [`ReceiveError::InvalidJson`] naming the first span, or resource spans, whose messages
+/// nest deeper than prost's recursion limit ([`crate::otlp::json::nesting`]): the protobuf
+/// path would leave such a span out, or refuse the request.
+pub(super) fn check_nesting(request: &ExportTraceServiceRequest) -> Result<(), ReceiveError> {
+    use crate::otlp::json::nesting;
+    let error = |path: String| ReceiveError::InvalidJson {
+        path,
+        message: crate::otlp::wire::WireError::RecursionLimit.to_string(),
+    };
+    for (r, rs) in request.resource_spans.iter().enumerate() {
+        if !nesting::outside_spans_fit(rs) {
+            return Err(error(format!("resourceSpans[{r}]")));
+        }
+        for (s, ss) in rs.scope_spans.iter().enumerate() {
+            if let Some(i) = ss.spans.iter().position(|span| !nesting::span_fits(span)) {
+                return Err(error(format!(
+                    "resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_id(path: impl FnOnce() -> String, id: &[u8], len: usize) -> Result<(), ReceiveError> {

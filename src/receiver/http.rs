@@ -190,7 +190,9 @@ fn header_str(headers: &HeaderMap, name: http::header::HeaderName) -> String {
 }
 
 /// Decompresses and decodes the body, counting it in `decoded` (its decompressed size,
-/// then the views the wire reader builds). Returns the request, what was left out of it
+/// then the views the wire reader builds; for OTLP/JSON, what
+/// [`crate::otlp::json::shape::scan`] bounds its decoding at, before it is parsed).
+/// Returns the request, what was left out of it
 /// (spans that could not be read, strings replaced) and the reservation, which the caller
 /// holds until the span path has taken the request.
 async fn read_request(
@@ -204,17 +206,23 @@ async fn read_request(
     let limit = state.options.max_recv_msg_size;
     let compressed = compression != Compression::Identity;
     let bytes = decompress(compression, body, limit)?;
+    let limits = state.sink.read_limits();
     let counted = match format {
-        // Decompressed bytes are new memory; a JSON body costs a multiple of its size in
-        // `serde_json::Value` and prost types while it is decoded.
+        // Decompressed bytes are new memory.
         Format::Protobuf if compressed => bytes.len(),
         Format::Protobuf => 0,
-        Format::Json => bytes.len().saturating_mul(JSON_DECODED_FACTOR),
+        // An OTLP/JSON body is measured before it is parsed: its span and value caps
+        // applied, and what its `serde_json::Value` tree and prost request take counted.
+        Format::Json => {
+            let shape = super::decode::check_json_shape(&bytes, limits)?;
+            shape
+                .decoded_bytes
+                .saturating_add(if compressed { bytes.len() } else { 0 })
+        }
     };
     if counted > 0 && !decoded.grow(counted, state.options.admission_wait).await {
         return Err(ReceiveError::Refused(AcceptError::InFlightLimit));
     }
-    let limits = state.sink.read_limits();
     let read = match format {
         Format::Protobuf => {
             let request = read_protobuf_budgeted(bytes, limits, &mut decoded)?;
@@ -241,10 +249,6 @@ async fn read_request(
     };
     Ok((read.0, read.1, decoded))
 }
-
-/// What an OTLP/JSON body is counted at while it is decoded, as a multiple of its size:
-/// its `serde_json::Value` tree and the prost request built from it.
-pub const JSON_DECODED_FACTOR: usize = 6;
 
 fn reject(state: &HttpState, format: Format, err: &ReceiveError, spans: u64) -> Response {
     state.stats.record_rejected(err.reason(), spans);

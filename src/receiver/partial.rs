@@ -7,9 +7,12 @@
 //! The protobuf reader cuts unreadable spans itself ([`crate::otlp::wire::WireRequest::read_limited`]).
 //! For OTLP/JSON, [`decode_json_partial`] first decodes as always; only a request that
 //! fails is decoded again leniently: text that serde_json refuses (invalid UTF-8, a lone
-//! `\ud800` escape) is replaced, and each span is decoded on its own, a span that does not
-//! decode (or whose ids have the wrong length) being left out. A request whose fault is
-//! outside its spans (not JSON, not an object, a bad resource) is refused as before.
+//! `\ud800` escape, a number out of the f64 range: [`text`]) is repaired, and each span is
+//! decoded on its own, a span that does not decode (or whose ids have the wrong length, or
+//! that holds such a number, or nests past prost's recursion limit as the protobuf reader
+//! counts it: [`crate::otlp::json::nesting`]) being left out. A request whose fault is
+//! outside its spans (not JSON, not an object, a bad resource, nesting past
+//! [`crate::otlp::json::shape::MAX_DEPTH`] JSON levels) is refused as before.
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTracePartialSuccess;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -21,6 +24,9 @@ use crate::otlp::ExportTraceServiceRequest;
 
 use super::decode::decode_json_counted;
 use super::error::ReceiveError;
+
+mod text;
+pub use text::sanitize_json_text;
 
 /// Rejected spans named in the partial-success message (the count is always exact).
 const NAMED: usize = 3;
@@ -132,13 +138,13 @@ fn decode_lenient(bytes: &[u8]) -> Result<JsonDecoded, ReceiveError> {
         path: ".".to_owned(),
         message,
     };
-    let (mut value, replaced_strings) = match serde_json::from_slice::<Value>(bytes) {
-        Ok(value) => (value, 0),
+    let parse = crate::otlp::json::shape::parse;
+    let (mut value, replaced_strings, marked) = match parse(bytes) {
+        Ok(value) => (value, 0, 0),
         Err(_) => {
             let (text, replaced) = sanitize_json_text(bytes);
-            let value =
-                serde_json::from_slice::<Value>(&text).map_err(|e| invalid(e.to_string()))?;
-            (value, replaced)
+            let (text, marked) = text::mark_out_of_range_numbers(text);
+            (parse(&text).map_err(invalid)?, replaced, marked)
         }
     };
     let normalized =
@@ -152,26 +158,45 @@ fn decode_lenient(bytes: &[u8]) -> Result<JsonDecoded, ReceiveError> {
     // indices of the others, and of the doubles taken out above, stay) and left out below.
     let mut rejected = Vec::new();
     for_each_span(&mut value, |index, span| {
-        if let Err(e) = serde_path_to_error::deserialize::<_, Span>(&*span) {
-            let path = e.path().to_string();
-            let hint = if path.ends_with("Id") {
-                " (OTLP/JSON ids are hex strings, not base64)"
-            } else {
-                ""
-            };
-            rejected.push(RejectedSpan {
-                index,
-                reason: format!(".{path}: {}{hint}", e.inner()),
-            });
+        let reason = match (marked > 0).then(|| text::find_marked(span)).flatten() {
+            Some((path, number)) => Some(format!("{path}: number out of range: {number}")),
+            None => match serde_path_to_error::deserialize::<_, Span>(&*span) {
+                Err(e) => {
+                    let path = e.path().to_string();
+                    let hint = if path.ends_with("Id") {
+                        " (OTLP/JSON ids are hex strings, not base64)"
+                    } else {
+                        ""
+                    };
+                    Some(format!(".{path}: {}{hint}", e.inner()))
+                }
+                // As the protobuf reader leaves out a span nested past prost's limit.
+                Ok(decoded) if !crate::otlp::json::nesting::span_fits(&decoded) => {
+                    Some(crate::otlp::wire::WireError::RecursionLimit.to_string())
+                }
+                Ok(_) => None,
+            },
+        };
+        if let Some(reason) = reason {
+            rejected.push(RejectedSpan { index, reason });
             *span = Value::Object(Default::default());
         }
     });
+    // A number out of range outside every span refuses the request, as serde_json did.
+    if let Some((path, number)) = (marked > 0).then(|| text::find_marked(&value)).flatten() {
+        return Err(ReceiveError::InvalidJson {
+            path: path.trim_start_matches('.').to_owned(),
+            message: format!("number out of range: {number}"),
+        });
+    }
     let mut request: ExportTraceServiceRequest =
         serde_path_to_error::deserialize(value).map_err(|e| ReceiveError::InvalidJson {
             path: e.path().to_string(),
             message: e.inner().to_string(),
         })?;
     non_finite.restore(&mut request);
+    // A resource or scope nested past prost's limit refuses the request, as over protobuf.
+    super::decode::check_nesting(&request)?;
     for (r, rs) in request.resource_spans.iter().enumerate() {
         for (s, ss) in rs.scope_spans.iter().enumerate() {
             for (i, span) in ss.spans.iter().enumerate() {
@@ -254,86 +279,9 @@ fn bad_id(span: &Span) -> Option<String> {
         })
 }
 
-/// `bytes` as JSON text serde_json reads: each run of invalid UTF-8 becomes U+FFFD, and each
-/// `\uD800`–`\uDFFF` escape that is not half of a valid surrogate pair becomes `\uFFFD` (the
-/// same six bytes, so nothing moves). Returns the text and how many were replaced.
-pub fn sanitize_json_text(bytes: &[u8]) -> (Vec<u8>, usize) {
-    let mut replaced = 0;
-    let mut text: Vec<u8> = match std::str::from_utf8(bytes) {
-        Ok(_) => bytes.to_vec(),
-        Err(_) => {
-            let mut out = Vec::with_capacity(bytes.len() + 16);
-            for chunk in bytes.utf8_chunks() {
-                out.extend_from_slice(chunk.valid().as_bytes());
-                if !chunk.invalid().is_empty() {
-                    out.extend_from_slice("\u{FFFD}".as_bytes());
-                    replaced += 1;
-                }
-            }
-            out
-        }
-    };
-    let hex = |b: &[u8]| -> Option<u16> {
-        let s = std::str::from_utf8(b).ok()?;
-        u16::from_str_radix(s, 16).ok()
-    };
-    let escape_at = |text: &[u8], at: usize| -> Option<u16> {
-        (text.get(at) == Some(&b'\\') && text.get(at + 1) == Some(&b'u'))
-            .then(|| hex(text.get(at + 2..at + 6)?))
-            .flatten()
-    };
-    let (mut in_string, mut at) = (false, 0);
-    while at < text.len() {
-        match text[at] {
-            b'"' => {
-                in_string = !in_string;
-                at += 1;
-            }
-            b'\\' if in_string => match escape_at(&text, at) {
-                Some(0xD800..=0xDBFF) => {
-                    if matches!(escape_at(&text, at + 6), Some(0xDC00..=0xDFFF)) {
-                        at += 12;
-                    } else {
-                        text[at + 2..at + 6].copy_from_slice(b"FFFD");
-                        replaced += 1;
-                        at += 6;
-                    }
-                }
-                Some(0xDC00..=0xDFFF) => {
-                    text[at + 2..at + 6].copy_from_slice(b"FFFD");
-                    replaced += 1;
-                    at += 6;
-                }
-                // Any other escape: the backslash and the escaped character.
-                _ => at += 2,
-            },
-            _ => at += 1,
-        }
-    }
-    (text, replaced)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lone_surrogates_and_invalid_utf8_are_replaced_in_place() {
-        let (text, n) = sanitize_json_text(
-            br#"{"a":"x\ud800y","b":"\ud83d\ude00","c":"\\ud800","d":"\udc00"}"#,
-        );
-        assert_eq!(n, 2);
-        assert_eq!(
-            std::str::from_utf8(&text).ok(),
-            Some(r#"{"a":"x\uFFFDy","b":"\ud83d\ude00","c":"\\ud800","d":"\uFFFD"}"#)
-        );
-        let (text, n) = sanitize_json_text(b"{\"a\":\"\xff\xfe ok\"}");
-        assert_eq!(n, 2);
-        assert_eq!(
-            String::from_utf8(text).ok().as_deref(),
-            Some("{\"a\":\"\u{FFFD}\u{FFFD} ok\"}")
-        );
-    }
 
     fn spans_json(spans: &[&str]) -> String {
         format!(
@@ -397,6 +345,86 @@ mod tests {
         match decode_json_partial(body.as_bytes()) {
             Err(ReceiveError::InvalidJson { path, .. }) => {
                 assert_eq!(path, "resourceSpans[0].scopeSpans[0].spans[0].traceId")
+            }
+            other => panic!("expected InvalidJson, got {other:?}"),
+        }
+    }
+
+    /// A span attribute of arrays nested `depth` deep, named `name`.
+    fn deep_span(name: &str, depth: usize) -> String {
+        let mut value = r#"{"stringValue":"leaf"}"#.to_owned();
+        for _ in 0..depth {
+            value = format!(r#"{{"arrayValue":{{"values":[{value}]}}}}"#);
+        }
+        format!(r#"{{"name":"{name}","attributes":[{{"key":"d","value":{value}}}]}}"#)
+    }
+
+    fn names(decoded: &JsonDecoded) -> Vec<&str> {
+        let spans = &decoded.request.resource_spans[0].scope_spans[0].spans;
+        spans.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// Past serde_json's 128 levels (an array 40 deep is 130) a span is read as over
+    /// protobuf: accepted while prost's budget holds it (47 array levels), left out alone
+    /// past it; the request is refused only past what can be read at all.
+    #[test]
+    fn a_deep_span_is_read_or_left_out_alone_as_over_protobuf() {
+        for (depth, kept) in [(40, true), (47, true), (48, false), (63, false)] {
+            let body = spans_json(&[
+                r#"{"name":"a"}"#,
+                &deep_span("deep", depth),
+                r#"{"name":"b"}"#,
+            ]);
+            let decoded =
+                decode_json_partial(body.as_bytes()).unwrap_or_else(|e| panic!("{depth}: {e}"));
+            let expected: &[&str] = if kept {
+                &["a", "deep", "b"]
+            } else {
+                &["a", "b"]
+            };
+            assert_eq!(names(&decoded), expected, "{depth}");
+            let message = decoded.partial.to_otlp().map(|p| p.error_message);
+            if kept {
+                assert_eq!(message, None);
+            } else {
+                assert_eq!(
+                    message.as_deref(),
+                    Some("1 span(s) could not be read and were left out; the rest of the request was accepted: resourceSpans[0].scopeSpans[0].spans[1]: message nested deeper than the recursion limit of 100"),
+                );
+            }
+        }
+        let body = spans_json(&[r#"{"name":"a"}"#, &deep_span("deep", 64)]);
+        match decode_json_partial(body.as_bytes()) {
+            Err(ReceiveError::InvalidJson { message, .. }) => {
+                assert!(
+                    message.contains("nested deeper than 201 levels"),
+                    "{message}"
+                )
+            }
+            other => panic!("expected InvalidJson, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_number_out_of_range_leaves_its_span_out_alone() {
+        let bad = r#"{"name":"bad","attributes":[{"key":"d","value":{"doubleValue":1e400}}]}"#;
+        let body = spans_json(&[r#"{"name":"a"}"#, bad, r#"{"name":"b"}"#]);
+        let decoded = decode_json_partial(body.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(names(&decoded), ["a", "b"]);
+        assert_eq!(
+            decoded.partial.to_otlp().map(|p| (p.rejected_spans, p.error_message)),
+            Some((1, "1 span(s) could not be read and were left out; the rest of the request was accepted: resourceSpans[0].scopeSpans[0].spans[1].attributes[0].value.doubleValue: number out of range: 1e400".to_owned()))
+        );
+        // In a name (a string field) too; outside every span the request is refused.
+        let body = spans_json(&[r#"{"name":1e999}"#, r#"{"name":"b"}"#]);
+        let decoded = decode_json_partial(body.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(names(&decoded), ["b"]);
+        let body = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":{"doubleValue":-1e400}}]},"scopeSpans":[{"spans":[{"name":"a"}]}]}]}"#;
+        match decode_json_partial(body.as_bytes()) {
+            // The first error, serde_json's, as before.
+            Err(ReceiveError::InvalidJson { path, message }) => {
+                assert_eq!(path, ".");
+                assert!(message.starts_with("number out of range"), "{message}");
             }
             other => panic!("expected InvalidJson, got {other:?}"),
         }

@@ -22,10 +22,26 @@ thread_local! {
     /// keeps is counted on the thread that called it. Const-initialised and without a
     /// destructor, so the allocator can use it at any time, thread exit included.
     static LIVE: Cell<isize> = const { Cell::new(0) };
+    /// The highest `LIVE` since [`peak_during`] last reset it.
+    static PEAK: Cell<isize> = const { Cell::new(0) };
 }
 
 fn count(bytes: isize) {
-    let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+    let _ = LIVE.try_with(|live| {
+        let now = live.get() + bytes;
+        live.set(now);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+    });
+}
+
+/// Runs `f` and returns what it returned with the most heap bytes it held at once on this
+/// thread beyond what was live before it (for `tests/detect/json_memory.rs`).
+pub(super) fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = live();
+    PEAK.with(|peak| peak.set(before));
+    let out = f();
+    let peak = PEAK.with(Cell::get);
+    (out, (peak - before).max(0) as usize)
 }
 
 /// Forwards to the system allocator, counting sizes in this thread's `LIVE`. It is the

@@ -424,3 +424,86 @@ async fn invalid_utf8_in_one_span_costs_no_span_and_the_loop_is_still_found() {
     assert!(!detections.is_empty());
     server.shutdown().await.unwrap();
 }
+
+/// OTLP/JSON has the protobuf path's value cap and partial acceptance: one span of 1.2 M
+/// empty attributes (a 25 KB gzip body of 13 MB) is refused with 413 naming
+/// `limits.max_values_per_request`, before it is parsed, as the same span over protobuf
+/// is; a span whose attribute nests arrays 40 deep (past serde_json's 128 levels) is read,
+/// and one nested past prost's budget (48) or holding a number out of the f64 range is
+/// left out alone while the rest of its request is forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_json_has_the_value_cap_and_leaves_a_bad_span_out_alone() {
+    let (downstream, addr) = Downstream::start(false).await;
+    let server = loopwatch::server::start(config(addr)).await.unwrap();
+    let url = format!("http://{}/v1/traces", server.http_addr);
+    let mut bomb =
+        br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x","attributes":["#.to_vec();
+    bomb.extend(vec![&br#"{"key":""}"#[..]; 1_200_000].join(&b','));
+    bomb.extend(br#"]}]}]}]}"#);
+    let resp = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(support::receiver::gzip(&bomb))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["code"], 8, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("more than 1000000 attribute values (limits.max_values_per_request)"),
+        "{message}"
+    );
+
+    let span = |i: u32, name: &str, attributes: &str| {
+        format!(
+            r#"{{"traceId":"{:032x}","spanId":"{i:016x}","name":"{name}","attributes":[{attributes}]}}"#,
+            0x77
+        )
+    };
+    let deep = |depth: usize| {
+        let mut value = r#"{"stringValue":"leaf"}"#.to_owned();
+        for _ in 0..depth {
+            value = format!(r#"{{"arrayValue":{{"values":[{value}]}}}}"#);
+        }
+        format!(r#"{{"key":"d","value":{value}}}"#)
+    };
+    let spans = [
+        span(1, "good-1", ""),
+        span(2, "deep-40", &deep(40)),
+        span(3, "deep-48", &deep(48)),
+        span(4, "huge", r#"{"key":"d","value":{"doubleValue":1e400}}"#),
+        span(5, "good-2", ""),
+    ];
+    let body = format!(
+        r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    );
+    let resp = post(&url, "application/json", body.into_bytes()).await;
+    assert_eq!(resp.status(), 200);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    let partial = &body["partialSuccess"];
+    assert_eq!(
+        partial["rejectedSpans"]
+            .as_i64()
+            .or_else(|| partial["rejectedSpans"].as_str()?.parse().ok()),
+        Some(2),
+        "{body}"
+    );
+    let message = partial["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spans[2]: message nested deeper than the recursion limit of 100"),
+        "{message}"
+    );
+    assert!(
+        message.contains("spans[3].attributes[0].value.doubleValue: number out of range: 1e400"),
+        "{message}"
+    );
+    assert_eq!(downstream.wait_for_spans(3, WAIT).await, 3);
+    let mut names: Vec<String> = downstream.spans().iter().map(|s| s.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["deep-40", "good-1", "good-2"]);
+    server.shutdown().await.unwrap();
+}

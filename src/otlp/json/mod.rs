@@ -22,6 +22,8 @@
 //! [`doubles::NonFinite`] carries past the typed decoding.
 
 pub mod doubles;
+pub mod nesting;
+pub mod shape;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
