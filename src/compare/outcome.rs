@@ -74,7 +74,8 @@ pub const FAILURE_PREFIX: usize = 240;
 /// True when a result reads as a failure: an error word in its first [`FAILURE_PREFIX`]
 /// bytes:
 /// error, failed, not found, no such, invalid, cannot, unable, denied, exception,
-/// traceback, usage:, syntax, unexpected, missing, unknown, not allowed, rejected, timed out.
+/// traceback, usage:, syntax, unexpected, missing, unknown, not allowed, rejected, timed out,
+/// no match(es), no result(s), nothing found, could not / did not find, does not exist.
 pub fn is_failure(text: &str) -> bool {
     static FAILURE: OnceLock<Regex> = OnceLock::new();
     let regex = FAILURE.get_or_init(|| {

@@ -64,24 +64,19 @@ fn lines(text: &str) -> Vec<&str> {
 fn a_repeated_result_fires_on_the_third_call_and_stop_stays_below() {
     let dir = case_trace("C02_langchain_mcp_double_capture");
     let out = explain(dir.path(), CONFIG, &[]);
-    // The ticket id is an argument echoed in the result: it is compared masked.
-    let compared = "        compared as \"Ticket <arg>: status open, no updates\"";
+    // The ticket id is an argument echoed in the result, but the result is a success that
+    // does not read as a failure: the id is its answer, compared as recorded (no
+    // "compared as" line).
     assert_eq!(lines(&out), [
         "run c0020000000000000000000000000002  service turn2-bugs  3 tool call(s)",
         "  profile nudge: window 10, repeated_call 5, repeated_result 3, repeated_outcome 6, near_repeat 6, alternating_calls 3, cycle 3, max_cycle_period 3, repeated_text 3, delegation_cycle 3",
-        "    call 1   lookup_ticket  args e266dca5  result 5bf7d1fb  below threshold: repeated_call 1/5, repeated_result 1/3",
-        compared,
-        "    call 2   lookup_ticket  args e266dca5  result 5bf7d1fb  below threshold: repeated_call 2/5, repeated_result 2/3, repeated_outcome 2/6",
-        compared,
-        "    call 3   lookup_ticket  args e266dca5  result 5bf7d1fb  FIRED repeated_result warn on span 620000000000001e (occurrence 1): lookup_ticket returned the same result 3 times in a row for the same arguments",
-        compared,
+        "    call 1   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 1/5, repeated_result 1/3",
+        "    call 2   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 2/5, repeated_result 2/3, repeated_outcome 2/6",
+        "    call 3   lookup_ticket  args e266dca5  result abfdb64c  FIRED repeated_result warn on span 620000000000001e (occurrence 1): lookup_ticket returned the same result 3 times in a row for the same arguments",
         "  profile stop: window 20, repeated_call 10, repeated_result 6, repeated_outcome 12, near_repeat 0, alternating_calls 6, cycle 6, max_cycle_period 3, repeated_text 6, delegation_cycle 6",
-        "    call 1   lookup_ticket  args e266dca5  result 5bf7d1fb  below threshold: repeated_call 1/10, repeated_result 1/6",
-        compared,
-        "    call 2   lookup_ticket  args e266dca5  result 5bf7d1fb  below threshold: repeated_call 2/10, repeated_result 2/6, repeated_outcome 2/12",
-        compared,
-        "    call 3   lookup_ticket  args e266dca5  result 5bf7d1fb  below threshold: repeated_call 3/10, repeated_result 3/6, repeated_outcome 3/12",
-        compared,
+        "    call 1   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 1/10, repeated_result 1/6",
+        "    call 2   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 2/10, repeated_result 2/6, repeated_outcome 2/12",
+        "    call 3   lookup_ticket  args e266dca5  result abfdb64c  below threshold: repeated_call 3/10, repeated_result 3/6, repeated_outcome 3/12",
     ]);
 }
 
@@ -248,4 +243,30 @@ fn a_response_traced_twice_counts_on_its_inner_span() {
         }
     }
     assert!(lines(&out)[7].contains("FIRED repeated_text warn on span a1a1a1a100000007"));
+}
+
+#[test]
+fn a_failure_is_compared_without_its_echo_and_noise() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls: Vec<_> = (0..3)
+        .map(|i| {
+            serde_json::json!({"calls": [{
+                "tool": "bash",
+                "args": {"command": "cat missing.txt"},
+                "result": format!("/bin/bash: line {}: cat: missing.txt: No such file or directory", 40 + i),
+            }]})
+        })
+        .collect();
+    record(dir.path(), &serde_json::json!({ "responses": calls }));
+    let out = explain(dir.path(), CONFIG, &["--profile", "nudge"]);
+    let compared: Vec<&str> = lines(&out)
+        .into_iter()
+        .filter(|l| l.trim_start().starts_with("compared as"))
+        .collect();
+    assert_eq!(
+        compared,
+        ["        compared as \"/bin/bash: line <n>: <arg>: <arg>: No such file or directory\""; 3],
+        "{out}"
+    );
+    assert!(out.contains("FIRED repeated_result warn"), "{out}");
 }
