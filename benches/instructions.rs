@@ -313,6 +313,15 @@ fn main() {
                 // start empty as before.
                 black_box(process_wire_all(&engine(), &raw));
             }
+            // `LOOPWATCH_ROUNDS` (for a sampling profiler): the whole workload again on a
+            // fresh engine after the measured one, so every round does the same work.
+            for _ in 1..std::env::var("LOOPWATCH_ROUNDS")
+                .ok()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(1)
+            {
+                black_box(process_wire_all(&engine(), &raw));
+            }
             let engine = engine();
             let started = Instant::now();
             let covered = black_box(workload_wire(&engine, &raw));
