@@ -20,14 +20,9 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Every listener on port 0, forwarding to `downstream`.
 fn config(downstream: std::net::SocketAddr) -> Config {
-    let mut config = Config::default();
-    config.receiver.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.receiver.http_listen = "127.0.0.1:0".parse().unwrap();
-    config.admin.listen = "127.0.0.1:0".into();
-    config.exporter.endpoint = Some(format!("http://{downstream}"));
-    config.shutdown.drain_timeout = Duration::from_secs(5);
-    config
+    crate::support::server::test_config(Some(downstream))
 }
 
 fn span_count(request: &ExportTraceServiceRequest) -> usize {
