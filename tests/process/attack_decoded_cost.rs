@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::attack::{
     empty_attributes_request, export_until_accepted, good_request, metric, post_until_accepted,
-    Server,
+    Server, ACCEPTED_BOMB_ATTRIBUTES,
 };
 use crate::support::cgroup::MemoryMeter;
 use crate::support::downstream::Downstream;
@@ -36,7 +36,7 @@ async fn requests_that_decode_large_are_admitted_by_their_decoded_cost() {
     let config = format!("[limits]\nmemory_mib = {MEMORY_MIB}\n");
     let meter = MemoryMeter::new("attack_decoded_cost", CGROUP_MIB << 20);
     let mut server = Server::start_in(meter.cgroup(), Some(addr), &config, &[]);
-    let attack = empty_attributes_request(1_000_000);
+    let attack = empty_attributes_request(ACCEPTED_BOMB_ATTRIBUTES);
     let wire_bytes = attack.len();
 
     let started = Instant::now();

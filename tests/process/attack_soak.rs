@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::attack::{
     cleanup_sinks, empty_attributes_request, export_retrying, post_until_accepted, redis_keys,
-    service_up, stream_messages, unique, Server, NATS_ADDR, REDIS_ADDR,
+    service_up, stream_messages, unique, Server, ACCEPTED_BOMB_ATTRIBUTES, NATS_ADDR, REDIS_ADDR,
 };
 use crate::support::cgroup::MemoryMeter;
 use crate::support::hostile::{healthz_in, http_status, stalled_http, stalled_streams};
@@ -121,7 +121,7 @@ stream_max_age = "2h"
     for _ in 0..4 {
         let (http, stop, figures) = (server.http.clone(), stop.clone(), figures.clone());
         hostile.push(tokio::spawn(async move {
-            let bomb = empty_attributes_request(1_000_000);
+            let bomb = empty_attributes_request(ACCEPTED_BOMB_ATTRIBUTES);
             while !stop.load(Ordering::Relaxed) {
                 let refused =
                     post_until_accepted(&http, bomb.clone(), Duration::from_secs(120)).await;

@@ -189,6 +189,11 @@ pub fn good_request(n: u64, spans: u64) -> ExportTraceServiceRequest {
     )
 }
 
+/// Empty attributes of the largest decode bomb a test sends to be accepted: under
+/// `limits.max_values_per_request` (1 000 000) with room for the resource and scope entries
+/// around its span, which count against the same cap.
+pub const ACCEPTED_BOMB_ATTRIBUTES: usize = 999_000;
+
 /// A request of one span holding `attributes` empty attributes: ~2 bytes each on the wire,
 /// tens once decoded (the decoded-cost attack of issue 31 item 1).
 pub fn empty_attributes_request(attributes: usize) -> Vec<u8> {
