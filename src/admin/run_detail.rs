@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -16,7 +16,7 @@ use crate::admin::{is_looping, AdminState};
 use crate::annotate::reason;
 use crate::conventions::event::span_of_call;
 use crate::engine::report::DetectionRecord;
-use crate::net::api_error::{json_error as error, ApiQuery};
+use crate::net::api_error::{json_error as error, ApiPath, ApiQuery};
 use crate::otlp::hex_id;
 use crate::registry::RunDetection;
 
@@ -132,7 +132,7 @@ fn kind(observation: &crate::detector::Observation) -> &'static str {
 /// 404 for a run loopwatch does not hold (never seen, or evicted).
 pub(crate) async fn run_detail(
     State(state): State<AdminState>,
-    Path(run_key): Path<String>,
+    ApiPath(run_key): ApiPath<String>,
     ApiQuery(query): ApiQuery<RunQuery>,
 ) -> Response {
     let engine = &state.engine;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use super::approval::{self, Approvals};
 use super::{check, CheckRequest};
 use crate::engine::Engine;
-use crate::net::api_error::json_error;
+use crate::net::api_error::{json_error, ApiPath};
 
 /// What the guard routes read and act on.
 #[derive(Clone)]
@@ -50,13 +50,16 @@ async fn post_check(
 
 /// `POST /v1/runs/{run_key}/approve`: the run goes on with its loop counters reset.
 /// `404` for a run loopwatch does not hold.
-async fn post_approve(State(state): State<GuardState>, Path(run_key): Path<String>) -> Response {
+async fn post_approve(
+    State(state): State<GuardState>,
+    ApiPath(run_key): ApiPath<String>,
+) -> Response {
     answer(state.approvals.approve(&state.engine, &run_key))
 }
 
 /// `POST /v1/runs/{run_key}/deny`: the run is stopped (a `kill` signal is published for its
 /// latest detection awaiting approval). `404` for an unknown run, `409` when none awaits.
-async fn post_deny(State(state): State<GuardState>, Path(run_key): Path<String>) -> Response {
+async fn post_deny(State(state): State<GuardState>, ApiPath(run_key): ApiPath<String>) -> Response {
     answer(state.approvals.deny(&state.engine, &run_key))
 }
 

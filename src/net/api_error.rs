@@ -1,5 +1,5 @@
 //! The admin API's one error shape, `{"error": "<message>"}` with the status, and the query
-//! string extractor that answers in it.
+//! string and path extractors that answer in it.
 //!
 //! axum's own `Query` rejection is `text/plain` ("Failed to deserialize query string…");
 //! [`ApiQuery`] wraps it (the "custom extractor" pattern of axum's `extract` docs,
@@ -8,7 +8,7 @@
 //! that does not deserialize) and its message, so every admin endpoint that reads a query
 //! string answers a bad one in the same JSON as its other errors.
 
-use axum::extract::{FromRequestParts, Query};
+use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -34,6 +34,27 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(json_error(rejection.status(), &rejection.body_text())),
+        }
+    }
+}
+
+/// `Path<T>` whose rejection is [`json_error`] with axum's status and message: a path
+/// segment that does not decode (`/v1/runs/%C0%AF`, not UTF-8) answers 400 in the API's
+/// JSON, not axum's `text/plain`.
+#[derive(Debug, Clone, Default)]
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(ApiPath(value)),
             Err(rejection) => Err(json_error(rejection.status(), &rejection.body_text())),
         }
     }

@@ -264,6 +264,30 @@ async fn corpus_through_the_admin_api() {
     let (status, body) = get(admin, &format!("/v1/traces/{}/loops", "ab".repeat(16))).await;
     assert_eq!(status, 404, "unknown trace: {body}");
     assert!(serde_json::from_str::<Value>(&body).unwrap()["error"].is_string());
+    // A path segment that does not decode (not UTF-8) is answered in the API's JSON too.
+    for path in [
+        "/v1/runs/%C0%AF",
+        "/v1/traces/%C0%AF/loops",
+        "/v1/runs/%FF/approve",
+    ] {
+        let (status, body) = if path.ends_with("/approve") {
+            let response = reqwest::Client::new()
+                .post(format!("http://{admin}{path}"))
+                .json(&serde_json::json!({}))
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        } else {
+            get(admin, path).await
+        };
+        assert_eq!(status, 400, "{path}: {body}");
+        let error = serde_json::from_str::<Value>(&body).unwrap()["error"].clone();
+        assert!(
+            error.as_str().is_some_and(|e| !e.is_empty()),
+            "{path}: {body}"
+        );
+    }
     // An id no trace can have (not 32 hex characters) is the client's error, not a miss.
     let too_long = "ab".repeat(17);
     let not_hex = format!("{}zz", &healthy.trace_id[..30]);
