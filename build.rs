@@ -31,6 +31,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("cargo:rerun-if-changed=proto/loopwatch/v1/signals.proto");
     println!("cargo:rerun-if-changed=proto/loopwatch/v1/guard.proto");
     tonic_prost_build::configure()
+        // tonic-prost's codec, but a request that does not decode is INVALID_ARGUMENT.
+        .codec_path("crate::net::grpc_codec::Codec")
         .build_client(true)
         .build_server(true)
         .compile_protos(

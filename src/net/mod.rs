@@ -4,6 +4,7 @@
 
 pub mod api_error;
 pub mod auth;
+pub mod grpc_codec;
 pub mod listen;
 pub mod log_limit;
 pub mod retry;

@@ -233,3 +233,39 @@ async fn a_require_approval_profile_pauses_and_deny_kills() {
         );
     }
 }
+
+/// A Check request that is not a `CheckRequest` is the client's error: `INVALID_ARGUMENT`
+/// (tonic-prost's codec answers `INTERNAL`, a server fault; `net::grpc_codec`).
+#[tokio::test]
+async fn a_check_that_does_not_decode_is_invalid_argument() {
+    let server = server_after(0, &[]).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", server.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    // Field 1 (`trace_id`, a string) sent as a varint; then a string of invalid UTF-8.
+    for body in [&[0x08u8, 0x05][..], &[0x0a, 0x02, 0xff, 0xfe]] {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let status = grpc
+            .unary(
+                tonic::Request::new(loopwatch::forward::ExportBody::from(
+                    bytes::Bytes::copy_from_slice(body),
+                )),
+                http::uri::PathAndQuery::from_static("/loopwatch.v1.Guard/Check"),
+                loopwatch::forward::RawBytesCodec,
+            )
+            .await
+            .map(|_| ())
+            .expect_err("a malformed Check is refused");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status
+                .message()
+                .contains("not a valid CheckRequest message"),
+            "{}",
+            status.message()
+        );
+    }
+}
