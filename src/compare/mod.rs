@@ -305,7 +305,9 @@ impl Comparer {
         tool: Option<&ToolCompare>,
         error: bool,
     ) -> ResultView<'a> {
-        let success_form = |keep_identifiers: bool| {
+        // The form without noise: the built-in patterns (bar the identifiers when asked),
+        // then the tool's; and whether an identifier pattern was left out that matched.
+        let denoised = |keep_identifiers: bool| {
             let (mut out, refused) = match &self.builtin {
                 Some(patterns) => patterns.apply_where(text, |i| {
                     !keep_identifiers || !volatile::is_identifier_pattern(i)
@@ -319,24 +321,17 @@ impl Comparer {
             }
             (out, refused)
         };
-        let (mut out, refused) = success_form(!error);
-        let masked = if words.is_empty() {
-            None
-        } else {
-            match echo::mask(&out, words) {
-                Cow::Owned(masked) => Some(masked),
-                Cow::Borrowed(_) => None,
-            }
+        let echo_masked = |out: &str| match echo::mask(out, words) {
+            Cow::Owned(masked) => Some(masked),
+            Cow::Borrowed(_) => None,
         };
+        let (mut out, refused) = denoised(!error);
+        let mut masked = echo_masked(&out);
         // Read as a failure only when masking would change the form (the check is a regex).
         let whole = error || ((refused || masked.is_some()) && is_failure(text));
         if whole && refused {
-            out = success_form(false).0;
-            let noise = matches!(out, Cow::Owned(_));
-            if let Cow::Owned(masked) = echo::mask(&out, words) {
-                out = Cow::Owned(masked);
-            }
-            return ResultView { text: out, noise };
+            out = denoised(false).0;
+            masked = echo_masked(&out);
         }
         let noise = matches!(out, Cow::Owned(_));
         if let (true, Some(masked)) = (whole, masked) {

@@ -98,7 +98,6 @@ pub const BUILTIN: &[Builtin] = &[
     },
 ];
 
-/// Compiled patterns, each with its replacement, and a [`RegexSet`] of all of them.
 /// The built-in patterns that mask an identifier (a UUID, a request id). In a successful
 /// result that does not read as a failure an identifier is information, not noise: "Email
 /// queued with id <uuid>" for eight recipients is eight emails, not one answer eight times
@@ -112,6 +111,7 @@ pub fn is_identifier_pattern(index: usize) -> bool {
         .is_some_and(|b| IDENTIFIER_PATTERNS.contains(&b.name))
 }
 
+/// Compiled patterns, each with its replacement, and a [`RegexSet`] of all of them.
 #[derive(Clone, Debug)]
 pub struct PatternSet {
     set: RegexSet,
